@@ -1,0 +1,43 @@
+// tools/main.cpp — the `tessera` command line program.
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+
+int main(int argc, char ** argv) {
+    using namespace tessera::tools;
+    CLI::App app{"tessera: an on-device tensor runtime for GGUF language models"};
+    app.require_subcommand(1);
+    std::vector<command> commands;
+#ifdef TESSERA_HAVE_CMD_GGUF
+    commands.push_back(register_gguf(app));
+#endif
+#ifdef TESSERA_HAVE_CMD_DEVICES
+    commands.push_back(register_devices(app));
+#endif
+#ifdef TESSERA_HAVE_CMD_RUN
+    commands.push_back(register_run(app));
+    commands.push_back(register_tokenize(app));
+#endif
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError & e) {
+        return app.exit(e) == 0 ? 0 : 1;
+    }
+    try {
+        for (auto & c : commands) {
+            if (c.sub->parsed()) return c.run();
+        }
+    } catch (const tessera::error & e) {
+        fmt::print(stderr, "error: {}\n", e.what());
+        return 1;
+    } catch (const std::exception & e) {
+        fmt::print(stderr, "error: {}\n", e.what());
+        return 1;
+    }
+    return 1;
+}

@@ -1,0 +1,22 @@
+# The `tessera` program: tools/main.cpp plus one file per subcommand.
+# A subcommand file tools/cmd_<name>.cpp is compiled in when present and its
+# libraries exist; TESSERA_HAVE_CMD_<NAME> tells main.cpp to register it.
+add_executable(tessera ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
+target_include_directories(tessera PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR})
+target_compile_options(tessera PRIVATE ${TESSERA_WARNINGS})
+target_link_libraries(tessera PRIVATE tessera_core CLI11::CLI11 fmt::fmt nlohmann_json::nlohmann_json)
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/cmd_gguf.cpp)
+  target_sources(tessera PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_gguf.cpp)
+  target_link_libraries(tessera PRIVATE tessera_gguf)
+  target_compile_definitions(tessera PRIVATE TESSERA_HAVE_CMD_GGUF)
+endif()
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/cmd_devices.cpp AND TARGET tessera_backend)
+  target_sources(tessera PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_devices.cpp)
+  target_link_libraries(tessera PRIVATE tessera_backend)
+  target_compile_definitions(tessera PRIVATE TESSERA_HAVE_CMD_DEVICES)
+endif()
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/cmd_run.cpp AND TARGET tessera_llm)
+  target_sources(tessera PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_run.cpp)
+  target_link_libraries(tessera PRIVATE tessera_llm)
+  target_compile_definitions(tessera PRIVATE TESSERA_HAVE_CMD_RUN)
+endif()
