@@ -9,9 +9,20 @@
 //
 // Activations are F32. "Weights" may be any type whose traits have to_float.
 // Unless stated, results are new packed tensors.
+//
+// Sources: the tensor arguments are stored in argument order in
+// result->src[0], src[1], ... (a null optional argument, e.g. soft_max's
+// mask, leaves its slot null). Views (view*, reshape, permute, transpose)
+// store a in src[0] and set view_src to the ROOT tensor that owns the data
+// (a->view_src when a is itself a view; view_offs add up), and data =
+// view_src->data + view_offs when the root already has data (else null).
+// cpy and set_rows return a view of their destination (same ne/nb as the
+// destination, view_src = its root) whose op is CPY / SET_ROWS.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 
 #include "tessera/core/tensor.hpp"
 
@@ -49,6 +60,7 @@ tensor * get_rows(context & ctx, tensor * a, tensor * idx);
 //   dst: [E, R, D2, D3] of F32, F16 or BF16 (or a quantized type with from_float)
 //   src: F32 [E, n, D2, D3]; idx: I32 or I64 [n, D2, D3]
 // This is how a KV cache is filled.
+// Result: op SET_ROWS, src[0] = dst, src[1] = src, src[2] = idx; ne/nb of dst.
 tensor * set_rows(context & ctx, tensor * dst, tensor * src, tensor * idx);
 
 // Rotary position embedding (Su et al. 2021, "RoFormer", eq. 34).
@@ -78,7 +90,7 @@ tensor * gelu(context & ctx, tensor * a);
 
 // Copies a into b converting types (F32 <-> F16/BF16, F32 -> quantized with
 // from_float); nelements must match, elements are visited in a's logical
-// order. Returns a view of b.
+// order. Returns a view of b: op CPY, src[0] = a, src[1] = b; ne/nb of b.
 tensor * cpy(context & ctx, tensor * a, tensor * b);
 // A packed copy of a (same type and shape). For quantized types a must be
 // row-contiguous.
@@ -86,7 +98,11 @@ tensor * cont(context & ctx, tensor * a);
 
 // Views (no data is copied; the result's data aliases the source).
 // view: ne/nb given explicitly, starting `offset` bytes into a; the span
-// must lie inside a's data (checked).
+// must lie inside a's data (checked: offset + nbytes(view) <= nbytes(a)).
+// nb has either ne.size() entries (nb[0] included) or ne.size() - 1
+// (nb[1..]; nb[0] = type size). Missing trailing dims get ne = 1 and a
+// packed stride. view_1d/2d/3d: nb[0] = type size, the last given stride
+// continues packed (view_2d: nb[2] = nb1 * ne1). op VIEW.
 tensor * view(context & ctx, tensor * a, std::span<const int64_t> ne,
               std::span<const uint64_t> nb, uint64_t offset);
 tensor * view_1d(context & ctx, tensor * a, int64_t ne0, uint64_t offset);
@@ -96,7 +112,9 @@ tensor * view_3d(context & ctx, tensor * a, int64_t ne0, int64_t ne1, int64_t ne
 // reshape: a must be contiguous; element count must match.
 tensor * reshape(context & ctx, tensor * a, std::span<const int64_t> ne);
 tensor * reshape(context & ctx, tensor * a, std::initializer_list<int64_t> ne);
-// permute: axis i of a becomes axis perm[i] of the result (ggml convention).
+// permute: axis i of a becomes axis perm[i] of the result (ggml convention):
+// result.ne[perm[i]] = a.ne[i], result.nb[perm[i]] = a.nb[i].
+// op_params[0..3] = p0..p3. Throws unless (p0..p3) is a permutation of 0..3.
 tensor * permute(context & ctx, tensor * a, int p0, int p1, int p2, int p3);
 // transpose: swaps dimensions 0 and 1.
 tensor * transpose(context & ctx, tensor * a);

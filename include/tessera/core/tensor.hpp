@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "tessera/tensor.h"
@@ -61,6 +62,11 @@ public:
     }
     // A new tensor with the type and shape of `like` (packed strides).
     tensor * new_tensor_like(const tensor * like);
+
+    // Like new_tensor (same checks, packed strides) but never allocates data,
+    // even in alloc_data mode: data stays null. The view builders in ops.hpp
+    // use it and then set view_src, view_offs, nb and data themselves.
+    tensor * new_tensor_no_data(type t, std::span<const int64_t> ne);
 
     // Sets the tensor's name (truncated to TSR_MAX_NAME-1 bytes); returns t.
     static tensor * set_name(tensor * t, std::string_view name);

@@ -1,0 +1,183 @@
+// tessera/llm/tokenizer.hpp — SentencePiece-style ("SPM") tokenizer for GGUF
+// models whose `tokenizer.ggml.model` is "llama".
+//
+// Algorithm (SentencePiece BPE mode, Kudo & Richardson 2018, "SentencePiece:
+// A simple and language independent subword tokenizer", and the
+// sentencepiece repository's bpe_model.cc): the text is split into one symbol
+// per UTF-8 character; the adjacent pair whose concatenation is a vocabulary
+// piece with the highest score is merged, repeatedly (leftmost pair on a tie),
+// until no pair is in the vocabulary. A final symbol that is not a piece is
+// emitted as byte-fallback tokens `<0xXX>`, one per UTF-8 byte.
+//
+// Observable behaviour (leading space, runs of spaces, newlines, special-token
+// text, whole-sequence detokenizing) follows the reference implementation as
+// described in shared/reference/tokenizer-notes.md.
+//
+// Thread-safety: a tokenizer is immutable after construction; all const
+// members may be called from several threads at once. A stream_decoder is
+// single-threaded state.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tessera::gguf {
+class reader;
+}
+
+namespace tessera::llm {
+
+using token_id = int32_t;
+
+// GGUF `tokenizer.ggml.token_type` values (the SentencePiece piece types).
+enum class token_type : int32_t {
+    normal = 1,       // ordinary piece, produced by merging
+    unknown = 2,      // <unk>; never produced from text
+    control = 3,      // <s>, </s>, ...: only from add_special or special-token text
+    user_defined = 4, // always matched as a whole in the text, never split
+    unused = 5,       // never produced, renders as nothing
+    byte = 6,         // <0xXX> byte-fallback token
+};
+
+// A vocabulary as plain vectors (what GGUF stores). tokens/scores/types have
+// one entry per token id. Special ids < 0 mean "absent".
+struct vocab_data {
+    std::vector<std::string> tokens; // piece text, U+2581 standing for a space
+    std::vector<float> scores;       // merge priority: higher merges first
+    std::vector<token_type> types;
+    token_id bos_id = 1;
+    token_id eos_id = 2;
+    token_id unk_id = 0;
+    bool add_bos = true;           // put BOS in front when add_special
+    bool add_eos = false;          // put EOS at the end when add_special
+    bool add_space_prefix = true;  // prepend one space before each text run
+};
+
+// The tokenizer: vocabulary, piece -> id hash map, encode and decode.
+class tokenizer {
+public:
+    // Validates and indexes `v`. Throws tessera::error when the three vectors
+    // differ in length or are empty, a type is out of 1..6, a byte token's text
+    // is not "<0xXX>", or a present special id is outside [0, n_vocab).
+    explicit tokenizer(vocab_data v);
+
+    // Reads the GGUF tokenizer metadata:
+    //   tokenizer.ggml.model (STRING, must be "llama"), tokenizer.ggml.tokens
+    //   (ARRAY of STRING), tokenizer.ggml.scores (ARRAY of FLOAT32),
+    //   tokenizer.ggml.token_type (ARRAY of INT32) — all required;
+    //   tokenizer.ggml.{bos,eos,unknown}_token_id (UINT32, defaults 1/2/0,
+    //   0xFFFFFFFF = absent), tokenizer.ggml.add_bos_token (BOOL, default true),
+    //   tokenizer.ggml.add_eos_token (BOOL, default false),
+    //   tokenizer.ggml.add_space_prefix (BOOL, default true) — optional.
+    // Throws tessera::error naming the key for a missing or mistyped key, and
+    // naming the model for an unsupported tokenizer model.
+    static tokenizer from_gguf(const gguf::reader & r);
+
+    // --- encoding ----------------------------------------------------------
+    // Text (UTF-8 bytes; not validated, see below) -> token ids.
+    //   add_special: put BOS in front (add_bos) and EOS at the end (add_eos).
+    //   parse_special: text equal to a control or unknown token's text (e.g.
+    //     "<s>") becomes that token. User-defined tokens are always matched.
+    //     The text after such a token gets the leading space again.
+    // The empty text gives [] (or [BOS] with add_special). Bytes are grouped
+    // into characters by their lead byte alone (like the reference); invalid
+    // UTF-8 ends up as byte tokens. Throws tessera::error only when byte
+    // fallback is needed for a byte the vocabulary cannot express (no <0xXX>
+    // token, no one-byte piece and no unknown token).
+    std::vector<token_id> encode(std::string_view text, bool add_special = true,
+                                 bool parse_special = false) const;
+
+    // --- decoding ----------------------------------------------------------
+    // The text of one token as generated output: a normal token's text with
+    // U+2581 turned into spaces; a byte token's single raw byte; a
+    // user-defined token's text as is; control and unknown tokens give "" unless
+    // render_special (then their text); unused tokens give "".
+    // Throws tessera::error for an id outside [0, n_vocab).
+    std::string token_to_piece(token_id id, bool render_special = false) const;
+
+    // Whole-sequence detokenize: the pieces joined, except that the first
+    // token loses one leading space (the one encode added) — unless the
+    // sequence starts with BOS, which then keeps the space after it.
+    //   remove_special: drop a leading BOS (when add_bos) and a trailing EOS
+    //     (when add_eos) before joining.
+    // So detokenize(encode(t, false)) == t and detokenize(encode(t, true)) ==
+    // " " + t for non-empty t. Throws tessera::error for an out-of-range id.
+    std::string detokenize(std::span<const token_id> ids, bool remove_special = false,
+                           bool render_special = false) const;
+
+    // --- vocabulary ----------------------------------------------------------
+    int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
+    token_id bos_id() const { return bos_id_; } // -1 when absent
+    token_id eos_id() const { return eos_id_; } // -1 when absent
+    token_id unk_id() const { return unk_id_; } // -1 when absent
+    bool add_bos() const { return add_bos_; }
+    bool add_eos() const { return add_eos_; }
+    bool add_space_prefix() const { return add_space_prefix_; }
+    // True for the end-of-generation token (EOS).
+    bool is_eog(token_id id) const { return id >= 0 && id == eos_id_; }
+    // Raw vocabulary entries; throw tessera::error for an out-of-range id.
+    const std::string & token_text(token_id id) const;
+    float token_score(token_id id) const;
+    token_type get_token_type(token_id id) const;
+    // Id of a piece with exactly this text, or -1.
+    token_id find_piece(std::string_view text) const;
+    // Token emitted for raw byte b by byte fallback.
+    token_id byte_token(uint8_t b) const { return byte_to_token_[b]; }
+
+private:
+    struct string_hash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    void check_id(token_id id) const;
+    void encode_spm(std::string_view text, std::vector<token_id> & out) const;
+    void append_piece(token_id id, bool render_special, int lstrip, std::string & out) const;
+
+    std::vector<std::string> tokens_;
+    std::vector<float> scores_;
+    std::vector<token_type> types_;
+    std::vector<int16_t> byte_value_; // byte tokens: 0..255; others: -1
+    std::unordered_map<std::string, token_id, string_hash, std::equal_to<>> piece_to_id_;
+    std::array<token_id, 256> byte_to_token_{};
+    std::vector<token_id> special_by_length_; // control/unknown/user-defined, longest text first
+    token_id bos_id_ = -1, eos_id_ = -1, unk_id_ = -1;
+    bool add_bos_ = true, add_eos_ = false, add_space_prefix_ = true;
+};
+
+// Streaming detokenizer for generated tokens: each piece keeps its own
+// leading space, and text is released only in whole UTF-8 characters. Bytes
+// of an incomplete character are held until it completes; a byte that cannot
+// start or continue a valid character is released as is (no replacement);
+// finish() releases whatever is still held.
+class stream_decoder {
+public:
+    // `tok` must outlive the decoder.
+    explicit stream_decoder(const tokenizer & tok, bool render_special = false)
+        : tok_(&tok), render_special_(render_special) {}
+
+    // Appends token `id`'s piece; returns the text that is now complete (may
+    // be empty). Throws tessera::error for an out-of-range id (state unchanged).
+    std::string push(token_id id);
+    // Returns the bytes still held (an incomplete or invalid tail) and resets.
+    std::string finish();
+    // Number of bytes currently held back.
+    size_t pending() const { return held_.size(); }
+
+private:
+    const tokenizer * tok_;
+    bool render_special_;
+    std::string held_;
+};
+
+// Length in bytes of the longest prefix of `s` that ends on a character
+// boundary and whose last character is not an incomplete (truncated) UTF-8
+// sequence. Invalid bytes count as complete one-byte units. Used by
+// stream_decoder; exposed for tests.
+size_t utf8_complete_prefix(std::string_view s);
+
+} // namespace tessera::llm

@@ -1,0 +1,96 @@
+// tokenizer_gguf.cpp — building a tokenizer from GGUF tokenizer metadata
+// (keys as written by the GGUF converters; see tokenizer.hpp for the list).
+#include <fmt/format.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/llm/tokenizer.hpp"
+
+namespace tessera::llm {
+
+namespace {
+
+constexpr const char * k_model = "tokenizer.ggml.model";
+constexpr const char * k_tokens = "tokenizer.ggml.tokens";
+constexpr const char * k_scores = "tokenizer.ggml.scores";
+constexpr const char * k_types = "tokenizer.ggml.token_type";
+
+// A special token id: absent key -> `fallback` (absent too when the
+// vocabulary is too small for it); 0xFFFFFFFF or a negative
+// value -> absent (-1); otherwise must lie inside the vocabulary.
+token_id read_special_id(const gguf::reader & r, const char * key, token_id fallback, size_t n_vocab) {
+    const std::optional<int64_t> v = r.find_int(key);
+    if (!v) {
+        return static_cast<size_t>(fallback) < n_vocab ? fallback : -1;
+    }
+    if (*v < 0 || *v == 0xFFFFFFFFll) {
+        return -1;
+    }
+    if (static_cast<uint64_t>(*v) >= n_vocab) {
+        throw error(fmt::format("tokenizer: {}: {} = {} is outside the vocabulary [0, {})", r.name(), key, *v,
+                                n_vocab));
+    }
+    return static_cast<token_id>(*v);
+}
+
+} // namespace
+
+tokenizer tokenizer::from_gguf(const gguf::reader & r) {
+    const std::string_view model = r.get_string(k_model);
+    if (model != "llama") {
+        throw error(fmt::format("tokenizer: {}: unsupported tokenizer model '{}' ({}); only 'llama' "
+                                "(SentencePiece) is supported",
+                                r.name(), model, k_model));
+    }
+
+    vocab_data v;
+    const std::vector<std::string_view> tokens = r.get_array_string(k_tokens);
+    const size_t n = tokens.size();
+    if (n == 0) {
+        throw error(fmt::format("tokenizer: {}: {} is empty", r.name(), k_tokens));
+    }
+    v.tokens.assign(tokens.begin(), tokens.end());
+
+    v.scores = r.get_array_f32(k_scores);
+    if (v.scores.size() != n) {
+        throw error(fmt::format("tokenizer: {}: {} has {} entries but {} has {}", r.name(), k_scores,
+                                v.scores.size(), k_tokens, n));
+    }
+
+    const gguf::value & types = r.get(k_types);
+    std::vector<int32_t> raw_types;
+    if (types.is_array() && types.array_type() == gguf::value_type::UINT32) {
+        for (const uint32_t t : types.as_u32_array()) {
+            raw_types.push_back(t > 0x7FFFFFFFu ? -1 : static_cast<int32_t>(t));
+        }
+    } else {
+        raw_types = r.get_array_i32(k_types); // throws naming the key for any other type
+    }
+    if (raw_types.size() != n) {
+        throw error(fmt::format("tokenizer: {}: {} has {} entries but {} has {}", r.name(), k_types,
+                                raw_types.size(), k_tokens, n));
+    }
+    v.types.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (raw_types[i] < 1 || raw_types[i] > 6) {
+            throw error(fmt::format("tokenizer: {}: {}[{}] = {} is not a token type (1..6)", r.name(), k_types, i,
+                                    raw_types[i]));
+        }
+        v.types.push_back(static_cast<token_type>(raw_types[i]));
+    }
+
+    v.bos_id = read_special_id(r, "tokenizer.ggml.bos_token_id", 1, n);
+    v.eos_id = read_special_id(r, "tokenizer.ggml.eos_token_id", 2, n);
+    v.unk_id = read_special_id(r, "tokenizer.ggml.unknown_token_id", 0, n);
+    v.add_bos = r.find_bool("tokenizer.ggml.add_bos_token").value_or(true);
+    v.add_eos = r.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
+    v.add_space_prefix = r.find_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+
+    try {
+        return tokenizer(std::move(v));
+    } catch (const error & e) {
+        throw error(fmt::format("{} (in {})", e.what(), r.name()));
+    }
+}
+
+} // namespace tessera::llm
