@@ -1,0 +1,70 @@
+// Read-only file mapping (POSIX mmap) and its in-memory stand-in.
+#include "tessera/gguf/reader.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::gguf {
+
+namespace {
+constexpr std::align_val_t heap_alignment{64};
+
+// Closes a descriptor on scope exit.
+struct fd_guard {
+    int fd;
+    ~fd_guard() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+} // namespace
+
+mapping::mapping(const std::filesystem::path & path) : name_(path.string()) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        throw error(fmt::format("gguf: {}: cannot open: {}", name_, std::strerror(errno)));
+    }
+    fd_guard guard{fd};
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) {
+        throw error(fmt::format("gguf: {}: cannot stat: {}", name_, std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        throw error(fmt::format("gguf: {}: not a regular file", name_));
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ == 0) return; // nothing to map; the parser reports the missing header
+    void * p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+        throw error(fmt::format("gguf: {}: cannot mmap {} bytes: {}", name_, size_, std::strerror(errno)));
+    }
+    data_ = static_cast<const uint8_t *>(p);
+    mapped_ = true;
+}
+
+mapping::mapping(std::span<const uint8_t> bytes, std::string name) : size_(bytes.size()), name_(std::move(name)) {
+    if (size_ == 0) return;
+    auto * p = static_cast<uint8_t *>(::operator new(size_, heap_alignment));
+    std::memcpy(p, bytes.data(), size_);
+    data_ = p;
+}
+
+mapping::~mapping() {
+    if (data_ == nullptr) return;
+    if (mapped_) {
+        ::munmap(const_cast<uint8_t *>(data_), size_);
+    } else {
+        ::operator delete(const_cast<uint8_t *>(data_), heap_alignment);
+    }
+}
+
+} // namespace tessera::gguf

@@ -1,0 +1,364 @@
+// gguf::writer: serializes metadata and tensors as GGUF version 3 and writes
+// the file atomically (temporary file in the same directory + rename).
+// Layout: GGUF specification (ggml repository, docs/gguf.md).
+#include "tessera/gguf/writer.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include "printable.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/gguf/reader.hpp"
+
+namespace tessera::gguf {
+
+namespace {
+
+struct tensor_entry {
+    std::string name;
+    type t;
+    uint32_t n_dims;
+    int64_t ne[TSR_MAX_DIMS];
+    std::span<const uint8_t> data;
+    std::shared_ptr<const void> keep_alive;
+    uint64_t size = 0;      // packed bytes (== data.size() unless fill is set)
+    writer::fill_fn fill;   // set: bytes are produced at write time (add_tensor_fill)
+};
+
+// Appends little-endian encodings to a byte vector.
+struct sink {
+    std::vector<uint8_t> & out;
+    template <class T> void put(T v) {
+        bytes(&v, sizeof v); // host is little-endian (static_assert in value.cpp)
+    }
+    void bytes(const void * p, size_t n) {
+        if (n == 0) return;
+        const size_t at = out.size();
+        out.resize(at + n);
+        std::memcpy(out.data() + at, p, n);
+    }
+    void string(std::string_view s) {
+        put<uint64_t>(s.size());
+        bytes(s.data(), s.size());
+    }
+    void pad_to(uint64_t alignment) {
+        out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
+    }
+};
+
+// Writes a value's payload (not its type id).
+void put_value(sink & s, const value & v) {
+    switch (v.type()) {
+    case value_type::STRING: s.string(v.as_string()); return;
+    case value_type::ARRAY: {
+        const value_type et = v.array_type();
+        s.put<uint32_t>(static_cast<uint32_t>(et));
+        s.put<uint64_t>(v.array_size());
+        if (et == value_type::STRING) {
+            for (auto str : v.as_string_array()) s.string(str);
+        } else if (et == value_type::ARRAY) {
+            for (const auto & item : v.as_array_array()) put_value(s, item);
+        } else {
+            auto b = v.array_bytes();
+            s.bytes(b.data(), b.size());
+        }
+        return;
+    }
+    default: {
+        // Scalars: re-encode through the typed accessor.
+        switch (v.type()) {
+        case value_type::UINT8: s.put(v.as_u8()); break;
+        case value_type::INT8: s.put(v.as_i8()); break;
+        case value_type::UINT16: s.put(v.as_u16()); break;
+        case value_type::INT16: s.put(v.as_i16()); break;
+        case value_type::UINT32: s.put(v.as_u32()); break;
+        case value_type::INT32: s.put(v.as_i32()); break;
+        case value_type::UINT64: s.put(v.as_u64()); break;
+        case value_type::INT64: s.put(v.as_i64()); break;
+        case value_type::FLOAT32: s.put(v.as_f32()); break;
+        case value_type::FLOAT64: s.put(v.as_f64()); break;
+        case value_type::BOOL: s.put<uint8_t>(v.as_bool() ? 1 : 0); break;
+        default: break;
+        }
+    }
+    }
+}
+
+// Packed byte size of a tensor; throws on a bad shape or overflow.
+uint64_t packed_size(std::string_view name, type t, std::span<const int64_t> ne) {
+    if (!type_is_valid(t)) throw error(fmt::format("gguf writer: tensor '{}': unknown type id {}", detail::printable(name), static_cast<int>(t)));
+    if (ne.empty() || ne.size() > TSR_MAX_DIMS) {
+        throw error(fmt::format("gguf writer: tensor '{}': {} dimensions (must be 1..{})", detail::printable(name), ne.size(), TSR_MAX_DIMS));
+    }
+    for (size_t d = 0; d < ne.size(); ++d) {
+        if (ne[d] < 1) throw error(fmt::format("gguf writer: tensor '{}': ne[{}] = {} (must be >= 1)", detail::printable(name), d, ne[d]));
+    }
+    const type_traits & tr = get_type_traits(t);
+    if (ne[0] % tr.block_size != 0) {
+        throw error(fmt::format("gguf writer: tensor '{}': ne[0] = {} is not a multiple of the {} block size {}",
+                                detail::printable(name), ne[0], tr.name, tr.block_size));
+    }
+    uint64_t size = static_cast<uint64_t>(ne[0] / tr.block_size);
+    bool ok = !__builtin_mul_overflow(size, static_cast<uint64_t>(tr.type_size), &size);
+    uint64_t n = static_cast<uint64_t>(ne[0]);
+    for (size_t d = 1; d < ne.size() && ok; ++d) {
+        ok = !__builtin_mul_overflow(size, static_cast<uint64_t>(ne[d]), &size) &&
+             !__builtin_mul_overflow(n, static_cast<uint64_t>(ne[d]), &n);
+    }
+    if (!ok || n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        throw error(fmt::format("gguf writer: tensor '{}': size overflows", detail::printable(name)));
+    }
+    return size;
+}
+
+// Closes a descriptor and removes the temporary file unless released.
+struct temp_guard {
+    int fd = -1;
+    std::string path;
+    bool keep = false;
+    ~temp_guard() {
+        if (fd >= 0) ::close(fd);
+        if (!keep && !path.empty()) ::unlink(path.c_str());
+    }
+};
+
+void write_all(int fd, const uint8_t * p, size_t n, const std::string & path) {
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            throw error(fmt::format("gguf writer: {}: write failed: {}", path, std::strerror(errno)));
+        }
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+}
+
+} // namespace
+
+struct writer::impl {
+    std::vector<std::pair<std::string, value>> kvs;
+    std::vector<tensor_entry> tensors;
+
+    void add(std::string_view name, type t, std::span<const int64_t> ne, std::span<const uint8_t> data,
+             std::shared_ptr<const void> keep_alive, writer::fill_fn fill = nullptr) {
+        if (name.empty() || name.size() > max_tensor_name) {
+            throw error(fmt::format("gguf writer: tensor name '{}' must be 1..{} bytes", detail::printable(name), max_tensor_name));
+        }
+        for (const auto & e : tensors) {
+            if (e.name == name) throw error(fmt::format("gguf writer: duplicate tensor name '{}'", detail::printable(name)));
+        }
+        const uint64_t size = packed_size(name, t, ne);
+        if (!fill && size != data.size()) {
+            throw error(fmt::format("gguf writer: tensor '{}': {} bytes of data given, the shape needs {}",
+                                    detail::printable(name), data.size(), size));
+        }
+        tensor_entry e{std::string(name), t, static_cast<uint32_t>(ne.size()), {1, 1, 1, 1}, data, std::move(keep_alive),
+                       size, std::move(fill)};
+        for (size_t d = 0; d < ne.size(); ++d) e.ne[d] = ne[d];
+        tensors.push_back(std::move(e));
+    }
+};
+
+writer::writer() : impl_(std::make_unique<impl>()) {}
+writer::~writer() = default;
+writer::writer(writer &&) noexcept = default;
+writer & writer::operator=(writer &&) noexcept = default;
+
+void writer::set(std::string_view key, value v) {
+    if (key.empty() || key.size() > max_key_length) {
+        throw error(fmt::format("gguf writer: key length {} must be 1..{}", key.size(), max_key_length));
+    }
+    if (key == "general.alignment") {
+        if (v.type() != value_type::UINT32) {
+            throw error(fmt::format("gguf writer: general.alignment must be UINT32, got {}", value_type_name(v.type())));
+        }
+        const uint32_t a = v.as_u32();
+        if (a == 0 || (a & (a - 1)) != 0 || a > (1u << 30)) {
+            throw error(fmt::format("gguf writer: general.alignment {} is not a power of two in 1..2^30", a));
+        }
+    }
+    for (auto & [k, old] : impl_->kvs) {
+        if (k == key) {
+            old = std::move(v);
+            return;
+        }
+    }
+    impl_->kvs.emplace_back(std::string(key), std::move(v));
+}
+
+bool writer::remove(std::string_view key) {
+    auto & kvs = impl_->kvs;
+    for (auto it = kvs.begin(); it != kvs.end(); ++it) {
+        if (it->first == key) {
+            kvs.erase(it);
+            return true;
+        }
+    }
+    return false;
+}
+
+void writer::copy_kv(const reader & src, std::string_view key) { set(key, src.get(key)); }
+
+void writer::copy_all_kv(const reader & src) {
+    for (const auto & e : src.metadata()) set(e.key, e.val);
+}
+
+const value * writer::find(std::string_view key) const {
+    for (const auto & [k, v] : impl_->kvs) {
+        if (k == key) return &v;
+    }
+    return nullptr;
+}
+
+size_t writer::n_kv() const { return impl_->kvs.size(); }
+
+uint32_t writer::alignment() const {
+    const value * v = find("general.alignment");
+    return v ? v->as_u32() : default_alignment;
+}
+
+void writer::add_tensor(std::string_view name, type t, std::span<const int64_t> ne, std::span<const uint8_t> data) {
+    auto owned = std::make_shared<const std::vector<uint8_t>>(data.begin(), data.end());
+    std::span<const uint8_t> view(owned->data(), owned->size());
+    impl_->add(name, t, ne, view, std::move(owned));
+}
+
+void writer::add_tensor(std::string_view name, type t, std::span<const int64_t> ne, std::vector<uint8_t> && data) {
+    auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(data));
+    std::span<const uint8_t> view(owned->data(), owned->size());
+    impl_->add(name, t, ne, view, std::move(owned));
+}
+
+void writer::add_tensor_ref(std::string_view name, type t, std::span<const int64_t> ne, std::span<const uint8_t> data,
+                            std::shared_ptr<const void> keep_alive) {
+    impl_->add(name, t, ne, data, std::move(keep_alive));
+}
+
+void writer::copy_tensor(const reader & src, std::string_view name) {
+    const tensor_info & ti = src.tensor(name);
+    impl_->add(ti.name, ti.type, std::span<const int64_t>(ti.ne, ti.n_dims), ti.bytes(), src.file_mapping());
+}
+
+void writer::add_tensor_fill(std::string_view name, type t, std::span<const int64_t> ne, fill_fn fill) {
+    if (!fill) throw error(fmt::format("gguf writer: tensor '{}': no fill function given", detail::printable(name)));
+    impl_->add(name, t, ne, {}, nullptr, std::move(fill));
+}
+
+size_t writer::n_tensors() const { return impl_->tensors.size(); }
+
+// Header, metadata and tensor infos, padded to the alignment (the data
+// section's start); `offsets` receives each tensor's offset in the section.
+static std::vector<uint8_t> build_head(const std::vector<std::pair<std::string, value>> & kvs,
+                                       const std::vector<tensor_entry> & tensors, uint32_t alignment,
+                                       std::vector<uint64_t> & offsets) {
+    std::vector<uint8_t> out;
+    sink s{out};
+    s.bytes("GGUF", 4);
+    s.put<uint32_t>(3);
+    s.put<uint64_t>(tensors.size());
+    s.put<uint64_t>(kvs.size());
+    for (const auto & [k, v] : kvs) {
+        s.string(k);
+        s.put<uint32_t>(static_cast<uint32_t>(v.type()));
+        put_value(s, v);
+    }
+    uint64_t offset = 0;
+    offsets.clear();
+    for (const auto & t : tensors) {
+        s.string(t.name);
+        s.put<uint32_t>(t.n_dims);
+        for (uint32_t d = 0; d < t.n_dims; ++d) s.put<uint64_t>(static_cast<uint64_t>(t.ne[d]));
+        s.put<uint32_t>(static_cast<uint32_t>(t.t));
+        s.put<uint64_t>(offset);
+        offsets.push_back(offset);
+        offset = (offset + t.size + alignment - 1) / alignment * alignment;
+    }
+    if (!tensors.empty()) s.pad_to(alignment);
+    return out;
+}
+
+std::vector<uint8_t> writer::to_bytes() const {
+    const uint32_t a = alignment();
+    std::vector<uint64_t> offsets;
+    std::vector<uint8_t> out = build_head(impl_->kvs, impl_->tensors, a, offsets);
+    sink s{out};
+    for (const auto & t : impl_->tensors) {
+        if (t.fill) {
+            const size_t at = out.size();
+            out.resize(at + t.size, 0);
+            t.fill(std::span<uint8_t>(out.data() + at, t.size));
+        } else {
+            s.bytes(t.data.data(), t.data.size());
+        }
+        s.pad_to(a);
+    }
+    return out;
+}
+
+void writer::write(const std::filesystem::path & path) const {
+    const uint32_t a = alignment();
+    std::vector<uint64_t> offsets;
+    const std::vector<uint8_t> head = build_head(impl_->kvs, impl_->tensors, a, offsets);
+
+    const std::string final_path = path.string();
+    std::filesystem::path dir = path.parent_path();
+    if (dir.empty()) dir = ".";
+    temp_guard tmp;
+    std::string templ = (dir / (path.filename().string() + ".tmp.XXXXXX")).string();
+    tmp.fd = ::mkstemp(templ.data());
+    if (tmp.fd < 0) {
+        throw error(fmt::format("gguf writer: {}: cannot create a temporary file in {}: {}", final_path, dir.string(),
+                                std::strerror(errno)));
+    }
+    tmp.path = templ;
+    ::fchmod(tmp.fd, 0644);
+    write_all(tmp.fd, head.data(), head.size(), tmp.path);
+    static const uint8_t zeros[4096] = {};
+    uint64_t pos = 0; // position in the data section
+    std::vector<uint8_t> filled; // reused buffer for add_tensor_fill tensors
+    for (size_t i = 0; i < impl_->tensors.size(); ++i) {
+        const auto & t = impl_->tensors[i];
+        if (t.fill) {
+            filled.assign(t.size, 0);
+            t.fill(std::span<uint8_t>(filled.data(), filled.size()));
+            write_all(tmp.fd, filled.data(), filled.size(), tmp.path);
+        } else {
+            write_all(tmp.fd, t.data.data(), t.data.size(), tmp.path);
+        }
+        pos = offsets[i] + t.size;
+        uint64_t pad = (pos + a - 1) / a * a - pos;
+        while (pad > 0) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
+            write_all(tmp.fd, zeros, n, tmp.path);
+            pad -= n;
+        }
+    }
+    if (::fsync(tmp.fd) != 0) {
+        throw error(fmt::format("gguf writer: {}: fsync failed: {}", tmp.path, std::strerror(errno)));
+    }
+    const int fd = tmp.fd;
+    tmp.fd = -1;
+    if (::close(fd) != 0) {
+        throw error(fmt::format("gguf writer: {}: close failed: {}", tmp.path, std::strerror(errno)));
+    }
+    if (::rename(tmp.path.c_str(), final_path.c_str()) != 0) {
+        throw error(fmt::format("gguf writer: cannot rename {} to {}: {}", tmp.path, final_path, std::strerror(errno)));
+    }
+    tmp.keep = true;
+    // Make the rename durable (best effort: some filesystems refuse fsync on a directory).
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+} // namespace tessera::gguf

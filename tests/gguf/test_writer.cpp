@@ -1,0 +1,254 @@
+// gguf::writer: exact bytes of a small file, round trips (the real files are
+// rewritten byte for byte), every value type, validation, atomic replacement.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <csignal>
+#include <limits>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "gguf/gguf_bytes.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
+
+using namespace tessera;
+using namespace tessera::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh empty directory under the build tree (or /tmp), removed at the end.
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        std::string templ = (fs::temp_directory_path() / "tessera_gguf_test.XXXXXX").string();
+        path = ::mkdtemp(templ.data());
+    }
+    ~temp_dir() { fs::remove_all(path); }
+    size_t n_entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), {})); }
+};
+
+std::vector<uint8_t> f32_bytes(std::initializer_list<float> v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.begin(), b.size());
+    return b;
+}
+
+} // namespace
+
+TEST(GgufWriter, ExactBytesOfASmallFile) {
+    gguf::writer w;
+    w.set_string("general.architecture", "test");
+    w.set("test.list", gguf::value::array_u32(std::vector<uint32_t>{1, 2, 3}));
+    const int64_t ne_a[] = {4, 2};
+    const int64_t ne_b[] = {8};
+    w.add_tensor("a", TSR_TYPE_F32, ne_a, f32_bytes({0, 1, 2, 3, 4, 5, 6, 7}));
+    w.add_tensor("b", TSR_TYPE_F32, ne_b, f32_bytes({100, 101, 102, 103, 104, 105, 106, 107}));
+    // make_simple_file() builds the same file field by field.
+    EXPECT_EQ(w.to_bytes(), make_simple_file().bytes);
+}
+
+TEST(GgufWriter, RewritesEveryRealFileByteForByte) {
+    temp_dir dir;
+    for (const auto & f : shared_gguf_files()) {
+        SCOPED_TRACE(f.string());
+        gguf::reader r(f);
+        gguf::writer w;
+        w.copy_all_kv(r);
+        for (const auto & t : r.tensors()) w.copy_tensor(r, t.name);
+        const fs::path out = dir.path / f.filename();
+        w.write(out);
+        // The originals are laid out the same way (aligned, in order, padded).
+        const auto a = read_file(f);
+        const auto b = read_file(out);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_TRUE(a == b);
+        // And read back: same metadata in the same order, same tensors.
+        gguf::reader back(out);
+        ASSERT_EQ(back.n_kv(), r.n_kv());
+        for (size_t i = 0; i < r.n_kv(); ++i) {
+            EXPECT_EQ(back.metadata()[i].key, r.metadata()[i].key);
+            EXPECT_TRUE(back.metadata()[i].val == r.metadata()[i].val) << r.metadata()[i].key;
+        }
+        ASSERT_EQ(back.n_tensors(), r.n_tensors());
+        for (size_t i = 0; i < r.n_tensors(); ++i) {
+            const auto & x = r.tensors()[i];
+            const auto & y = back.tensors()[i];
+            EXPECT_EQ(x.name, y.name);
+            EXPECT_EQ(x.type, y.type);
+            EXPECT_EQ(x.n_dims, y.n_dims);
+            EXPECT_TRUE(std::equal(x.ne, x.ne + 4, y.ne));
+            EXPECT_EQ(x.offset, y.offset);
+            EXPECT_EQ(std::memcmp(x.data, y.data, x.size), 0);
+        }
+    }
+    EXPECT_EQ(dir.n_entries(), shared_gguf_files().size()); // no temporaries left behind
+}
+
+TEST(GgufWriter, EveryValueTypeRoundTrips) {
+    using gguf::value;
+    const float nan_bits = std::bit_cast<float>(0x7fc01234u);
+    const bool bools[] = {true, false, true};
+    std::vector<std::pair<std::string, value>> kvs = {
+        {"u8", value::u8(255)},
+        {"i8", value::i8(-128)},
+        {"u16", value::u16(65535)},
+        {"i16", value::i16(-32768)},
+        {"u32", value::u32(0xffffffffu)},
+        {"i32", value::i32(std::numeric_limits<int32_t>::min())},
+        {"u64", value::u64(std::numeric_limits<uint64_t>::max())},
+        {"i64", value::i64(std::numeric_limits<int64_t>::min())},
+        {"f32", value::f32(nan_bits)},
+        {"f64", value::f64(-0.0)},
+        {"bool", value::boolean(true)},
+        {"str.empty", value::string("")},
+        {"str", value::string(std::string("a\0b\xff", 4))},
+        {"arr.f32", value::array_f32(std::vector<float>{1.5f, -2.0f, std::numeric_limits<float>::infinity()})},
+        {"arr.i64", value::array_i64(std::vector<int64_t>{-1, 1})},
+        {"arr.u64", value::array_u64(std::vector<uint64_t>{7})},
+        {"arr.f64", value::array_f64(std::vector<double>{0.1})},
+        {"arr.i32", value::array_i32(std::vector<int32_t>{})},
+        {"arr.u8", value::array_u8(std::vector<uint8_t>{0, 255})},
+        {"arr.bool", value::array_bool(bools)},
+        {"arr.str", value::array_string(std::vector<std::string>{"x", "", "long string"})},
+        {"arr.nested", value::array_array({value::array_string(std::vector<std::string>{"q"}),
+                                           value::array_array({value::array_i32(std::vector<int32_t>{3})})})},
+    };
+    gguf::writer w;
+    for (const auto & [k, v] : kvs) w.set(k, v);
+    w.set_alignment(64);
+    const int64_t ne_q[] = {64, 3};
+    std::vector<uint8_t> q8(2 * 34 * 3);
+    for (size_t i = 0; i < q8.size(); ++i) q8[i] = static_cast<uint8_t>(i * 7);
+    w.add_tensor("q", TSR_TYPE_Q8_0, ne_q, q8);
+    const int64_t ne_h[] = {1, 1, 1, 5};
+    std::vector<uint8_t> h(10, 0xab);
+    w.add_tensor("h", TSR_TYPE_F16, ne_h, std::move(h));
+    const auto bytes = w.to_bytes();
+    auto r = gguf::reader::from_memory(bytes);
+    EXPECT_EQ(r.alignment(), 64u);
+    EXPECT_EQ(r.data_offset() % 64, 0u);
+    EXPECT_EQ(bytes.size() % 64, 0u);
+    ASSERT_EQ(r.n_kv(), kvs.size() + 1);
+    for (size_t i = 0; i < kvs.size(); ++i) {
+        EXPECT_EQ(r.metadata()[i].key, kvs[i].first);
+        EXPECT_TRUE(r.metadata()[i].val == kvs[i].second) << kvs[i].first;
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(r.get_f32("f32")), 0x7fc01234u); // NaN payload kept
+    EXPECT_TRUE(std::signbit(r.get_f64("f64")));
+    EXPECT_EQ(r.get_string("str"), std::string_view("a\0b\xff", 4));
+    EXPECT_EQ(r.get_i64("i64"), std::numeric_limits<int64_t>::min());
+    const auto & q = r.tensor("q");
+    EXPECT_EQ(q.type, TSR_TYPE_Q8_0);
+    EXPECT_EQ(q.size, q8.size());
+    EXPECT_EQ(std::memcmp(q.data, q8.data(), q8.size()), 0);
+    EXPECT_EQ(r.tensor("h").n_dims, 4u);
+    EXPECT_EQ(r.tensor("h").ne[3], 5);
+    EXPECT_EQ(r.tensor("h").offset % 64, 0u);
+    EXPECT_EQ(r.tensor("h").data[9], 0xab);
+}
+
+TEST(GgufWriter, SetReplacesInPlaceAndRemoves) {
+    gguf::writer w;
+    w.set_u32("a", 1);
+    w.set_u32("b", 2);
+    w.set_string("a", "now a string");
+    EXPECT_EQ(w.n_kv(), 2u);
+    EXPECT_TRUE(w.remove("b"));
+    EXPECT_FALSE(w.remove("b"));
+    auto r = gguf::reader::from_memory(w.to_bytes());
+    ASSERT_EQ(r.n_kv(), 1u);
+    EXPECT_EQ(r.get_string("a"), "now a string");
+    EXPECT_EQ(r.n_tensors(), 0u);
+    // No tensors: the file ends right after the metadata (24 + 8 + 1 + 4 + 8 + 12 bytes), no padding.
+    EXPECT_EQ(w.to_bytes().size(), 57u);
+    EXPECT_EQ(r.data_offset(), 64u);
+}
+
+TEST(GgufWriter, RejectsBadInput) {
+    gguf::writer w;
+    const int64_t ne[] = {4};
+    const auto data = f32_bytes({1, 2, 3, 4});
+    w.add_tensor("x", TSR_TYPE_F32, ne, data);
+    EXPECT_THROW(w.add_tensor("x", TSR_TYPE_F32, ne, data), error);                        // duplicate
+    EXPECT_THROW(w.add_tensor("", TSR_TYPE_F32, ne, data), error);                         // empty name
+    EXPECT_THROW(w.add_tensor(std::string(65, 'n'), TSR_TYPE_F32, ne, data), error);       // name too long
+    EXPECT_THROW(w.add_tensor("y", TSR_TYPE_F16, ne, data), error);                        // size mismatch
+    EXPECT_THROW(w.add_tensor("y", TSR_TYPE_Q8_0, ne, data), error);                       // not a block multiple
+    EXPECT_THROW(w.add_tensor("y", static_cast<type>(4), ne, data), error);                // retired type id
+    const int64_t bad_ne[] = {4, 0};
+    EXPECT_THROW(w.add_tensor("y", TSR_TYPE_F32, bad_ne, data), error);                    // zero dimension
+    const int64_t five[] = {4, 1, 1, 1, 1};
+    EXPECT_THROW(w.add_tensor("y", TSR_TYPE_F32, five, data), error);                      // 5 dims
+    EXPECT_THROW(w.set_alignment(48), error);
+    EXPECT_THROW(w.set("general.alignment", gguf::value::u64(32)), error);
+    EXPECT_THROW(w.set("", gguf::value::u8(1)), error);
+    EXPECT_THROW(w.set(std::string(65536, 'k'), gguf::value::u8(1)), error);
+    EXPECT_THROW(gguf::value::array_raw(gguf::value_type::UINT32, 3, std::vector<uint8_t>(11)), error);
+    EXPECT_THROW(gguf::value::array_raw(gguf::value_type::BOOL, 1, std::vector<uint8_t>{2}), error);
+    EXPECT_THROW(gguf::value::array_raw(gguf::value_type::STRING, 0, {}), error);
+    EXPECT_THROW(gguf::value::array_array({gguf::value::u8(1)}), error);
+    try {
+        gguf::writer w2;
+        w2.add_tensor("z", TSR_TYPE_F16, ne, data);
+        FAIL();
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("tensor 'z': 16 bytes of data given, the shape needs 8"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(w.n_tensors(), 1u);
+}
+
+TEST(GgufWriter, AtomicReplace) {
+    temp_dir dir;
+    const fs::path out = dir.path / "model.gguf";
+    gguf::writer w1;
+    w1.set_string("general.architecture", "first");
+    w1.write(out);
+    const auto first = read_file(out);
+    EXPECT_EQ(gguf::reader(out).get_string("general.architecture"), "first");
+
+    // A write that fails half-way (file size limit) leaves the old file intact
+    // and no temporary behind.
+    gguf::writer w2;
+    w2.set_string("general.architecture", "second");
+    const int64_t ne[] = {1 << 16};
+    w2.add_tensor("big", TSR_TYPE_F32, ne, std::vector<uint8_t>(4 << 16, 1));
+    rlimit old{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 4096;
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+    bool threw = false;
+    try {
+        w2.write(out);
+    } catch (const error & e) {
+        threw = true;
+        EXPECT_NE(std::string(e.what()).find("write failed"), std::string::npos) << e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_TRUE(threw);
+    EXPECT_EQ(read_file(out), first);
+    EXPECT_EQ(dir.n_entries(), 1u);
+
+    // Without the limit it replaces the file.
+    w2.write(out);
+    gguf::reader r(out);
+    EXPECT_EQ(r.get_string("general.architecture"), "second");
+    EXPECT_EQ(r.tensor("big").size, 4u << 16);
+    EXPECT_EQ(dir.n_entries(), 1u);
+
+    // A directory that does not exist: clear error, nothing created.
+    try {
+        w1.write(dir.path / "missing" / "x.gguf");
+        FAIL();
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("cannot create a temporary file"), std::string::npos) << e.what();
+    }
+}

@@ -1,0 +1,228 @@
+// tools/cmd_gguf.cpp — `tessera gguf info FILE [--json] [--full]`: prints a
+// GGUF file's version, alignment, metadata and tensor table.
+#include <cstdio>
+#include <string>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "tessera/core/types.hpp"
+#include "tessera/gguf/reader.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+using gguf::value;
+using gguf::value_type;
+using json = nlohmann::ordered_json; // keeps fields in insertion order
+
+constexpr size_t array_head = 8;     // array elements shown when abbreviated
+constexpr size_t string_head = 120;  // string bytes shown when abbreviated (text output)
+
+// `s` with control bytes, quotes and backslashes escaped; at most `limit`
+// bytes (then "..." and the full length). UTF-8 passes through.
+std::string escaped(std::string_view s, size_t limit = std::string::npos) {
+    std::string out;
+    size_t n = 0;
+    for (unsigned char c : s) {
+        if (n++ == limit) {
+            out += fmt::format("...({} bytes)", s.size());
+            return out;
+        }
+        switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        case '\'': out += "\\'"; break;
+        case '\\': out += "\\\\"; break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                out += fmt::format("\\x{:02x}", c);
+            } else {
+                out += static_cast<char>(c);
+            }
+        }
+    }
+    return out;
+}
+
+// A string value for the text output: quoted, abbreviated unless `full`.
+std::string quoted(std::string_view s, bool full) {
+    return "'" + escaped(s, full ? std::string::npos : string_head) + "'";
+}
+
+std::string scalar_text(const value & v) {
+    switch (v.type()) {
+    case value_type::UINT8: return fmt::format("{}", v.as_u8());
+    case value_type::INT8: return fmt::format("{}", v.as_i8());
+    case value_type::UINT16: return fmt::format("{}", v.as_u16());
+    case value_type::INT16: return fmt::format("{}", v.as_i16());
+    case value_type::UINT32: return fmt::format("{}", v.as_u32());
+    case value_type::INT32: return fmt::format("{}", v.as_i32());
+    case value_type::UINT64: return fmt::format("{}", v.as_u64());
+    case value_type::INT64: return fmt::format("{}", v.as_i64());
+    case value_type::FLOAT32: return fmt::format("{}", v.as_f32());
+    case value_type::FLOAT64: return fmt::format("{}", v.as_f64());
+    case value_type::BOOL: return v.as_bool() ? "true" : "false";
+    default: return "?";
+    }
+}
+
+// Element i of a fixed-size-element array as a scalar value.
+value element(const value & arr, size_t i) {
+    const size_t es = gguf::value_type_size(arr.array_type());
+    return value::scalar_view(arr.array_type(), arr.array_bytes().data() + i * es, nullptr);
+}
+
+std::string value_text(const value & v, bool full) {
+    if (v.type() == value_type::STRING) return quoted(v.as_string(), full);
+    if (!v.is_array()) return scalar_text(v);
+    const uint64_t n = v.array_size();
+    const size_t shown = full ? static_cast<size_t>(n) : static_cast<size_t>(std::min<uint64_t>(n, array_head));
+    std::string items;
+    for (size_t i = 0; i < shown; ++i) {
+        if (i) items += ", ";
+        switch (v.array_type()) {
+        case value_type::STRING: items += quoted(v.as_string_array()[i], full); break;
+        case value_type::ARRAY: items += value_text(v.as_array_array()[i], full); break;
+        default: items += scalar_text(element(v, i)); break;
+        }
+    }
+    if (shown < n) items += ", ...";
+    return fmt::format("[{} x {}] [{}]", gguf::value_type_name(v.array_type()), n, items);
+}
+
+json scalar_json(const value & v) {
+    switch (v.type()) {
+    case value_type::FLOAT32: return v.as_f32();
+    case value_type::FLOAT64: return v.as_f64();
+    case value_type::BOOL: return v.as_bool();
+    case value_type::UINT64: return v.as_u64();
+    default: return v.as_int();
+    }
+}
+
+// {"type": ..., "value": ...}; arrays add "element_type", "length" and, when
+// abbreviated, "truncated": true (only the first elements in "value").
+json value_json(const value & v, bool full) {
+    json j;
+    j["type"] = gguf::value_type_name(v.type());
+    if (v.type() == value_type::STRING) {
+        j["value"] = std::string(v.as_string());
+        return j;
+    }
+    if (!v.is_array()) {
+        j["value"] = scalar_json(v);
+        return j;
+    }
+    const uint64_t n = v.array_size();
+    const size_t shown = full ? static_cast<size_t>(n) : static_cast<size_t>(std::min<uint64_t>(n, array_head));
+    j["element_type"] = gguf::value_type_name(v.array_type());
+    j["length"] = n;
+    json items = json::array();
+    for (size_t i = 0; i < shown; ++i) {
+        switch (v.array_type()) {
+        case value_type::STRING: items.push_back(std::string(v.as_string_array()[i])); break;
+        case value_type::ARRAY: items.push_back(value_json(v.as_array_array()[i], full)); break;
+        default: items.push_back(scalar_json(element(v, i))); break;
+        }
+    }
+    j["value"] = std::move(items);
+    if (shown < n) j["truncated"] = true;
+    return j;
+}
+
+std::string shape_text(const gguf::tensor_info & t) {
+    std::string s = "[";
+    for (uint32_t d = 0; d < t.n_dims; ++d) s += fmt::format("{}{}", d ? ", " : "", t.ne[d]);
+    return s + "]";
+}
+
+int run_info(const std::string & path, bool as_json, bool full) {
+    gguf::reader r(path);
+    if (as_json) {
+        json j;
+        j["file"] = path;
+        j["version"] = r.version();
+        j["alignment"] = r.alignment();
+        j["data_offset"] = r.data_offset();
+        j["file_size"] = r.file_size();
+        json md = json::array();
+        for (const auto & e : r.metadata()) {
+            json k = value_json(e.val, full);
+            k["key"] = std::string(e.key);
+            md.push_back(std::move(k));
+        }
+        j["metadata"] = std::move(md);
+        json ts = json::array();
+        for (const auto & t : r.tensors()) {
+            json ne = json::array();
+            for (uint32_t d = 0; d < t.n_dims; ++d) ne.push_back(t.ne[d]);
+            ts.push_back({{"name", std::string(t.name)},
+                          {"type", std::string(type_name(t.type))},
+                          {"ne", std::move(ne)},
+                          {"n_elements", t.n_elements()},
+                          {"size", t.size},
+                          {"offset", t.offset},
+                          {"file_offset", t.file_offset}});
+        }
+        j["tensors"] = std::move(ts);
+        fmt::print("{}\n", j.dump(2, ' ', false, json::error_handler_t::replace));
+        return 0;
+    }
+    fmt::print("file: {}\n", path);
+    fmt::print("GGUF version {}, alignment {}, data offset {}, file size {} bytes\n", r.version(), r.alignment(),
+               r.data_offset(), r.file_size());
+    fmt::print("\nmetadata: {} keys\n", r.n_kv());
+    size_t width = 0;
+    for (const auto & e : r.metadata()) width = std::max(width, escaped(e.key).size());
+    for (const auto & e : r.metadata()) {
+        const std::string type = e.val.is_array() ? "ARRAY" : gguf::value_type_name(e.val.type());
+        fmt::print("  {:<{}}  {:<7}  {}\n", escaped(e.key), width, type, value_text(e.val, full));
+    }
+    fmt::print("\ntensors: {}\n", r.n_tensors());
+    if (r.n_tensors() == 0) return 0;
+    size_t nw = 4;
+    for (const auto & t : r.tensors()) nw = std::max(nw, escaped(t.name).size());
+    fmt::print("  {:<{}}  {:<7}  {:<24}  {:>12}  {:>12}\n", "name", nw, "type", "shape (ne)", "bytes", "offset");
+    uint64_t total = 0, elements = 0;
+    for (const auto & t : r.tensors()) {
+        fmt::print("  {:<{}}  {:<7}  {:<24}  {:>12}  {:>12}\n", escaped(t.name), nw, type_name(t.type), shape_text(t), t.size,
+                   t.offset);
+        total += t.size;
+        elements += static_cast<uint64_t>(t.n_elements());
+    }
+    fmt::print("\n{} elements, {} bytes of tensor data\n", elements, total);
+    return 0;
+}
+
+} // namespace
+
+command register_gguf(CLI::App & app) {
+    auto * sub = app.add_subcommand("gguf", "inspect GGUF files");
+    sub->require_subcommand(1);
+    auto * info = sub->add_subcommand("info", "print a GGUF file's header, metadata and tensor table");
+    struct options {
+        std::string path;
+        bool json = false;
+        bool full = false;
+    };
+    auto opts = std::make_shared<options>();
+    info->add_option("FILE", opts->path, "GGUF file")->required();
+    info->add_flag("--json", opts->json, "machine-readable JSON output");
+    info->add_flag("--full", opts->full, "print arrays and strings in full instead of abbreviated");
+#ifdef TESSERA_HAVE_GGUF_SYNTH
+    const command synth = add_gguf_synth(*sub); // tools/cmd_synth.cpp
+#else
+    const command synth{nullptr, nullptr};
+#endif
+    return command{sub, [opts, info, synth]() -> int {
+                       if (info->parsed()) return run_info(opts->path, opts->json, opts->full);
+                       if (synth.sub != nullptr && synth.sub->parsed()) return synth.run();
+                       return 1;
+                   }};
+}
+
+} // namespace tessera::tools
