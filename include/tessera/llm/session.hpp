@@ -1,0 +1,64 @@
+// tessera/llm/session.hpp — a model bound to a backend with its KV cache:
+// evaluates token batches and returns logits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/llm/model.hpp"
+
+namespace tessera::llm {
+
+struct session_params {
+    uint32_t n_ctx = 0;       // tokens of context (KV cache rows); 0 = min(model's, 4096)
+    uint32_t n_batch = 512;   // micro-batch: most tokens evaluated in one graph
+    int n_threads = 0;        // CPU threads; 0 = all hardware threads
+    std::string device;       // device name (ASCII case-insensitive); empty = the best one
+    type kv_type = TSR_TYPE_F32; // K/V cache element type: F32 (default) or F16
+};
+
+class session {
+public:
+    // Binds `m` (which must outlive the session) to a backend on the chosen
+    // device (loading backend plugins through the global registry), places
+    // the weights (zero-copy on host devices) and allocates the KV cache.
+    // Throws tessera::error for an unknown device (listing the known ones),
+    // n_ctx above the model's context length, n_batch = 0, or a device that
+    // cannot compute the model's ops.
+    session(const model & m, session_params p);
+    ~session();
+    session(const session &) = delete;
+    session & operator=(const session &) = delete;
+
+    // Evaluates `tokens` at positions n_past() .. n_past() + size - 1, in
+    // micro-batches of at most n_batch, and appends them to the cache.
+    // Returns the logits of the last token ([n_vocab]) or, with all_logits,
+    // of every token ([n_tokens][n_vocab], row-major). The span is valid
+    // until the next decode. Throws tessera::error when the tokens would run
+    // past n_ctx, a token id is outside the vocabulary, or compute fails
+    // (the cache then holds only the positions before the failing batch).
+    std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
+
+    uint32_t n_past() const { return n_past_; }
+    uint32_t n_ctx() const { return params_.n_ctx; }
+    // Forgets every cached position.
+    void reset() { n_past_ = 0; }
+    // Name and description of the device computing the model.
+    std::string device_name() const;
+    std::string device_description() const;
+    // Bytes of the compute buffer (peak of the largest graph).
+    size_t compute_buffer_size() const;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+    const model & model_;
+    session_params params_;
+    uint32_t n_past_ = 0;
+    std::vector<float> logits_;
+};
+
+} // namespace tessera::llm

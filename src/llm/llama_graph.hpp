@@ -1,0 +1,41 @@
+// llm/llama_graph.hpp — the Llama forward graph for one micro-batch.
+// Internal to the llm layer.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/core/ops.hpp"
+#include "tessera/llm/model.hpp"
+
+namespace tessera::llm {
+
+// The per-layer KV cache tensors: k[il], v[il] are [n_embd_kv, n_ctx]
+// (one row per position, heads side by side in a row).
+struct kv_tensors {
+    std::vector<tensor *> k;
+    std::vector<tensor *> v;
+    uint32_t n_ctx = 0;
+};
+
+// Inputs of one micro-batch graph (leafs the caller fills before compute).
+struct batch_inputs {
+    tensor * tokens = nullptr; // I32 [n_tokens]: token ids
+    tensor * pos = nullptr;    // I32 [n_tokens]: positions (also the KV cache rows written)
+    tensor * mask = nullptr;   // F32 [n_kv, n_tokens]: 0 where key j is visible to query i, -inf elsewhere
+};
+
+struct batch_graph {
+    batch_inputs in;
+    tensor * logits = nullptr; // F32 [n_vocab, n_out]: n_out = n_tokens (all) or 1 (last)
+};
+
+// Builds the graph for n_tokens new tokens whose attention spans the first
+// n_kv cache positions (n_kv = positions already cached + n_tokens).
+// Standard pre-norm Llama block (Touvron et al. 2023): RMS norm, Q/K/V
+// projections, RoPE (normal mode), KV cache write, causal grouped-query
+// attention softmax(QK^T / sqrt(head_dim) + mask) V, output projection and
+// residual; RMS norm, SwiGLU feed-forward (Shazeer 2020) and residual.
+batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors & kv, uint32_t n_tokens,
+                              uint32_t n_kv, bool all_logits);
+
+} // namespace tessera::llm

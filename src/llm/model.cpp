@@ -1,0 +1,194 @@
+// llm/model.cpp — loading a Llama-family model from GGUF.
+//
+// Key and tensor names follow the GGUF specification's LLM conventions
+// (ggml repository docs/gguf.md, "Standardized key-value pairs" and
+// "Standardized tensor names").
+#include "tessera/llm/model.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::llm {
+
+namespace {
+
+// Reads "<arch>.<suffix>" as an unsigned integer; `fallback` when absent (a
+// negative fallback makes the key required). Rejects values that do not fit.
+uint32_t read_u32(const gguf::reader & r, const std::string & arch, const char * suffix,
+                  int64_t fallback) {
+    const std::string key = arch + "." + suffix;
+    const auto v = r.find_int(key);
+    if (!v) {
+        if (fallback < 0) {
+            throw error(fmt::format("{}: missing metadata key '{}'", r.name(), key));
+        }
+        return static_cast<uint32_t>(fallback);
+    }
+    if (*v <= 0 || *v > (int64_t(1) << 30)) {
+        throw error(fmt::format("{}: metadata key '{}' has an out-of-range value {}", r.name(), key, *v));
+    }
+    return static_cast<uint32_t>(*v);
+}
+
+float read_f32(const gguf::reader & r, const std::string & key, float fallback) {
+    const gguf::value * v = r.find_key(key);
+    if (!v) return fallback;
+    double x = 0;
+    try {
+        x = v->as_float();
+    } catch (const error & e) {
+        throw error(fmt::format("{}: metadata key '{}': {}", r.name(), key, e.what()));
+    }
+    return static_cast<float>(x);
+}
+
+} // namespace
+
+model::~model() = default;
+
+std::unique_ptr<model> model::load(const std::filesystem::path & path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+        throw error(fmt::format("{}: no such file", path.string()));
+    }
+    std::unique_ptr<model> m(new model());
+    m->reader_ = std::make_unique<gguf::reader>(path);
+    const gguf::reader & r = *m->reader_;
+    hparams & hp = m->hp_;
+
+    hp.arch = std::string(r.get_string("general.architecture"));
+    if (hp.arch != "llama") {
+        throw error(fmt::format("{}: unsupported architecture '{}' (supported: llama)", r.name(), hp.arch));
+    }
+    if (auto n = r.find_string("general.name")) hp.name = std::string(*n);
+    const std::string & a = hp.arch;
+    hp.n_ctx_train = read_u32(r, a, "context_length", -1);
+    hp.n_embd = read_u32(r, a, "embedding_length", -1);
+    hp.n_layer = read_u32(r, a, "block_count", -1);
+    hp.n_ff = read_u32(r, a, "feed_forward_length", -1);
+    hp.n_head = read_u32(r, a, "attention.head_count", -1);
+    hp.n_head_kv = read_u32(r, a, "attention.head_count_kv", hp.n_head);
+    if (hp.n_embd % hp.n_head != 0) {
+        throw error(fmt::format("{}: embedding_length {} is not a multiple of head_count {}", r.name(),
+                                hp.n_embd, hp.n_head));
+    }
+    if (hp.n_head % hp.n_head_kv != 0) {
+        throw error(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", r.name(),
+                                hp.n_head, hp.n_head_kv));
+    }
+    hp.n_rot = read_u32(r, a, "rope.dimension_count", hp.head_dim());
+    if (hp.n_rot > hp.head_dim() || hp.n_rot % 2 != 0) {
+        throw error(fmt::format("{}: rope.dimension_count {} must be even and at most head_dim {}",
+                                r.name(), hp.n_rot, hp.head_dim()));
+    }
+    hp.rms_eps = read_f32(r, a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    hp.rope_freq_base = read_f32(r, a + ".rope.freq_base", 10000.0f);
+    const float rope_factor = read_f32(r, a + ".rope.scaling.factor", 0.0f);
+    hp.rope_freq_scale = rope_factor > 0.0f ? 1.0f / rope_factor : 1.0f;
+    if (const gguf::value * tokens = r.find_key("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
+        hp.n_vocab = static_cast<uint32_t>(tokens->array_size());
+    }
+    hp.n_vocab = read_u32(r, a, "vocab_size", hp.n_vocab > 0 ? int64_t(hp.n_vocab) : -1);
+    if (!(hp.rms_eps > 0.0f) || !(hp.rope_freq_base > 0.0f)) {
+        throw error(fmt::format("{}: rms epsilon ({}) and rope.freq_base ({}) must be positive", r.name(),
+                                hp.rms_eps, hp.rope_freq_base));
+    }
+
+    context::params cp;
+    cp.max_tensors = r.n_tensors() + 16;
+    cp.alloc_data = false;
+    m->ctx_ = std::make_unique<context>(cp);
+
+    // Creates the tensor for `name` with the expected shape, pointing at the
+    // mapped bytes. Throws naming the tensor when it is missing or mis-shaped.
+    auto take = [&](const std::string & name, std::initializer_list<int64_t> shape,
+                    bool required = true) -> tensor * {
+        const gguf::tensor_info * info = r.find_tensor(name);
+        if (!info) {
+            if (!required) return nullptr;
+            throw error(fmt::format("{}: missing tensor '{}'", r.name(), name));
+        }
+        int64_t want[4] = {1, 1, 1, 1};
+        size_t i = 0;
+        for (int64_t d : shape) want[i++] = d;
+        bool ok = true;
+        for (int d = 0; d < 4; ++d) ok = ok && info->ne[d] == want[d];
+        if (!ok) {
+            throw error(fmt::format("{}: tensor '{}' has shape [{},{},{},{}], expected [{},{},{},{}]", r.name(),
+                                    name, info->ne[0], info->ne[1], info->ne[2], info->ne[3], want[0], want[1],
+                                    want[2], want[3]));
+        }
+        const type_traits & tt = get_type_traits(info->type);
+        if (tt.to_float == nullptr) {
+            throw error(fmt::format("{}: tensor '{}' has type {}, which this build cannot compute yet",
+                                    r.name(), name, tt.name));
+        }
+        tensor * t = m->ctx_->new_tensor(info->type, std::span<const int64_t>(info->ne, 4));
+        context::set_name(t, name);
+        t->data = const_cast<uint8_t *>(info->data); // read-only mapping: kernels never write weights
+        t->flags |= TSR_FLAG_PARAM;
+        m->n_params_ += info->n_elements();
+        m->n_bytes_ += info->size;
+        return t;
+    };
+
+    const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, EKV = hp.n_embd_kv();
+    m->tok_embd = take("token_embd.weight", {E, V});
+    m->output_norm = take("output_norm.weight", {E});
+    m->output = take("output.weight", {E, V}, false);
+    if (m->output == nullptr) m->output = m->tok_embd; // tied embeddings
+    m->layers.resize(hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const std::string p = fmt::format("blk.{}.", il);
+        layer_weights & l = m->layers[il];
+        l.attn_norm = take(p + "attn_norm.weight", {E});
+        l.wq = take(p + "attn_q.weight", {E, E});
+        l.wk = take(p + "attn_k.weight", {E, EKV});
+        l.wv = take(p + "attn_v.weight", {E, EKV});
+        l.wo = take(p + "attn_output.weight", {E, E});
+        l.ffn_norm = take(p + "ffn_norm.weight", {E});
+        l.ffn_gate = take(p + "ffn_gate.weight", {E, F});
+        l.ffn_up = take(p + "ffn_up.weight", {E, F});
+        l.ffn_down = take(p + "ffn_down.weight", {F, E});
+    }
+    // Norm weights are applied with MUL to F32 activations: they must be F32.
+    auto require_f32 = [&](const tensor * t) {
+        if (t->type != TSR_TYPE_F32) {
+            throw error(fmt::format("{}: tensor '{}' must be F32, has type {}", r.name(), t->name,
+                                    type_name(t->type)));
+        }
+    };
+    require_f32(m->output_norm);
+    for (const layer_weights & l : m->layers) {
+        require_f32(l.attn_norm);
+        require_f32(l.ffn_norm);
+    }
+    return m;
+}
+
+std::string model::type_summary() const {
+    std::map<std::string, int64_t> count;
+    for (const tensor * t : weights()) {
+        if (t->ne[1] > 1) count[std::string(type_name(t->type))] += nelements(t);
+    }
+    std::string best = "F32";
+    int64_t best_n = -1;
+    for (const auto & [name, n] : count) {
+        if (n > best_n) {
+            best = name;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+std::vector<tensor *> model::weights() const {
+    std::vector<tensor *> out;
+    for (size_t i = 0; i < ctx_->n_tensors(); ++i) out.push_back(ctx_->tensor_at(i));
+    return out;
+}
+
+} // namespace tessera::llm

@@ -1,0 +1,201 @@
+// llm/session.cpp — model + backend + KV cache; the decode step.
+#include "tessera/llm/session.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "llama_graph.hpp"
+#include "tessera/backend/graph_allocator.hpp"
+#include "tessera/backend/registry.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/graph.hpp"
+
+namespace tessera::llm {
+
+namespace {
+
+// Tensors a Llama graph creates per layer, with room to spare.
+size_t graph_tensor_budget(const hparams & hp) { return size_t(hp.n_layer) * 64 + 64; }
+
+device choose_device(registry & reg, const std::string & name) {
+    if (name.empty()) {
+        auto best = reg.best_device();
+        if (!best) throw error("no compute device found (no CPU backend could be loaded)");
+        return *best;
+    }
+    if (auto d = reg.find_device(name)) return *d;
+    std::string known;
+    for (const device & d : reg.devices()) known += fmt::format("{}{}", known.empty() ? "" : ", ", d.name());
+    throw error(fmt::format("unknown device '{}' (available: {})", name, known.empty() ? "none" : known));
+}
+
+} // namespace
+
+struct session::impl {
+    device dev;
+    backend be;
+    buffer weights_buf;
+    std::unique_ptr<context> kv_ctx;
+    buffer kv_buf;
+    kv_tensors kv;
+    std::unique_ptr<graph_allocator> galloc;
+};
+
+session::session(const model & m, session_params p) : impl_(std::make_unique<impl>()), model_(m), params_(p) {
+    const hparams & hp = m.hp();
+    if (params_.n_ctx == 0) params_.n_ctx = std::min<uint32_t>(hp.n_ctx_train, 4096);
+    if (params_.n_ctx > hp.n_ctx_train) {
+        throw error(fmt::format("context size {} exceeds the model's context length {}", params_.n_ctx,
+                                hp.n_ctx_train));
+    }
+    if (params_.n_batch == 0) throw error("batch size must be at least 1");
+    params_.n_batch = std::min(params_.n_batch, params_.n_ctx);
+    if (params_.n_threads <= 0) params_.n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (params_.kv_type != TSR_TYPE_F32 && params_.kv_type != TSR_TYPE_F16) {
+        throw error(fmt::format("KV cache type {} is not supported (F32 or F16)", type_name(params_.kv_type)));
+    }
+
+    registry & reg = registry::global();
+    reg.load_all();
+    impl_->dev = choose_device(reg, params_.device);
+    impl_->be = impl_->dev.init();
+    if (impl_->be.has_n_threads()) impl_->be.set_n_threads(params_.n_threads);
+
+    // Weights: zero-copy over the mapped file where the device can, else copied.
+    const auto mapping = m.file().file_mapping();
+    std::vector<tensor *> weights = m.weights();
+    size_t max_tensor = 0;
+    for (const tensor * t : weights) max_tensor = std::max(max_tensor, nbytes(t));
+    if (impl_->dev.caps().buffer_from_host_ptr) {
+        impl_->weights_buf = impl_->dev.buffer_from_host_ptr(const_cast<uint8_t *>(mapping->data()),
+                                                             mapping->size(), max_tensor);
+        for (tensor * t : weights) t->buffer = impl_->weights_buf.get();
+    } else {
+        buffer_type buft = impl_->dev.default_buffer_type();
+        size_t total = 0;
+        std::vector<size_t> offs;
+        for (const tensor * t : weights) {
+            total = (total + buft.alignment() - 1) / buft.alignment() * buft.alignment();
+            offs.push_back(total);
+            total += buft.alloc_size(t);
+        }
+        impl_->weights_buf = buft.alloc(total);
+        for (size_t i = 0; i < weights.size(); ++i) {
+            const void * src = weights[i]->data;
+            impl_->weights_buf.place(weights[i], offs[i]);
+            tensor_set(weights[i], src, 0, nbytes(weights[i]));
+        }
+    }
+    impl_->weights_buf.set_usage(TSR_BUFFER_USAGE_WEIGHTS);
+
+    // KV cache: per layer K and V of [n_embd_kv, n_ctx].
+    context::params cp;
+    cp.max_tensors = size_t(hp.n_layer) * 2 + 4;
+    impl_->kv_ctx = std::make_unique<context>(cp);
+    buffer_type buft = impl_->dev.default_buffer_type();
+    kv_tensors & kv = impl_->kv;
+    kv.n_ctx = params_.n_ctx;
+    size_t total = 0;
+    std::vector<size_t> offs;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        for (int which = 0; which < 2; ++which) {
+            tensor * t = impl_->kv_ctx->new_tensor(params_.kv_type, {int64_t(hp.n_embd_kv()), int64_t(params_.n_ctx)});
+            context::set_name(t, fmt::format("cache_{}_l{}", which == 0 ? "k" : "v", il));
+            (which == 0 ? kv.k : kv.v).push_back(t);
+            total = (total + buft.alignment() - 1) / buft.alignment() * buft.alignment();
+            offs.push_back(total);
+            total += buft.alloc_size(t);
+        }
+    }
+    impl_->kv_buf = buft.alloc(std::max<size_t>(total, 1));
+    for (uint32_t il = 0, i = 0; il < hp.n_layer; ++il) {
+        impl_->kv_buf.place(kv.k[il], offs[i++]);
+        impl_->kv_buf.place(kv.v[il], offs[i++]);
+    }
+    impl_->kv_buf.clear(0);
+
+    // Compute buffer sized once for the largest graph (n_batch tokens, full context).
+    impl_->galloc = std::make_unique<graph_allocator>(buft);
+    {
+        context::params gp;
+        gp.max_tensors = graph_tensor_budget(hp);
+        context gctx(gp);
+        batch_graph bg = build_llama_graph(gctx, m, kv, params_.n_batch, params_.n_ctx, true);
+        graph g(gp.max_tensors);
+        g.build_forward(bg.logits);
+        for (tensor * node : g.nodes()) {
+            if (!impl_->dev.supports_op(node)) {
+                throw error(fmt::format("device {} cannot compute {} ({}, type {})", impl_->dev.name(),
+                                        op_name(node->op), node->name, type_name(node->type)));
+            }
+        }
+        impl_->galloc->reserve(g);
+    }
+}
+
+session::~session() = default;
+
+std::string session::device_name() const { return impl_->dev.name(); }
+std::string session::device_description() const { return impl_->dev.description(); }
+size_t session::compute_buffer_size() const { return impl_->galloc->buffer_size(); }
+
+std::span<const float> session::decode(std::span<const int32_t> tokens, bool all_logits) {
+    const hparams & hp = model_.hp();
+    if (tokens.empty()) throw error("decode: no tokens given");
+    if (uint64_t(n_past_) + tokens.size() > params_.n_ctx) {
+        throw error(fmt::format("context is full: {} cached + {} new tokens exceed the context size {} (use -c "
+                                "to raise it, up to the model's {})",
+                                n_past_, tokens.size(), params_.n_ctx, hp.n_ctx_train));
+    }
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] < 0 || uint32_t(tokens[i]) >= hp.n_vocab) {
+            throw error(fmt::format("decode: token {} at index {} is outside the vocabulary (0..{})", tokens[i], i,
+                                    hp.n_vocab - 1));
+        }
+    }
+    const size_t n_vocab = hp.n_vocab;
+    logits_.resize(all_logits ? tokens.size() * n_vocab : n_vocab);
+
+    for (size_t start = 0; start < tokens.size(); start += params_.n_batch) {
+        const uint32_t n = uint32_t(std::min<size_t>(params_.n_batch, tokens.size() - start));
+        const bool last_batch = start + n == tokens.size();
+        const uint32_t n_kv = n_past_ + n;
+
+        context::params gp;
+        gp.max_tensors = graph_tensor_budget(hp);
+        context gctx(gp);
+        batch_graph bg = build_llama_graph(gctx, model_, impl_->kv, n, n_kv, all_logits);
+        graph g(gp.max_tensors);
+        g.build_forward(bg.logits);
+        impl_->galloc->allocate(g);
+
+        std::vector<int32_t> pos(n);
+        for (uint32_t i = 0; i < n; ++i) pos[i] = int32_t(n_past_ + i);
+        std::vector<float> mask(size_t(n_kv) * n);
+        const float neg_inf = -std::numeric_limits<float>::infinity();
+        for (uint32_t i = 0; i < n; ++i) {
+            for (uint32_t j = 0; j < n_kv; ++j) mask[size_t(i) * n_kv + j] = j <= n_past_ + i ? 0.0f : neg_inf;
+        }
+        tensor_set(bg.in.tokens, tokens.data() + start, 0, n * sizeof(int32_t));
+        tensor_set(bg.in.pos, pos.data(), 0, n * sizeof(int32_t));
+        tensor_set(bg.in.mask, mask.data(), 0, mask.size() * sizeof(float));
+
+        const tsr_status st = impl_->be.graph_compute(g);
+        if (st != TSR_STATUS_SUCCESS) {
+            throw error(fmt::format("decode: compute on {} returned {}", impl_->dev.name(), status_name(st)));
+        }
+        n_past_ += n;
+        if (all_logits) {
+            tensor_get(bg.logits, logits_.data() + start * n_vocab, 0, size_t(n) * n_vocab * sizeof(float));
+        } else if (last_batch) {
+            tensor_get(bg.logits, logits_.data(), 0, n_vocab * sizeof(float));
+        }
+    }
+    return logits_;
+}
+
+} // namespace tessera::llm

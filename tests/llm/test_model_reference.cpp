@@ -1,0 +1,214 @@
+// The Llama forward pass against the reference implementation's outputs in
+// ../shared/reference (see its README.md for every field): logits after the
+// prompt (the .f32.json files: F32 KV cache, no flash attention) and the
+// greedy continuation, for 1 and 2 threads and micro-batch sizes 1 and 512.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/error.hpp"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/sampler.hpp"
+#include "tessera/llm/session.hpp"
+#include "tessera/llm/tokenizer.hpp"
+
+namespace {
+
+using namespace tessera;
+using json = nlohmann::json;
+
+const std::string shared_dir = TESSERA_SHARED_DIR;
+
+json load_reference(const std::string & name) {
+    std::ifstream f(shared_dir + "/reference/" + name);
+    if (!f) throw std::runtime_error("cannot open reference " + name);
+    return json::parse(f);
+}
+
+std::string to_hex(const std::string & s) {
+    static const char * digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : s) {
+        out += digits[c >> 4];
+        out += digits[c & 15];
+    }
+    return out;
+}
+
+struct model_case {
+    const char * model_file;
+    const char * reference_file;
+    double logit_tolerance; // absolute, against the .f32.json last_logits
+};
+
+class reference_test : public ::testing::TestWithParam<model_case> {};
+
+// Logits after the whole prompt, decoded as one batch, against the reference.
+TEST_P(reference_test, last_logits_match) {
+    const model_case mc = GetParam();
+    const json ref = load_reference(mc.reference_file);
+    auto m = llm::model::load(shared_dir + "/models/" + mc.model_file);
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    llm::session_params p;
+    p.n_ctx = 512;
+    p.n_threads = 1;
+    llm::session s(*m, p);
+    double worst = 0;
+    for (const json & c : ref["cases"]) {
+        const std::string prompt = c["prompt"];
+        const auto ids = tok.encode(prompt, true, false);
+        ASSERT_EQ(ids, c["prompt_ids"].get<std::vector<int32_t>>()) << prompt;
+        s.reset();
+        const std::span<const float> logits = s.decode(ids);
+        const std::vector<float> want = c["last_logits"];
+        ASSERT_EQ(logits.size(), want.size());
+        double max_diff = 0;
+        for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, std::fabs(double(logits[i]) - want[i]));
+        EXPECT_LE(max_diff, mc.logit_tolerance) << "prompt '" << prompt << "'";
+        worst = std::max(worst, max_diff);
+    }
+    std::printf("%s: max |logit - reference| over all prompts = %.3g\n", mc.model_file, worst);
+}
+
+// Argmax at every prompt position (all logits requested), stories only.
+TEST(reference, argmax_per_position_stories) {
+    const json ref = load_reference("stories260K.f32.json");
+    auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
+    llm::session_params p;
+    p.n_ctx = 512;
+    p.n_threads = 2;
+    llm::session s(*m, p);
+    for (const json & c : ref["cases"]) {
+        const std::vector<int32_t> ids = c["prompt_ids"];
+        const std::vector<int32_t> want = c["argmax_per_position"];
+        const std::vector<double> margins = c["argmax_margin_per_position"];
+        s.reset();
+        const std::span<const float> all = s.decode(ids, true);
+        ASSERT_EQ(all.size(), ids.size() * size_t(m->hp().n_vocab));
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const int32_t got = llm::argmax(all.subspan(i * m->hp().n_vocab, m->hp().n_vocab));
+            if (margins[i] < 1e-3) continue; // a near-tie: either answer is right
+            EXPECT_EQ(got, want[i]) << "prompt '" << c["prompt"].get<std::string>() << "' position " << i;
+        }
+    }
+}
+
+struct greedy_case {
+    int n_threads;
+    uint32_t n_batch;
+};
+
+class greedy_test : public ::testing::TestWithParam<std::tuple<model_case, greedy_case>> {};
+
+// Greedy continuation ids (and bytes) identical to the reference's. A step
+// whose recorded margin is below the logit tolerance is a near-tie: the
+// comparison stops there (README "Precision").
+TEST_P(greedy_test, continuation_matches) {
+    const auto [mc, gc] = GetParam();
+    const json ref = load_reference(mc.reference_file);
+    auto m = llm::model::load(shared_dir + "/models/" + mc.model_file);
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    llm::session_params p;
+    p.n_ctx = 512;
+    p.n_threads = gc.n_threads;
+    p.n_batch = gc.n_batch;
+    llm::session s(*m, p);
+    for (const json & c : ref["cases"]) {
+        const std::vector<int32_t> prompt_ids = c["prompt_ids"];
+        const std::vector<int32_t> want = c["greedy_ids"];
+        const std::vector<double> margins = c["greedy_margins"];
+        s.reset();
+        std::span<const float> logits = s.decode(prompt_ids);
+        std::vector<int32_t> got;
+        bool all_compared = true;
+        for (size_t i = 0; i < want.size(); ++i) {
+            const int32_t id = llm::argmax(logits);
+            got.push_back(id);
+            if (margins[i] < 2 * mc.logit_tolerance) {
+                all_compared = false;
+                break;
+            }
+            ASSERT_EQ(id, want[i]) << "prompt '" << c["prompt"].get<std::string>() << "' step " << i;
+            if (tok.is_eog(id)) break;
+            logits = s.decode(std::span<const int32_t>(&id, 1));
+        }
+        if (all_compared) {
+            std::string text;
+            for (int32_t id : got) text += tok.token_to_piece(id);
+            EXPECT_EQ(to_hex(text), c["greedy_text_hex"].get<std::string>()) << c["prompt"].get<std::string>();
+        }
+    }
+}
+
+std::string greedy_name(const ::testing::TestParamInfo<std::tuple<model_case, greedy_case>> & info) {
+    const model_case & mc = std::get<0>(info.param);
+    const greedy_case & gc = std::get<1>(info.param);
+    return std::string(mc.model_file[0] == 's' ? "stories260K" : "tiny_random") + "_t" +
+           std::to_string(gc.n_threads) + "_b" + std::to_string(gc.n_batch);
+}
+
+const model_case stories{"stories260K.gguf", "stories260K.f32.json", 1e-4};
+const model_case tiny{"llama-2-tiny-random.gguf", "llama-2-tiny-random.f32.json", 1e-4};
+
+INSTANTIATE_TEST_SUITE_P(models, reference_test, ::testing::Values(stories, tiny),
+                         [](const auto & info) { return info.index == 0 ? "stories260K" : "tiny_random"; });
+
+INSTANTIATE_TEST_SUITE_P(
+    models, greedy_test,
+    ::testing::Combine(::testing::Values(stories, tiny),
+                       ::testing::Values(greedy_case{1, 512}, greedy_case{2, 512}, greedy_case{1, 1}, greedy_case{2, 1})),
+    greedy_name);
+
+// Bad input gives a clear error, never a crash.
+TEST(model_errors, missing_file) {
+    try {
+        llm::model::load("/nonexistent/model.gguf");
+        FAIL() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("/nonexistent/model.gguf"), std::string::npos) << e.what();
+    }
+}
+
+TEST(model_errors, unsupported_architecture) {
+    try {
+        llm::model::load(shared_dir + "/models/mnist-fc-f32.gguf");
+        FAIL() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mnist-fc'"), std::string::npos) << e.what();
+    }
+}
+
+TEST(model_errors, vocab_only_file_names_missing_tensor) {
+    try {
+        llm::model::load(shared_dir + "/vocab/ggml-vocab-llama-spm.gguf");
+        FAIL() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("missing tensor 'token_embd.weight'"), std::string::npos) << e.what();
+    }
+}
+
+TEST(session_errors, context_overflow_and_bad_token) {
+    auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
+    llm::session_params p;
+    p.n_ctx = 8;
+    p.n_threads = 1;
+    llm::session s(*m, p);
+    std::vector<int32_t> ids(9, 1);
+    EXPECT_THROW(s.decode(ids), error);
+    EXPECT_EQ(s.n_past(), 0u);
+    std::vector<int32_t> bad{1, 512};
+    EXPECT_THROW(s.decode(bad), error);
+    EXPECT_EQ(s.n_past(), 0u);
+    p.n_ctx = 4096; // above the model's 2048
+    EXPECT_THROW(llm::session(*m, p), error);
+    p.n_ctx = 8;
+    p.device = "no-such-device";
+    EXPECT_THROW(llm::session(*m, p), error);
+}
+
+} // namespace

@@ -1,0 +1,173 @@
+// tools/cmd_run.cpp — `tessera run` (text generation) and `tessera tokenize`.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/sampler.hpp"
+#include "tessera/llm/session.hpp"
+#include "tessera/llm/tokenizer.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+void write_out(const std::string & s) {
+    if (!s.empty()) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+    }
+}
+
+struct run_options {
+    std::string model_path;
+    std::string prompt;
+    int n_predict = 128;
+    int n_threads = 0;
+    int n_ctx = 0;
+    int n_batch = 512;
+    std::string device;
+    std::string kv_type = "F32";
+    llm::sampler_params sp;
+};
+
+int run_generate(const run_options & o) {
+    const auto t_load = clock_type::now();
+    auto m = llm::model::load(o.model_path);
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    llm::session_params ps;
+    ps.n_ctx = uint32_t(o.n_ctx);
+    ps.n_batch = uint32_t(o.n_batch);
+    ps.n_threads = o.n_threads;
+    ps.device = o.device;
+    ps.kv_type = type_from_name(o.kv_type);
+    llm::session s(*m, ps);
+    const double load_ms = ms_since(t_load);
+
+    const llm::hparams & hp = m->hp();
+    fmt::print(stderr, "model: {} ({}), {} layers, n_embd {}, {} heads ({} kv), vocab {}, context {}\n",
+               o.model_path, hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab, hp.n_ctx_train);
+    fmt::print(stderr, "model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6,
+               m->type_summary(), double(m->n_bytes()) / (1024.0 * 1024.0));
+    fmt::print(stderr, "device: {} ({}), {} threads, context {}, batch {}, KV cache {}\n", s.device_name(),
+               s.device_description(), o.n_threads > 0 ? o.n_threads : 0, s.n_ctx(), o.n_batch, o.kv_type);
+    fmt::print(stderr, "load time: {:.1f} ms\n", load_ms);
+
+    const std::vector<llm::token_id> prompt_ids = tok.encode(o.prompt, true, true);
+    if (prompt_ids.empty()) throw error("the prompt gives no tokens and the model adds no BOS");
+    if (prompt_ids.size() > s.n_ctx()) {
+        throw error(fmt::format("the prompt has {} tokens, more than the context size {} (raise it with -c)",
+                                prompt_ids.size(), s.n_ctx()));
+    }
+    write_out(o.prompt);
+
+    llm::sampler smp(o.sp);
+    for (llm::token_id id : prompt_ids) smp.accept(id);
+    llm::stream_decoder out(tok);
+
+    const auto t_pp = clock_type::now();
+    std::span<const float> logits = s.decode(prompt_ids);
+    const double pp_ms = ms_since(t_pp);
+
+    int n_gen = 0;
+    bool context_full = false;
+    const auto t_tg = clock_type::now();
+    while (n_gen < o.n_predict) {
+        const llm::token_id id = smp.sample(logits);
+        smp.accept(id);
+        ++n_gen;
+        if (tok.is_eog(id)) break;
+        write_out(out.push(id));
+        if (n_gen == o.n_predict) break;
+        if (s.n_past() >= s.n_ctx()) {
+            context_full = true;
+            break;
+        }
+        logits = s.decode(std::span<const llm::token_id>(&id, 1));
+    }
+    write_out(out.finish());
+    const double tg_ms = ms_since(t_tg);
+    fmt::print(stderr, "\n");
+    fmt::print(stderr, "prompt: {} tokens in {:.1f} ms, {:.2f} tokens/s\n", prompt_ids.size(), pp_ms,
+               pp_ms > 0 ? 1000.0 * double(prompt_ids.size()) / pp_ms : 0.0);
+    fmt::print(stderr, "generation: {} tokens in {:.1f} ms, {:.2f} tokens/s\n", n_gen, tg_ms,
+               tg_ms > 0 && n_gen > 1 ? 1000.0 * double(n_gen - 1) / tg_ms : 0.0);
+    if (context_full) {
+        throw error(fmt::format("the context of {} tokens is full after {} generated tokens (raise it with -c, "
+                                "up to the model's {})",
+                                s.n_ctx(), n_gen, hp.n_ctx_train));
+    }
+    return 0;
+}
+
+} // namespace
+
+command register_run(CLI::App & app) {
+    auto o = std::make_shared<run_options>();
+    CLI::App * sub = app.add_subcommand("run", "generate text from a GGUF Llama model");
+    sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+    sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)");
+    sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")->check(CLI::Range(0, 1 << 24));
+    sub->add_option("-t,--threads", o->n_threads, "CPU threads (0 = all)")->check(CLI::Range(0, 1024));
+    sub->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0 = the model's, at most 4096)")
+        ->check(CLI::Range(0, 1 << 24));
+    sub->add_option("-b,--batch-size", o->n_batch, "prompt micro-batch size in tokens")->check(CLI::Range(1, 1 << 16));
+    sub->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
+    sub->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
+    sub->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->check(CLI::Range(0.0f, 1.0f));
+    sub->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
+    sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")
+        ->check(CLI::Range(0.01f, 100.0f));
+    sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens of history for the penalty")
+        ->check(CLI::Range(0, 1 << 20));
+    sub->add_option("--seed", o->sp.seed, "random seed for sampling");
+    sub->add_option("--device", o->device, "device name (see `tessera devices`)");
+    sub->add_option("--kv-type", o->kv_type, "KV cache type")->check(CLI::IsMember({"F32", "F16"}));
+    return {sub, [o] { return run_generate(*o); }};
+}
+
+command register_tokenize(CLI::App & app) {
+    struct options {
+        std::string model_path;
+        std::string text;
+        bool pieces = false;
+        bool no_bos = false;
+    };
+    auto o = std::make_shared<options>();
+    CLI::App * sub = app.add_subcommand("tokenize", "print the token ids of a text");
+    sub->add_option("-m,--model", o->model_path, "GGUF model or vocab file")->required();
+    sub->add_option("-p,--prompt", o->text, "text to tokenize (UTF-8)")->required();
+    sub->add_flag("--pieces", o->pieces, "print each id with its piece");
+    sub->add_flag("--no-bos", o->no_bos, "do not add the special tokens the model asks for");
+    return {sub, [o] {
+                const gguf::reader r(o->model_path);
+                const llm::tokenizer tok = llm::tokenizer::from_gguf(r);
+                const std::vector<llm::token_id> ids = tok.encode(o->text, !o->no_bos, true);
+                std::string line;
+                for (size_t i = 0; i < ids.size(); ++i) {
+                    if (i) line += o->pieces ? "\n" : " ";
+                    if (o->pieces) {
+                        line += fmt::format("{} '{}'", ids[i], tok.token_to_piece(ids[i], true));
+                    } else {
+                        line += std::to_string(ids[i]);
+                    }
+                }
+                line += "\n";
+                write_out(line);
+                return 0;
+            }};
+}
+
+} // namespace tessera::tools
