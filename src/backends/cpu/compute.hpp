@@ -17,17 +17,28 @@ struct compute_params {
     size_t wsize = 0;
 };
 
-// True when compute_forward can compute `node` (op and type combination);
-// never throws, never crashes on odd input.
+// True for ops that compute nothing: NONE (leafs) and the views VIEW,
+// RESHAPE, PERMUTE, TRANSPOSE (their data aliases the source).
+bool op_is_noop(int32_t op);
+
+// True when compute_forward can compute `node` (op and type combination,
+// shapes consistent with the op's definition in core/ops.hpp); never throws,
+// never crashes on odd input (null node, null sources, invalid type ids).
+// True for the no-op ops. Does not look at data pointers.
 bool supports_op(const tsr_tensor * node);
 
-// Scratch bytes each thread needs for `node` (0 for most ops).
+// Scratch bytes each thread needs for `node` (0 for most ops, and for nodes
+// supports_op rejects). Independent of the number of threads.
 size_t node_work_size(const tsr_tensor * node);
 
 // Computes this thread's share of `node` (row range ith of nth). All nth
 // threads call it for the same node; the caller puts a barrier between nodes.
 // Returns false on a data error found while computing (e.g. an index out of
-// range in GET_ROWS/SET_ROWS); the graph compute then reports FAILED.
+// range in GET_ROWS/SET_ROWS), for an unsupported node, a null data pointer
+// (node or source) or scratch smaller than node_work_size; the graph compute
+// then reports FAILED. Never throws. The split of work between threads never
+// changes the result: every output element is computed by the same
+// arithmetic in the same order for any nth (bit-identical results).
 bool compute_forward(const compute_params & p, tsr_tensor * node);
 
 } // namespace tessera::cpu

@@ -1,0 +1,140 @@
+// backends/cpu/compute.cpp — dispatch from a node's op to its kernel
+// (ops/*.cpp), with the checks every op shares.
+#include "backends/cpu/compute.hpp"
+
+#include "backends/cpu/ops/ops.hpp"
+#include "tessera/core/types.hpp"
+
+namespace tessera::cpu {
+
+namespace {
+
+// A tensor whose metadata the kernels may read: valid type, positive
+// dimensions, and for block types a whole number of blocks per row.
+bool tensor_ok(const tsr_tensor * t) {
+    if (t == nullptr || !type_is_valid(t->type)) return false;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        if (t->ne[i] < 1) return false;
+    }
+    const type_traits & tr = get_type_traits(t->type);
+    return tr.block_size >= 1 && t->ne[0] % tr.block_size == 0;
+}
+
+// Sources each op requires (optional ones, like SOFT_MAX's mask, not counted).
+int required_sources(int32_t op) {
+    switch (op) {
+    case TSR_OP_SET_ROWS: return 3; // dst, src, idx
+    case TSR_OP_ADD:
+    case TSR_OP_MUL:
+    case TSR_OP_MUL_MAT:
+    case TSR_OP_GET_ROWS:
+    case TSR_OP_ROPE:
+    case TSR_OP_CPY: return 2;
+    default: return 1;
+    }
+}
+
+bool supports_op_checked(const tsr_tensor * node) {
+    if (!tensor_ok(node)) return false;
+    const int n_src = required_sources(node->op);
+    for (int i = 0; i < TSR_MAX_SRC; ++i) {
+        if (node->src[i] == nullptr) {
+            if (i < n_src) return false;
+            continue;
+        }
+        if (!tensor_ok(node->src[i])) return false;
+    }
+    switch (node->op) {
+    case TSR_OP_ADD:
+    case TSR_OP_MUL: return binary_supported(node);
+    case TSR_OP_SCALE:
+    case TSR_OP_SILU:
+    case TSR_OP_GELU: return unary_supported(node);
+    case TSR_OP_RMS_NORM: return rms_norm_supported(node);
+    case TSR_OP_MUL_MAT: return mul_mat_supported(node);
+    case TSR_OP_GET_ROWS: return get_rows_supported(node);
+    case TSR_OP_SET_ROWS: return set_rows_supported(node);
+    case TSR_OP_ROPE: return rope_supported(node);
+    case TSR_OP_SOFT_MAX: return soft_max_supported(node);
+    case TSR_OP_CPY: return cpy_supported(node);
+    case TSR_OP_CONT: return cont_supported(node);
+    case TSR_OP_ARGMAX: return argmax_supported(node);
+    default: return false;
+    }
+}
+
+// Scratch bytes of a supported node; false if they cannot be computed
+// (nothing here is expected to throw once supports_op holds).
+bool work_size_of(const tsr_tensor * node, size_t & out) noexcept {
+    try {
+        switch (node->op) {
+        case TSR_OP_MUL_MAT: out = mul_mat_work_size(node); break;
+        case TSR_OP_GET_ROWS: out = get_rows_work_size(node); break;
+        case TSR_OP_SET_ROWS: out = set_rows_work_size(node); break;
+        case TSR_OP_ROPE: out = rope_work_size(node); break;
+        case TSR_OP_SOFT_MAX: out = soft_max_work_size(node); break;
+        case TSR_OP_CPY: out = cpy_work_size(node); break;
+        default: out = 0; break;
+        }
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+} // namespace
+
+bool op_is_noop(int32_t op) {
+    return op == TSR_OP_NONE || op == TSR_OP_VIEW || op == TSR_OP_RESHAPE ||
+           op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
+}
+
+bool supports_op(const tsr_tensor * node) {
+    if (node == nullptr || node->op < 0 || node->op >= TSR_OP_COUNT) return false;
+    if (op_is_noop(node->op)) return true;
+    try {
+        return supports_op_checked(node);
+    } catch (...) {
+        return false;
+    }
+}
+
+size_t node_work_size(const tsr_tensor * node) {
+    size_t bytes = 0;
+    if (!supports_op(node) || !work_size_of(node, bytes)) return 0;
+    return bytes;
+}
+
+bool compute_forward(const compute_params & p, tsr_tensor * node) {
+    if (node == nullptr || p.nth < 1 || p.ith < 0 || p.ith >= p.nth) return false;
+    if (op_is_noop(node->op)) return true;
+    if (!supports_op(node) || node->data == nullptr) return false;
+    for (int i = 0; i < TSR_MAX_SRC; ++i) {
+        if (node->src[i] != nullptr && node->src[i]->data == nullptr) return false;
+    }
+    size_t need = 0;
+    if (!work_size_of(node, need) || p.wsize < need || (need > 0 && p.wdata == nullptr)) return false;
+    try {
+        switch (node->op) {
+        case TSR_OP_ADD: return compute_add(p, node);
+        case TSR_OP_MUL: return compute_mul(p, node);
+        case TSR_OP_SCALE: return compute_scale(p, node);
+        case TSR_OP_SILU: return compute_silu(p, node);
+        case TSR_OP_GELU: return compute_gelu(p, node);
+        case TSR_OP_RMS_NORM: return compute_rms_norm(p, node);
+        case TSR_OP_MUL_MAT: return compute_mul_mat(p, node);
+        case TSR_OP_GET_ROWS: return compute_get_rows(p, node);
+        case TSR_OP_SET_ROWS: return compute_set_rows(p, node);
+        case TSR_OP_ROPE: return compute_rope(p, node);
+        case TSR_OP_SOFT_MAX: return compute_soft_max(p, node);
+        case TSR_OP_CPY: return compute_cpy(p, node);
+        case TSR_OP_CONT: return compute_cont(p, node);
+        case TSR_OP_ARGMAX: return compute_argmax(p, node);
+        default: return false;
+        }
+    } catch (...) {
+        return false; // e.g. a core conversion rejecting its input: a data error, not a crash
+    }
+}
+
+} // namespace tessera::cpu

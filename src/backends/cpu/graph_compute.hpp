@@ -1,0 +1,37 @@
+// backends/cpu/graph_compute.hpp — computing a graph's nodes on the CPU:
+// all threads walk the nodes in order, each node split between them
+// (compute.hpp), with a barrier between nodes. Internal to the CPU backend.
+#pragma once
+
+#include "backends/cpu/thread_pool.hpp"
+#include "tessera/tensor.h"
+
+namespace tessera::cpu {
+
+// Computes g's nodes in order on n_threads threads of `pool` (clamped to
+// 1..pool.size(); the calling thread is thread 0).
+//   - Before anything is computed, every node is checked: a null node, an
+//     op/type combination supports_op() rejects, or a null data pointer on
+//     a node or one of its sources => TSR_STATUS_FAILED, nothing computed.
+//     View ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE) and leafs compute nothing
+//     and are skipped.
+//   - Per-thread scratch is the largest node_work_size() of the graph; if
+//     it cannot be allocated => TSR_STATUS_ALLOC_FAILED.
+//   - cb (optional) is called on the calling thread before each computed
+//     node, after every thread has finished the previous one; when it
+//     returns true, no further node starts and the result is
+//     TSR_STATUS_ABORTED (nodes already computed keep their results).
+//   - A data error in a node (e.g. an index out of range) => the remaining
+//     nodes are skipped and the result is TSR_STATUS_FAILED.
+// The pool stays usable after any outcome. Results are bit-identical for
+// any n_threads. Not reentrant on one pool (calls are serialized).
+tsr_status graph_compute(thread_pool & pool, const tsr_graph_view & g, int n_threads,
+                         tsr_abort_callback cb = nullptr, void * cb_data = nullptr);
+
+// The same on a pool of n_threads threads created for this call (for tests
+// and one-off use; n_threads clamped to 1..thread_pool::max_threads).
+// TSR_STATUS_FAILED when the threads cannot be started.
+tsr_status graph_compute(const tsr_graph_view & g, int n_threads, tsr_abort_callback cb = nullptr,
+                         void * cb_data = nullptr);
+
+} // namespace tessera::cpu

@@ -1,0 +1,72 @@
+// backends/cpu/ops/soft_max.cpp — row-wise soft-max of (scale * a + mask).
+//   a:    F32 [n, rows, A2, A3], any strides
+//   mask: null or F32 [n, >= rows, M2, M3], A2 % M2 == 0, A3 % M3 == 0
+//         (row i1 of batch (i2, i3) uses mask row (i1, i2 % M2, i3 % M3))
+// op_params [0] = scale. The maximum is subtracted before exponentiating
+// (exp(v - max) / sum exp(v - max), mathematically equal, never overflows);
+// a row whose entries are all -inf gives zeros.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/ops/ops.hpp"
+#include "backends/cpu/ops/tensor_access.hpp"
+
+namespace tessera::cpu {
+
+bool soft_max_supported(const tsr_tensor * node) {
+    const tsr_tensor * a = node->src[0];
+    const tsr_tensor * mask = node->src[1];
+    if (node->type != TSR_TYPE_F32 || a->type != TSR_TYPE_F32) return false;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        if (node->ne[i] != a->ne[i]) return false;
+    }
+    if (mask != nullptr) {
+        if (mask->type != TSR_TYPE_F32 || mask->ne[0] != a->ne[0] || mask->ne[1] < a->ne[1]) return false;
+        if (a->ne[2] % mask->ne[2] != 0 || a->ne[3] % mask->ne[3] != 0) return false;
+    }
+    return true;
+}
+
+// One row of values (v = scale * a + mask), n floats.
+size_t soft_max_work_size(const tsr_tensor * node) {
+    return align64(static_cast<size_t>(node->ne[0]) * sizeof(float));
+}
+
+bool compute_soft_max(const compute_params & p, tsr_tensor * dst) {
+    const tsr_tensor * a = dst->src[0];
+    const tsr_tensor * mask = dst->src[1];
+    float scale;
+    std::memcpy(&scale, &dst->op_params[0], sizeof scale);
+    const int64_t n = dst->ne[0];
+    auto * v = static_cast<float *>(p.wdata);
+
+    const item_range rows = split_items(count_rows(dst), p.ith, p.nth);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+        const row_index ri = unravel_row(dst, r);
+        const char * x = row_ptr(a, ri);
+        const char * m = mask != nullptr ? row_ptr(mask, ri.i1, ri.i2 % mask->ne[2], ri.i3 % mask->ne[3]) : nullptr;
+        float max = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < n; ++i) {
+            float val = scale * read_f32(x + static_cast<size_t>(i) * a->nb[0]);
+            if (m != nullptr) val += read_f32(m + static_cast<size_t>(i) * mask->nb[0]);
+            v[i] = val;
+            max = val > max ? val : max;
+        }
+        char * d = row_ptr(dst, ri);
+        if (max == -std::numeric_limits<float>::infinity()) {
+            for (int64_t i = 0; i < n; ++i) write_f32(d + static_cast<size_t>(i) * dst->nb[0], 0.0f);
+            continue;
+        }
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            v[i] = std::exp(v[i] - max);
+            sum += v[i];
+        }
+        const auto inv = static_cast<float>(1.0 / sum);
+        for (int64_t i = 0; i < n; ++i) write_f32(d + static_cast<size_t>(i) * dst->nb[0], v[i] * inv);
+    }
+    return true;
+}
+
+} // namespace tessera::cpu

@@ -1,0 +1,205 @@
+// backends/cpu/thread_pool.cpp — persistent workers, job hand-off, the
+// run's barrier and per-thread scratch.
+//
+// Synchronization (all through std::atomic, so ThreadSanitizer sees it):
+//   job hand-off  thread 0 writes job_fn_/job_ctx_, then stores job_word_
+//                 (release, under state_mutex_ so a sleeping worker cannot
+//                 miss the notify); workers load it (acquire).
+//   barrier       a worker reads release_ (acquire), increments arrived_
+//                 (acq_rel) and waits for release_ to change; thread 0 waits
+//                 for arrived_ to reach the count (acquire), resets it, runs
+//                 the hook and increments release_ (release).
+//   end of run    each worker increments arrived_ once more after its job
+//                 returns; run() returns once all have (acquire), so the
+//                 next run may reuse job_fn_ and the scratch.
+// Waits spin a short while (cheap when nodes are short) and then block in
+// std::atomic::wait or the condition variable, so idle or oversubscribed
+// threads do not burn the CPU.
+#include "backends/cpu/thread_pool.hpp"
+
+#include <algorithm>
+#include <new>
+#include <string>
+
+#include "backends/cpu/graph_compute.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::cpu {
+
+namespace {
+
+// Spin-then-block waits: k_relax busy iterations, then yields of the CPU
+// (so that, when threads outnumber cores, the thread being waited for gets
+// to run), up to the limit; then the waiter blocks.
+constexpr int k_relax = 1024;
+constexpr int k_spin_barrier = k_relax + 64; // steps before blocking in a barrier
+constexpr int k_spin_idle = k_relax + 256;   // steps before an idle worker sleeps
+constexpr size_t k_scratch_align = 64;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+// One step of a spin-then-block wait; false when the caller should block.
+bool backoff(int & step, int limit) {
+    if (step >= limit) return false;
+    if (step < k_relax) {
+        cpu_relax();
+    } else {
+        std::this_thread::yield();
+    }
+    ++step;
+    return true;
+}
+
+constexpr uint64_t job_threads(uint64_t word) {
+    return word & 0xffffu;
+}
+
+} // namespace
+
+void thread_pool::aligned_delete::operator()(std::byte * p) const {
+    ::operator delete[](p, std::align_val_t(k_scratch_align));
+}
+
+thread_pool::thread_pool(int n_threads) : n_threads_(n_threads) {
+    if (n_threads < 1 || n_threads > max_threads) {
+        throw error("thread_pool: n_threads = " + std::to_string(n_threads) + " is outside 1.." +
+                    std::to_string(max_threads));
+    }
+    scratch_.resize(static_cast<size_t>(n_threads));
+    workers_.reserve(static_cast<size_t>(n_threads - 1));
+    try {
+        for (int i = 1; i < n_threads; ++i) workers_.emplace_back(&thread_pool::worker_main, this, i);
+    } catch (...) {
+        {
+            std::lock_guard<std::mutex> lk(state_mutex_);
+            stop_ = true;
+            stop_flag_.store(true, std::memory_order_release);
+        }
+        state_cv_.notify_all();
+        for (std::thread & t : workers_) t.join();
+        throw;
+    }
+}
+
+thread_pool::~thread_pool() {
+    {
+        std::lock_guard<std::mutex> lk(state_mutex_);
+        stop_ = true;
+        stop_flag_.store(true, std::memory_order_release);
+    }
+    state_cv_.notify_all();
+    for (std::thread & t : workers_) t.join();
+}
+
+void thread_pool::pause() {
+    paused_.store(true, std::memory_order_relaxed);
+}
+
+void thread_pool::resume() {
+    paused_.store(false, std::memory_order_relaxed);
+}
+
+uint64_t thread_pool::wait_for_job(uint64_t seen) {
+    if (!paused_.load(std::memory_order_relaxed)) {
+        int step = 0;
+        do {
+            const uint64_t w = job_word_.load(std::memory_order_acquire);
+            if (w != seen) return w;
+            if (stop_flag_.load(std::memory_order_acquire)) return 0;
+            if (paused_.load(std::memory_order_relaxed)) break;
+        } while (backoff(step, k_spin_idle));
+    }
+    std::unique_lock<std::mutex> lk(state_mutex_);
+    state_cv_.wait(lk, [&] { return stop_ || job_word_.load(std::memory_order_relaxed) != seen; });
+    if (stop_) return 0;
+    return job_word_.load(std::memory_order_acquire);
+}
+
+void thread_pool::worker_main(int ith) {
+    uint64_t seen = 0;
+    for (;;) {
+        const uint64_t w = wait_for_job(seen);
+        if (w == 0) return;
+        seen = w;
+        if (static_cast<uint64_t>(ith) < job_threads(w)) {
+            job_fn_(ith, job_ctx_);
+            arrive();
+        }
+    }
+}
+
+void thread_pool::arrive() {
+    arrived_.fetch_add(1, std::memory_order_acq_rel);
+    arrived_.notify_one();
+}
+
+void thread_pool::wait_for_arrivals(int n_others) {
+    int step = 0;
+    for (;;) {
+        const int v = arrived_.load(std::memory_order_acquire);
+        if (v == n_others) break;
+        if (!backoff(step, k_spin_barrier)) arrived_.wait(v, std::memory_order_acquire);
+    }
+    arrived_.store(0, std::memory_order_relaxed);
+}
+
+void thread_pool::run(int n_threads, size_t scratch_bytes, job_fn fn, void * ctx) {
+    std::lock_guard<std::mutex> run_lock(run_mutex_);
+    const int n = std::clamp(n_threads, 1, n_threads_);
+    reserve_scratch(n, scratch_bytes);
+    run_threads_ = n;
+    if (n == 1) {
+        fn(0, ctx);
+        return;
+    }
+    job_fn_ = fn;
+    job_ctx_ = ctx;
+    {
+        std::lock_guard<std::mutex> lk(state_mutex_);
+        ++generation_;
+        job_word_.store((generation_ << 16) | static_cast<uint64_t>(n), std::memory_order_release);
+    }
+    state_cv_.notify_all();
+    fn(0, ctx);
+    wait_for_arrivals(n - 1);
+}
+
+void thread_pool::sync(int ith, void (*on_all_arrived)(void * ctx), void * ctx) {
+    if (ith != 0) {
+        const uint32_t g = release_.load(std::memory_order_acquire);
+        arrive();
+        int step = 0;
+        while (release_.load(std::memory_order_acquire) == g) {
+            if (!backoff(step, k_spin_barrier)) release_.wait(g, std::memory_order_acquire);
+        }
+        return;
+    }
+    wait_for_arrivals(run_threads_ - 1);
+    if (on_all_arrived != nullptr) on_all_arrived(ctx);
+    release_.fetch_add(1, std::memory_order_release);
+    release_.notify_all();
+}
+
+void thread_pool::reserve_scratch(int n_threads, size_t bytes) {
+    const int n = std::clamp(n_threads, 1, n_threads_);
+    const size_t rounded = (bytes + 4095) & ~static_cast<size_t>(4095);
+    for (int i = 0; i < n; ++i) {
+        scratch_block & s = scratch_[static_cast<size_t>(i)];
+        if (s.size >= bytes) continue;
+        auto * p = static_cast<std::byte *>(::operator new[](rounded, std::align_val_t(k_scratch_align)));
+        s.data.reset(p);
+        s.size = rounded;
+    }
+}
+
+tsr_status thread_pool::compute(const tsr_graph_view & g, int n_threads, tsr_abort_callback cb, void * cb_data) {
+    return graph_compute(*this, g, n_threads, cb, cb_data);
+}
+
+} // namespace tessera::cpu

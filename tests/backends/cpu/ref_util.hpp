@@ -1,0 +1,178 @@
+// tests/backends/cpu/ref_util.hpp — test-side helpers for the CPU op tests:
+// random data, element access in double through ne/nb, and decoders for
+// F16, BF16, Q8_0 and Q4_0 written here from the format definitions
+// (IEEE 754 binary16; bfloat16 = upper half of binary32; GGUF block layouts
+// as documented in include/tessera/core/types.hpp). Nothing here calls the
+// kernels or the core's conversions, so the reference side is independent.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/graph_compute.hpp"
+#include "tessera/core/graph.hpp"
+#include "tessera/core/ops.hpp"
+#include "tessera/core/tensor.hpp"
+
+namespace tessera::cpu::test {
+
+inline double ref_f16(uint16_t h) {
+    const int sign = (h >> 15) & 1;
+    const int e = (h >> 10) & 0x1f;
+    const int m = h & 0x3ff;
+    double v;
+    if (e == 0) {
+        v = std::ldexp(static_cast<double>(m), -24);
+    } else if (e == 31) {
+        v = m == 0 ? INFINITY : NAN;
+    } else {
+        v = std::ldexp(1.0 + m / 1024.0, e - 15);
+    }
+    return sign ? -v : v;
+}
+
+inline double ref_bf16(uint16_t h) {
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// A random F16 bit pattern of magnitude in [2^-6, 2^2), random sign.
+inline uint16_t random_f16_bits(std::mt19937 & rng) {
+    std::uniform_int_distribution<int> exp(9, 16), mant(0, 1023), sign(0, 1);
+    return static_cast<uint16_t>((sign(rng) << 15) | (exp(rng) << 10) | mant(rng));
+}
+
+// A random BF16 bit pattern of magnitude in [2^-6, 2^2), random sign.
+inline uint16_t random_bf16_bits(std::mt19937 & rng) {
+    std::uniform_int_distribution<int> exp(121, 128), mant(0, 127), sign(0, 1);
+    return static_cast<uint16_t>((sign(rng) << 15) | (exp(rng) << 7) | mant(rng));
+}
+
+// Address of element (i0, i1, i2, i3) for plain (block size 1) types.
+inline char * elem_ptr(const tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return static_cast<char *>(t->data) + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+// Element (i0, i1, i2, i3) of a tensor as double, decoded test-side.
+inline double get(const tsr_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
+    switch (t->type) {
+    case TSR_TYPE_F32: {
+        float v;
+        std::memcpy(&v, elem_ptr(t, i0, i1, i2, i3), 4);
+        return v;
+    }
+    case TSR_TYPE_F16:
+    case TSR_TYPE_BF16: {
+        uint16_t h;
+        std::memcpy(&h, elem_ptr(t, i0, i1, i2, i3), 2);
+        return t->type == TSR_TYPE_F16 ? ref_f16(h) : ref_bf16(h);
+    }
+    case TSR_TYPE_I32: {
+        int32_t v;
+        std::memcpy(&v, elem_ptr(t, i0, i1, i2, i3), 4);
+        return v;
+    }
+    case TSR_TYPE_Q8_0:
+    case TSR_TYPE_Q4_0: {
+        // Block b = i0 / 32 starts at b * nb[0] within the row.
+        const char * blk = static_cast<const char *>(t->data) + (i0 / 32) * t->nb[0] + i1 * t->nb[1] +
+                           i2 * t->nb[2] + i3 * t->nb[3];
+        uint16_t dh;
+        std::memcpy(&dh, blk, 2);
+        const double d = ref_f16(dh);
+        const int j = static_cast<int>(i0 % 32);
+        if (t->type == TSR_TYPE_Q8_0) return d * static_cast<int8_t>(blk[2 + j]);
+        const auto byte = static_cast<uint8_t>(blk[2 + (j % 16)]);
+        const int q = j < 16 ? (byte & 0x0f) : (byte >> 4);
+        return d * (q - 8);
+    }
+    default: ADD_FAILURE() << "get: unsupported type " << t->type; return 0.0;
+    }
+}
+
+inline void set_f32(tsr_tensor * t, float v, int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) {
+    std::memcpy(elem_ptr(t, i0, i1, i2, i3), &v, 4);
+}
+
+inline void set_i32(tsr_tensor * t, int32_t v, int64_t i0, int64_t i1 = 0, int64_t i2 = 0) {
+    std::memcpy(elem_ptr(t, i0, i1, i2, 0), &v, 4);
+}
+
+inline void set_i64(tsr_tensor * t, int64_t v, int64_t i0, int64_t i1 = 0, int64_t i2 = 0) {
+    std::memcpy(elem_ptr(t, i0, i1, i2, 0), &v, 8);
+}
+
+// Calls f(i0, i1, i2, i3) for every element index of t.
+template <class F>
+void for_each_index(const tsr_tensor * t, F f) {
+    for (int64_t i3 = 0; i3 < t->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < t->ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < t->ne[0]; ++i0) f(i0, i1, i2, i3);
+}
+
+// Fills every element of an F32 tensor (any strides) with uniform values.
+inline void fill_uniform(tsr_tensor * t, std::mt19937 & rng, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    for_each_index(t, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { set_f32(t, dist(rng), i0, i1, i2, i3); });
+}
+
+// Fills a packed tensor's raw bytes: F16/BF16 with random_*_bits, Q8_0/Q4_0
+// with random blocks (scale a random F16 in [2^-9, 2^-5), random quants),
+// F32 with uniform [-1, 1).
+inline void fill_weights(tsr_tensor * t, std::mt19937 & rng) {
+    const size_t bytes = nbytes(t);
+    auto * p = static_cast<unsigned char *>(t->data);
+    switch (t->type) {
+    case TSR_TYPE_F32: fill_uniform(t, rng); break;
+    case TSR_TYPE_F16:
+    case TSR_TYPE_BF16:
+        for (size_t i = 0; i + 2 <= bytes; i += 2) {
+            const uint16_t h = t->type == TSR_TYPE_F16 ? random_f16_bits(rng) : random_bf16_bits(rng);
+            std::memcpy(p + i, &h, 2);
+        }
+        break;
+    case TSR_TYPE_Q8_0:
+    case TSR_TYPE_Q4_0: {
+        const size_t bs = t->type == TSR_TYPE_Q8_0 ? 34 : 18;
+        std::uniform_int_distribution<int> byte(0, 255), exp(6, 9), mant(0, 1023);
+        for (size_t b = 0; b + bs <= bytes; b += bs) {
+            const auto d = static_cast<uint16_t>((exp(rng) << 10) | mant(rng));
+            std::memcpy(p + b, &d, 2);
+            for (size_t j = 2; j < bs; ++j) p[b + j] = static_cast<unsigned char>(byte(rng));
+        }
+        break;
+    }
+    default: ADD_FAILURE() << "fill_weights: unsupported type " << t->type;
+    }
+}
+
+// A context that allocates data for tensors (views alias their source).
+inline context::params data_ctx(size_t max_tensors = 4096) {
+    context::params p;
+    p.max_tensors = max_tensors;
+    p.alloc_data = true;
+    return p;
+}
+
+// Builds the graph of `out` and computes it with n_threads.
+inline tsr_status compute(tsr_tensor * out, int n_threads) {
+    graph g;
+    g.build_forward(out);
+    return graph_compute(g.view(), n_threads);
+}
+
+// Counts of the thread configurations the op tests run with.
+inline const std::vector<int> & thread_counts() {
+    static const std::vector<int> counts = {1, 3};
+    return counts;
+}
+
+} // namespace tessera::cpu::test

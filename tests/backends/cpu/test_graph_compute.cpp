@@ -1,0 +1,407 @@
+// The thread pool and the graph walk: bit-identical results for any thread
+// count, the abort callback (stops every thread at the same node, pool stays
+// usable), repeated aborts under a watchdog, pause/resume, and bad graphs
+// (unsupported ops, null data, data errors) giving FAILED, never a crash.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "backends/cpu/compute.hpp"
+#include "backends/cpu/ref_util.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::cpu::test {
+namespace {
+
+// Runs f on another thread and ends the process if it does not finish in
+// `limit` (a hang must not stall the suite; the message says which test).
+template <class F>
+void with_watchdog(const char * what, std::chrono::seconds limit, F f) {
+    auto fut = std::async(std::launch::async, f);
+    if (fut.wait_for(limit) != std::future_status::ready) {
+        std::fprintf(stderr, "watchdog: '%s' did not finish within %lld s (hang)\n", what,
+                     static_cast<long long>(limit.count()));
+        std::fflush(stderr);
+        std::_Exit(3);
+    }
+    fut.get();
+}
+
+// A small transformer-like block: many nodes of different ops, with
+// quantized and F16 weights, views, a KV-cache write and an attention.
+struct block_graph {
+    context ctx{data_ctx()};
+    graph g;
+    std::vector<tsr_tensor *> outputs; // every computed node, in graph order
+
+    explicit block_graph(int layers = 2) {
+        std::mt19937 rng(2024);
+        const int64_t n_embd = 64, n_head = 4, head_dim = 16, n_tokens = 5, n_kv = 8, n_ff = 96;
+        tsr_tensor * tok_embd = ctx.new_tensor(TSR_TYPE_Q8_0, {n_embd, 50});
+        fill_weights(tok_embd, rng);
+        tsr_tensor * tokens = ctx.new_tensor(TSR_TYPE_I32, {n_tokens});
+        for (int64_t i = 0; i < n_tokens; ++i) set_i32(tokens, static_cast<int32_t>((i * 7 + 3) % 50), i);
+        tsr_tensor * pos = ctx.new_tensor(TSR_TYPE_I32, {n_tokens});
+        for (int64_t i = 0; i < n_tokens; ++i) set_i32(pos, static_cast<int32_t>(i + 3), i);
+        tsr_tensor * kv_idx = ctx.new_tensor(TSR_TYPE_I64, {n_tokens});
+        for (int64_t i = 0; i < n_tokens; ++i) set_i64(kv_idx, i + 3, i);
+        tsr_tensor * mask = ctx.new_tensor(TSR_TYPE_F32, {n_kv, n_tokens});
+        for_each_index(mask, [&](int64_t i0, int64_t i1, int64_t, int64_t) {
+            set_f32(mask, i0 <= i1 + 3 ? 0.0f : -std::numeric_limits<float>::infinity(), i0, i1);
+        });
+
+        tsr_tensor * x = get_rows(ctx, tok_embd, tokens);
+        for (int l = 0; l < layers; ++l) {
+            const int32_t wt = l % 2 == 0 ? TSR_TYPE_Q4_0 : TSR_TYPE_F16;
+            auto weight = [&](int64_t k, int64_t m) {
+                tsr_tensor * w = ctx.new_tensor(static_cast<type>(wt), {k, m});
+                fill_weights(w, rng);
+                return w;
+            };
+            tsr_tensor * norm_w = ctx.new_tensor(TSR_TYPE_F32, {n_embd});
+            fill_uniform(norm_w, rng, 0.5f, 1.5f);
+            tsr_tensor * h = mul(ctx, rms_norm(ctx, x, 1e-5f), norm_w);
+            tsr_tensor * q = reshape(ctx, mul_mat(ctx, weight(n_embd, n_embd), h), {head_dim, n_head, n_tokens});
+            tsr_tensor * k = reshape(ctx, mul_mat(ctx, weight(n_embd, n_embd), h), {head_dim, n_head, n_tokens});
+            tsr_tensor * v = mul_mat(ctx, weight(n_embd, n_embd), h);
+            q = rope(ctx, q, pos, head_dim, ROPE_NEOX, 10000.0f, 1.0f);
+            k = rope(ctx, k, pos, head_dim / 2, ROPE_NORMAL, 10000.0f, 1.0f);
+            tsr_tensor * k_cache = ctx.new_tensor(TSR_TYPE_F16, {n_embd, n_kv});
+            tsr_tensor * v_cache = ctx.new_tensor(TSR_TYPE_F32, {n_embd, n_kv});
+            tsr_tensor * k_store = set_rows(ctx, k_cache, reshape(ctx, k, {n_embd, n_tokens}), kv_idx);
+            tsr_tensor * v_store = set_rows(ctx, v_cache, v, kv_idx);
+            g.build_forward(k_store);
+            g.build_forward(v_store);
+            tsr_tensor * kk = permute(ctx, reshape(ctx, k_cache, {head_dim, n_head, n_kv}), 0, 2, 1, 3);
+            tsr_tensor * qq = permute(ctx, q, 0, 2, 1, 3);
+            tsr_tensor * kq = soft_max(ctx, mul_mat(ctx, kk, qq), mask, 0.25f);
+            tsr_tensor * vv = permute(ctx, reshape(ctx, v_cache, {head_dim, n_head, n_kv}), 1, 2, 0, 3);
+            tsr_tensor * att = mul_mat(ctx, vv, kq); // [head_dim, n_tokens, n_head]
+            tsr_tensor * att2 = cont(ctx, permute(ctx, att, 0, 2, 1, 3));
+            x = add(ctx, x, mul_mat(ctx, weight(n_embd, n_embd), reshape(ctx, att2, {n_embd, n_tokens})));
+            tsr_tensor * ff = silu(ctx, mul_mat(ctx, weight(n_embd, n_ff), x));
+            ff = mul(ctx, ff, gelu(ctx, mul_mat(ctx, weight(n_embd, n_ff), x)));
+            x = add(ctx, x, scale(ctx, mul_mat(ctx, weight(n_ff, n_embd), ff), 0.5f, 0.0f));
+        }
+        tsr_tensor * logits = mul_mat(ctx, tok_embd, rms_norm(ctx, x, 1e-5f));
+        tsr_tensor * out16 = ctx.new_tensor(TSR_TYPE_F16, {50, n_tokens});
+        g.build_forward(cpy(ctx, logits, out16));
+        g.build_forward(argmax(ctx, logits));
+        for (tsr_tensor * n : g.nodes()) {
+            if (!op_is_noop(n->op)) outputs.push_back(n);
+        }
+    }
+
+    // Bytes of every computed node, concatenated.
+    std::vector<char> snapshot() const {
+        std::vector<char> all;
+        for (const tsr_tensor * n : outputs) {
+            const auto * p = static_cast<const char *>(n->data);
+            all.insert(all.end(), p, p + nbytes(n));
+        }
+        return all;
+    }
+
+    // Fills every computed node with a sentinel byte pattern 0xff (NaN for
+    // F32/F16). SET_ROWS nodes alias their cache, which later nodes read:
+    // those are zeroed instead (a fresh cache).
+    void poison() {
+        for (tsr_tensor * n : outputs) std::memset(n->data, n->op == TSR_OP_SET_ROWS ? 0 : 0xff, nbytes(n));
+    }
+
+    // True when some byte differs from the sentinel (the node ran).
+    bool computed(const tsr_tensor * n) const {
+        const auto * p = static_cast<const unsigned char *>(n->data);
+        const unsigned char sentinel = n->op == TSR_OP_SET_ROWS ? 0 : 0xff;
+        for (size_t i = 0; i < nbytes(n); ++i) {
+            if (p[i] != sentinel) return true;
+        }
+        return false;
+    }
+
+    // True when no 4-byte run of the sentinel is left (every row was
+    // written). SET_ROWS writes only some rows: true once it ran.
+    bool fully_computed(const tsr_tensor * n) const {
+        if (n->op == TSR_OP_SET_ROWS) return computed(n);
+        const auto * p = static_cast<const unsigned char *>(n->data);
+        for (size_t i = 0; i + 4 <= nbytes(n); i += 4) {
+            if (p[i] == 0xff && p[i + 1] == 0xff && p[i + 2] == 0xff && p[i + 3] == 0xff) return false;
+        }
+        return true;
+    }
+};
+
+TEST(GraphCompute, BitIdenticalFor1_2And7Threads) {
+    block_graph bg;
+    ASSERT_GT(bg.outputs.size(), 40u);
+    thread_pool pool(7);
+    std::vector<char> ref;
+    for (int nth : {1, 2, 7}) {
+        bg.poison();
+        ASSERT_EQ(pool.compute(bg.g.view(), nth), TSR_STATUS_SUCCESS);
+        for (const tsr_tensor * n : bg.outputs) {
+            ASSERT_TRUE(bg.fully_computed(n)) << op_name(n->op) << " " << n->name;
+        }
+        if (ref.empty()) {
+            ref = bg.snapshot();
+        } else {
+            EXPECT_TRUE(bg.snapshot() == ref) << nth << " threads differ from 1 thread";
+        }
+    }
+    // The one-shot helper gives the same bytes.
+    bg.poison();
+    ASSERT_EQ(graph_compute(bg.g.view(), 2), TSR_STATUS_SUCCESS);
+    EXPECT_TRUE(bg.snapshot() == ref);
+}
+
+struct abort_after {
+    std::atomic<int> calls{0};
+    int allow = 0; // calls that return false before the first true
+    static bool cb(void * p) {
+        auto * self = static_cast<abort_after *>(p);
+        return self->calls.fetch_add(1) >= self->allow;
+    }
+};
+
+TEST(GraphCompute, AbortAfterNNodesStopsAllThreadsAtTheSameNode) {
+    block_graph bg;
+    thread_pool pool(7);
+    bg.poison();
+    ASSERT_EQ(pool.compute(bg.g.view(), 7), TSR_STATUS_SUCCESS);
+    const std::vector<char> ref = bg.snapshot();
+
+    for (int allow : {0, 1, 5, 17}) {
+        for (int nth : {1, 2, 7}) {
+            bg.poison();
+            abort_after ab;
+            ab.allow = allow;
+            ASSERT_EQ(pool.compute(bg.g.view(), nth, abort_after::cb, &ab), TSR_STATUS_ABORTED);
+            EXPECT_EQ(ab.calls.load(), allow + 1) << "called once before each started node";
+            for (size_t i = 0; i < bg.outputs.size(); ++i) {
+                const tsr_tensor * n = bg.outputs[i];
+                if (static_cast<int>(i) < allow) {
+                    EXPECT_TRUE(bg.fully_computed(n)) << "node " << i;
+                } else {
+                    EXPECT_FALSE(bg.computed(n)) << "node " << i << " (" << op_name(n->op) << ") ran after abort, "
+                                                 << nth << " threads";
+                }
+            }
+            // The pool is reusable and computes correctly afterwards.
+            bg.poison();
+            ASSERT_EQ(pool.compute(bg.g.view(), nth), TSR_STATUS_SUCCESS);
+            EXPECT_TRUE(bg.snapshot() == ref);
+        }
+    }
+}
+
+TEST(GraphCompute, CallbackThatNeverAbortsIsCalledOncePerNode) {
+    block_graph bg(1);
+    abort_after ab;
+    ab.allow = std::numeric_limits<int>::max();
+    ASSERT_EQ(graph_compute(bg.g.view(), 3, abort_after::cb, &ab), TSR_STATUS_SUCCESS);
+    EXPECT_EQ(ab.calls.load(), static_cast<int>(bg.outputs.size()));
+}
+
+TEST(GraphCompute, RepeatedAbortsWithOneToEightThreadsNeverHang) {
+    with_watchdog("repeated aborts", std::chrono::seconds(300), [] {
+        block_graph bg(1);
+        thread_pool pool(8);
+        std::mt19937 rng(77);
+        const int n_nodes = static_cast<int>(bg.outputs.size());
+        for (int iter = 0; iter < 160; ++iter) {
+            const int nth = 1 + iter % 8;
+            abort_after ab;
+            ab.allow = std::uniform_int_distribution<int>(0, n_nodes + 2)(rng);
+            const tsr_status st = pool.compute(bg.g.view(), nth, abort_after::cb, &ab);
+            ASSERT_EQ(st, ab.allow < n_nodes ? TSR_STATUS_ABORTED : TSR_STATUS_SUCCESS) << "iteration " << iter;
+        }
+        ASSERT_EQ(pool.compute(bg.g.view(), 8), TSR_STATUS_SUCCESS);
+    });
+}
+
+// Abort requested asynchronously by another thread at an arbitrary moment.
+TEST(GraphCompute, AbortFromAnotherThreadNeverHangs) {
+    with_watchdog("asynchronous aborts", std::chrono::seconds(300), [] {
+        block_graph bg(1);
+        thread_pool pool(8);
+        for (int iter = 0; iter < 40; ++iter) {
+            std::atomic<bool> stop{false};
+            std::thread killer([&] {
+                std::this_thread::sleep_for(std::chrono::microseconds(50 * (iter % 7)));
+                stop.store(true);
+            });
+            const tsr_status st = pool.compute(
+                bg.g.view(), 1 + iter % 8, [](void * p) { return static_cast<std::atomic<bool> *>(p)->load(); },
+                &stop);
+            killer.join();
+            ASSERT_TRUE(st == TSR_STATUS_ABORTED || st == TSR_STATUS_SUCCESS);
+        }
+    });
+}
+
+TEST(ThreadPool, PauseAndResumeKeepComputing) {
+    with_watchdog("pause/resume", std::chrono::seconds(300), [] {
+        block_graph bg(1);
+        thread_pool pool(4);
+        ASSERT_EQ(pool.compute(bg.g.view(), 4), TSR_STATUS_SUCCESS);
+        const std::vector<char> ref = bg.snapshot();
+        EXPECT_FALSE(pool.paused());
+        pool.pause();
+        EXPECT_TRUE(pool.paused());
+        // Let the workers fall asleep, then compute while paused.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        bg.poison();
+        ASSERT_EQ(pool.compute(bg.g.view(), 4), TSR_STATUS_SUCCESS);
+        EXPECT_TRUE(bg.snapshot() == ref);
+        pool.resume();
+        EXPECT_FALSE(pool.paused());
+        bg.poison();
+        ASSERT_EQ(pool.compute(bg.g.view(), 3), TSR_STATUS_SUCCESS);
+        EXPECT_TRUE(bg.snapshot() == ref);
+    });
+}
+
+TEST(ThreadPool, RunGivesEachThreadItsIndexAndScratch) {
+    thread_pool pool(5);
+    struct ctx_t {
+        thread_pool * pool;
+        std::atomic<int> mask{0};
+        std::atomic<int> aligned{0};
+        int counter = 0; // incremented by thread 0 inside sync: visible to all afterwards
+        std::atomic<int> saw{0};
+    } c{&pool};
+    pool.run(5, 1000, [](int ith, void * p) {
+        auto * c = static_cast<ctx_t *>(p);
+        c->mask.fetch_or(1 << ith);
+        if (reinterpret_cast<uintptr_t>(c->pool->scratch(ith)) % 64 == 0 && c->pool->scratch_size(ith) >= 1000) {
+            c->aligned.fetch_add(1);
+            std::memset(c->pool->scratch(ith), ith, 1000); // writable, private to the thread
+        }
+        c->pool->sync(ith, [](void * q) { static_cast<ctx_t *>(q)->counter = 42; }, c);
+        if (c->counter == 42) c->saw.fetch_add(1);
+    }, &c);
+    EXPECT_EQ(c.mask.load(), 0x1f);
+    EXPECT_EQ(c.aligned.load(), 5);
+    EXPECT_EQ(c.saw.load(), 5);
+    EXPECT_EQ(pool.size(), 5);
+}
+
+TEST(ThreadPool, RejectsBadThreadCounts) {
+    EXPECT_THROW(thread_pool(0), tessera::error);
+    EXPECT_THROW(thread_pool(thread_pool::max_threads + 1), tessera::error);
+    // More threads than the pool has: clamped, still correct.
+    block_graph bg(1);
+    thread_pool pool(2);
+    ASSERT_EQ(pool.compute(bg.g.view(), 1), TSR_STATUS_SUCCESS);
+    const std::vector<char> ref = bg.snapshot();
+    ASSERT_EQ(pool.compute(bg.g.view(), 64), TSR_STATUS_SUCCESS);
+    EXPECT_TRUE(bg.snapshot() == ref);
+}
+
+TEST(GraphCompute, DataErrorFailsAndThePoolStaysUsable) {
+    thread_pool pool(4);
+    for (int nth : {1, 4}) {
+        context ctx(data_ctx());
+        tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {16, 4});
+        tsr_tensor * idx = ctx.new_tensor(TSR_TYPE_I32, {3});
+        set_i32(idx, 4, 1); // out of range
+        tsr_tensor * rows = get_rows(ctx, a, idx);
+        tsr_tensor * after = scale(ctx, rows, 2.0f, 1.0f);
+        std::memset(after->data, 0xff, nbytes(after));
+        graph g;
+        g.build_forward(after);
+        EXPECT_EQ(pool.compute(g.view(), nth), TSR_STATUS_FAILED);
+        EXPECT_EQ(static_cast<unsigned char *>(after->data)[0], 0xff) << "nodes after the failure do not run";
+        set_i32(idx, 3, 1);
+        EXPECT_EQ(pool.compute(g.view(), nth), TSR_STATUS_SUCCESS);
+        EXPECT_EQ(get(after, 0, 0), 1.0);
+    }
+}
+
+TEST(GraphCompute, NullDataAndUnsupportedNodesFailWithoutComputing) {
+    context ctx(data_ctx());
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {8});
+    tsr_tensor * s = silu(ctx, a);
+    graph g;
+    g.build_forward(s);
+    void * saved = s->data;
+    s->data = nullptr;
+    EXPECT_EQ(graph_compute(g.view(), 2), TSR_STATUS_FAILED);
+    s->data = saved;
+    a->data = nullptr; // a source without data
+    EXPECT_EQ(graph_compute(g.view(), 2), TSR_STATUS_FAILED);
+
+    context ctx2(data_ctx());
+    tsr_tensor * b = ctx2.new_tensor(TSR_TYPE_F32, {8});
+    tsr_tensor * n = silu(ctx2, b);
+    n->type = TSR_TYPE_Q4_1; // no kernel for this type
+    graph g2;
+    g2.build_forward(n);
+    EXPECT_EQ(graph_compute(g2.view(), 2), TSR_STATUS_FAILED);
+    n->type = TSR_TYPE_F32;
+    n->op = TSR_OP_COUNT + 5; // not an op
+    EXPECT_EQ(graph_compute(g2.view(), 2), TSR_STATUS_FAILED);
+
+    tsr_tensor * nodes[1] = {nullptr};
+    tsr_graph_view bad{1, nodes, 0, nullptr};
+    EXPECT_EQ(graph_compute(bad, 2), TSR_STATUS_FAILED);
+    tsr_graph_view negative{-1, nullptr, 0, nullptr};
+    EXPECT_EQ(graph_compute(negative, 2), TSR_STATUS_FAILED);
+    tsr_graph_view empty{0, nullptr, 0, nullptr};
+    EXPECT_EQ(graph_compute(empty, 2), TSR_STATUS_SUCCESS);
+}
+
+TEST(SupportsOp, TruthfulAndSafeOnOddInput) {
+    EXPECT_FALSE(supports_op(nullptr));
+    context ctx(data_ctx());
+    tsr_tensor * f32 = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    tsr_tensor * q41 = ctx.new_tensor(TSR_TYPE_Q4_1, {64, 4});
+    tsr_tensor * mm = mul_mat(ctx, f32, f32);
+    EXPECT_TRUE(supports_op(mm));
+    mm->src[0] = q41; // Q4_1 weights: no kernel
+    EXPECT_FALSE(supports_op(mm));
+    mm->src[0] = nullptr;
+    EXPECT_FALSE(supports_op(mm));
+    mm->src[0] = f32;
+    mm->ne[0] = 5; // wrong result shape
+    EXPECT_FALSE(supports_op(mm));
+    mm->ne[0] = 4;
+    mm->type = 4; // retired type id
+    EXPECT_FALSE(supports_op(mm));
+    mm->type = TSR_TYPE_F32;
+    mm->ne[1] = 0;
+    EXPECT_FALSE(supports_op(mm));
+    EXPECT_EQ(node_work_size(mm), 0u);
+
+    // Quantized weights must be row-contiguous.
+    tsr_tensor * q8 = ctx.new_tensor(TSR_TYPE_Q8_0, {64, 4});
+    tsr_tensor * mm2 = mul_mat(ctx, q8, f32);
+    EXPECT_TRUE(supports_op(mm2));
+    EXPECT_GT(node_work_size(mm2), 0u);
+    tsr_tensor fake = *q8;
+    fake.nb[0] = 40;
+    mm2->src[0] = &fake;
+    EXPECT_FALSE(supports_op(mm2));
+
+    // Views and leafs are no-ops; a bad op id is unsupported.
+    EXPECT_TRUE(supports_op(transpose(ctx, f32)));
+    EXPECT_TRUE(supports_op(f32));
+    tsr_tensor bad = *f32;
+    bad.op = -1;
+    EXPECT_FALSE(supports_op(&bad));
+
+    // compute_forward refuses what supports_op refuses, and short scratch.
+    compute_params p;
+    EXPECT_FALSE(compute_forward(p, mm));
+    EXPECT_FALSE(compute_forward(p, mul_mat(ctx, q8, f32))); // needs scratch, none given
+}
+
+} // namespace
+} // namespace tessera::cpu::test

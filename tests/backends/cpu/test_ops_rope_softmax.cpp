@@ -1,0 +1,156 @@
+// ROPE (normal and NeoX, n_dims < head_dim, per-token positions, frequency
+// base and scale) and SOFT_MAX (scale, broadcast mask, all -inf rows)
+// against double-precision references, on packed and permuted inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "backends/cpu/ref_util.hpp"
+
+namespace tessera::cpu::test {
+namespace {
+
+struct rope_case {
+    int64_t head_dim, n_dims;
+    rope_mode mode;
+    float base, scale;
+    bool permuted;
+};
+
+class Rope : public ::testing::TestWithParam<rope_case> {};
+
+// Reference: RoFormer eq. 34 with theta_i = pos * scale * base^(-2i/n_dims),
+// pairs (2i, 2i+1) for NORMAL and (i, i + n_dims/2) for NEOX; computed in
+// double. The kernel rounds cos/sin to F32 and rotates in F32: |x| <= 2, so
+// the error is a few F32 ulps of 2: tolerance 2e-6.
+TEST_P(Rope, MatchesReference) {
+    const rope_case c = GetParam();
+    const int64_t n_head = 3, n_tokens = 5;
+    context ctx(data_ctx());
+    std::mt19937 rng(static_cast<unsigned>(c.head_dim + c.n_dims));
+    tsr_tensor * x = nullptr;
+    if (c.permuted) {
+        // [head_dim, n_tokens, n_head] packed, viewed as [head_dim, n_head, n_tokens]
+        tsr_tensor * base = ctx.new_tensor(TSR_TYPE_F32, {c.head_dim, n_tokens, n_head});
+        x = permute(ctx, base, 0, 2, 1, 3);
+    } else {
+        x = ctx.new_tensor(TSR_TYPE_F32, {c.head_dim, n_head, n_tokens});
+    }
+    fill_uniform(x, rng, -2.0f, 2.0f);
+    tsr_tensor * pos = ctx.new_tensor(TSR_TYPE_I32, {n_tokens});
+    const int32_t positions[n_tokens] = {0, 1, 7, 511, 4095};
+    for (int64_t t = 0; t < n_tokens; ++t) set_i32(pos, positions[t], t);
+    tsr_tensor * out = rope(ctx, x, pos, static_cast<int>(c.n_dims), c.mode, c.base, c.scale);
+    for (int nth : thread_counts()) {
+        ASSERT_EQ(compute(out, nth), TSR_STATUS_SUCCESS);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            for (int64_t h = 0; h < n_head; ++h) {
+                std::vector<double> want(static_cast<size_t>(c.head_dim));
+                for (int64_t i = 0; i < c.head_dim; ++i) want[i] = get(x, i, h, t);
+                for (int64_t i = 0; i < c.n_dims / 2; ++i) {
+                    const double theta = positions[t] * static_cast<double>(c.scale) *
+                                         std::pow(static_cast<double>(c.base), -2.0 * i / c.n_dims);
+                    const int64_t j0 = c.mode == ROPE_NEOX ? i : 2 * i;
+                    const int64_t j1 = c.mode == ROPE_NEOX ? i + c.n_dims / 2 : 2 * i + 1;
+                    const double x0 = get(x, j0, h, t), x1 = get(x, j1, h, t);
+                    want[j0] = x0 * std::cos(theta) - x1 * std::sin(theta);
+                    want[j1] = x0 * std::sin(theta) + x1 * std::cos(theta);
+                }
+                for (int64_t i = 0; i < c.head_dim; ++i) {
+                    const double tol = i < c.n_dims ? 2e-6 : 0.0; // the tail is copied exactly
+                    ASSERT_NEAR(get(out, i, h, t), want[i], tol) << "i=" << i << " head " << h << " token " << t;
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Rope,
+                         ::testing::Values(rope_case{8, 8, ROPE_NORMAL, 10000.0f, 1.0f, false},
+                                           rope_case{64, 32, ROPE_NORMAL, 10000.0f, 1.0f, true},
+                                           rope_case{33, 6, ROPE_NORMAL, 500000.0f, 0.25f, false},
+                                           rope_case{8, 8, ROPE_NEOX, 10000.0f, 1.0f, true},
+                                           rope_case{64, 48, ROPE_NEOX, 1000000.0f, 0.5f, false},
+                                           rope_case{31, 2, ROPE_NEOX, 10000.0f, 1.0f, true}));
+
+// Reference: softmax(scale * a + mask) in double; rows of all -inf give 0.
+// The kernel exponentiates in F32 after subtracting the max, sums in double:
+// outputs in [0, 1] within 1e-6 relative + 1e-9.
+void check_soft_max(const tsr_tensor * a, const tsr_tensor * mask, float scale, const tsr_tensor * out) {
+    const int64_t n = a->ne[0];
+    for (int64_t i3 = 0; i3 < a->ne[3]; ++i3) {
+        for (int64_t i2 = 0; i2 < a->ne[2]; ++i2) {
+            for (int64_t i1 = 0; i1 < a->ne[1]; ++i1) {
+                std::vector<double> v(static_cast<size_t>(n));
+                double mx = -INFINITY;
+                for (int64_t i = 0; i < n; ++i) {
+                    v[i] = scale * get(a, i, i1, i2, i3) +
+                           (mask ? get(mask, i, i1, i2 % mask->ne[2], i3 % mask->ne[3]) : 0.0);
+                    mx = std::max(mx, v[i]);
+                }
+                double sum = 0;
+                for (int64_t i = 0; i < n; ++i) sum += mx == -INFINITY ? 0.0 : std::exp(v[i] - mx);
+                for (int64_t i = 0; i < n; ++i) {
+                    const double want = mx == -INFINITY ? 0.0 : std::exp(v[i] - mx) / sum;
+                    ASSERT_NEAR(get(out, i, i1, i2, i3), want, 1e-6 * want + 1e-9)
+                        << "row " << i1 << "," << i2 << "," << i3 << " i=" << i;
+                }
+            }
+        }
+    }
+}
+
+TEST(SoftMax, NoMaskOddSizes) {
+    for (int64_t n : {1, 3, 31, 33, 4097}) {
+        context ctx(data_ctx());
+        std::mt19937 rng(static_cast<unsigned>(n));
+        tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {n, 3, 2});
+        fill_uniform(a, rng, -20.0f, 20.0f);
+        tsr_tensor * out = soft_max(ctx, a, nullptr, 0.7f);
+        ASSERT_EQ(compute(out, 3), TSR_STATUS_SUCCESS);
+        check_soft_max(a, nullptr, 0.7f, out);
+    }
+}
+
+TEST(SoftMax, CausalMaskBroadcastAndAllMaskedRow) {
+    const int64_t n_kv = 37, n_tokens = 6, n_head = 4;
+    context ctx(data_ctx());
+    std::mt19937 rng(3);
+    // a as attention scores [n_kv, n_tokens, n_head] viewed from [n_kv, n_head, n_tokens] (permuted).
+    tsr_tensor * base = ctx.new_tensor(TSR_TYPE_F32, {n_kv, n_head, n_tokens});
+    tsr_tensor * a = permute(ctx, base, 0, 2, 1, 3);
+    fill_uniform(a, rng, -5.0f, 5.0f);
+    // mask [n_kv, n_tokens + 2 (padded), 2]: broadcast over heads (4 % 2 == 0).
+    tsr_tensor * mask = ctx.new_tensor(TSR_TYPE_F32, {n_kv, n_tokens + 2, 2});
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for_each_index(mask, [&](int64_t i0, int64_t i1, int64_t i2, int64_t) {
+        // causal: token i1 sees kv 0..30+i1; mask slice 1 differs (adds a bias)
+        float v = i0 <= 30 + i1 ? (i2 == 0 ? 0.0f : 0.25f * static_cast<float>(i0 % 3)) : ninf;
+        if (i1 == 2) v = ninf; // token 2: every kv masked -> zeros
+        set_f32(mask, v, i0, i1, i2);
+    });
+    tsr_tensor * out = soft_max(ctx, a, mask, 0.125f);
+    for (int nth : thread_counts()) {
+        ASSERT_EQ(compute(out, nth), TSR_STATUS_SUCCESS);
+        check_soft_max(a, mask, 0.125f, out);
+        for (int64_t h = 0; h < n_head; ++h) {
+            for (int64_t i = 0; i < n_kv; ++i) ASSERT_EQ(get(out, i, 2, h), 0.0);
+        }
+    }
+}
+
+TEST(SoftMax, LargeValuesDoNotOverflow) {
+    context ctx(data_ctx());
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {4});
+    const float vals[4] = {1000.0f, 999.0f, -1000.0f, 1000.0f};
+    for (int i = 0; i < 4; ++i) set_f32(a, vals[i], i);
+    tsr_tensor * out = soft_max(ctx, a, nullptr, 1.0f);
+    ASSERT_EQ(compute(out, 1), TSR_STATUS_SUCCESS);
+    check_soft_max(a, nullptr, 1.0f, out);
+    EXPECT_NEAR(get(out, 0) + get(out, 1) + get(out, 2) + get(out, 3), 1.0, 1e-6);
+}
+
+} // namespace
+} // namespace tessera::cpu::test
