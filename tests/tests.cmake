@@ -9,3 +9,13 @@ tessera_add_test_area(backends/cpu tessera_cpu_static)
 if(TARGET tessera_backend)
   include(${CMAKE_CURRENT_SOURCE_DIR}/backend/backend_tests.cmake)
 endif()
+
+# --- tools (quantize, gguf synth, bench): CLI tests run the tessera program.
+tessera_add_test_area(tools tessera_llm nlohmann_json::nlohmann_json)
+if(TARGET test_tools AND TARGET tessera)
+  add_dependencies(test_tools tessera)
+endif()
+
+# --- CPU kernels compiled per instruction-set variant (issue 6): the op
+# tests once more against the haswell and zen4 builds of the kernels.
+include(${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/cpu_isa.cmake)

@@ -7,6 +7,9 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#ifdef TESSERA_HAVE_CMD_DEVICES
+#include "devices.hpp"
+#endif
 
 int main(int argc, char ** argv) {
     using namespace tessera::tools;
@@ -22,6 +25,18 @@ int main(int argc, char ** argv) {
 #ifdef TESSERA_HAVE_CMD_RUN
     commands.push_back(register_run(app));
     commands.push_back(register_tokenize(app));
+#endif
+#ifdef TESSERA_HAVE_CMD_QUANTIZE
+    commands.push_back(register_quantize(app));
+#endif
+#ifdef TESSERA_HAVE_CMD_BENCH
+    commands.push_back(register_bench(app));
+#endif
+#ifdef TESSERA_HAVE_CMD_DEVICES
+    // Every other subcommand accepts --list-devices (tools/devices.hpp).
+    for (auto & c : commands) {
+        if (c.sub->get_name() != "devices") add_list_devices_flag(c.sub);
+    }
 #endif
     try {
         app.parse(argc, argv);

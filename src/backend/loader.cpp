@@ -1,0 +1,295 @@
+// backend/loader.cpp — loading backend plugins from shared libraries:
+// load, load_best (scoring variants), load_all, search paths (registry.hpp).
+#include <algorithm>
+#include <cstdlib>
+#include <system_error>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "backend/abi.hpp"
+#include "backend/dynlib.hpp"
+#include "backend/names.hpp"
+#include "backend/reg_entry.hpp"
+#include "backend/registry_internal.hpp"
+#include "tessera/backend/registry.hpp"
+#include "tessera/core/error.hpp"
+
+#ifndef TESSERA_PLUGIN_INSTALL_DIR
+#define TESSERA_PLUGIN_INSTALL_DIR ""
+#endif
+
+namespace fs = std::filesystem;
+
+namespace tessera {
+
+namespace {
+
+constexpr const char * env_var = "TESSERA_BACKEND_PATH";
+
+// Closes a library handle unless released.
+struct handle_guard {
+    void * h;
+    ~handle_guard() { detail::dynlib_close(h); }
+    void * release() { return std::exchange(h, nullptr); }
+};
+
+fs::path exe_dir() {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : exe.parent_path();
+}
+
+std::string env_path() {
+    const char * v = std::getenv(env_var);
+    return v ? std::string(v) : std::string();
+}
+
+bool same_file(const fs::path & a, const fs::path & b) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec);
+}
+
+// File name kinds for family `name`: "libtessera-<name>-<variant>.so" and
+// "libtessera-<name>.so".
+bool is_variant_file(const std::string & fname, std::string_view name) {
+    const std::string prefix = fmt::format("libtessera-{}-", name);
+    return fname.size() > prefix.size() + 3 && detail::istarts_with(fname, prefix) &&
+           fname.ends_with(".so");
+}
+
+bool is_base_file(const std::string & fname, std::string_view name) {
+    return detail::iequals(fname, fmt::format("libtessera-{}.so", name));
+}
+
+// The family of a "libtessera-<family>[-<variant>].so" file name, or "".
+std::string family_of(const std::string & fname) {
+    constexpr std::string_view prefix = "libtessera-";
+    if (!fname.starts_with(prefix) || !fname.ends_with(".so")) return {};
+    std::string rest = fname.substr(prefix.size(), fname.size() - prefix.size() - 3);
+    rest = rest.substr(0, rest.find('-'));
+    return detail::valid_family_name(rest) ? rest : std::string();
+}
+
+// Regular files directly inside `dir`, sorted by name (errors: none).
+std::vector<fs::path> list_files(const fs::path & dir) {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        std::error_code fec;
+        if (it->is_regular_file(fec)) out.push_back(it->path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+} // namespace
+
+const std::vector<std::string> & registry::known_names() {
+    static const std::vector<std::string> names = {"cuda", "hip",  "sycl", "vulkan", "opencl",
+                                                   "metal", "blas", "rpc",  "cpu"};
+    return names;
+}
+
+std::vector<fs::path> registry::search_paths(const fs::path & dir) const {
+    std::vector<fs::path> out;
+    auto add = [&](const fs::path & p) {
+        std::error_code ec;
+        if (p.empty() || !fs::is_directory(p, ec)) return;
+        for (const auto & q : out) {
+            if (same_file(p, q)) return;
+        }
+        out.push_back(p);
+    };
+    add(dir);
+    add(fs::path(env_path()));
+    add(exe_dir());
+    add(fs::path(TESSERA_PLUGIN_INSTALL_DIR));
+    return out;
+}
+
+backend_reg registry::load(const fs::path & path) {
+    std::lock_guard load_lk(load_mu_);
+    return load_locked(path);
+}
+
+backend_reg registry::load_locked(const fs::path & path) {
+    const std::string p = path.string();
+    std::string err;
+    void * h = detail::dynlib_open(p, err);
+    if (h == nullptr) throw error(fmt::format("backend library '{}': cannot open: {}", p, err));
+    return load_handle(h, p);
+}
+
+backend_reg registry::load_handle(void * handle, const std::string & p) {
+    const std::string what = fmt::format("backend library '{}'", p);
+    handle_guard h{handle};
+    int score = -1;
+    if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
+            detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
+        score = fn();
+        if (score <= 0) {
+            throw error(fmt::format("{}: score {}: not supported on this system", what, score));
+        }
+    }
+    auto init = reinterpret_cast<tsr_backend_init_fn>(
+        detail::dynlib_symbol(h.h, TSR_BACKEND_INIT_SYMBOL));
+    if (init == nullptr) {
+        throw error(fmt::format("{}: has no '{}' symbol (not a tessera backend)", what,
+                                TSR_BACKEND_INIT_SYMBOL));
+    }
+    tsr_reg * reg = init();
+    if (reg == nullptr) throw error(fmt::format("{}: {}() returned null", what, TSR_BACKEND_INIT_SYMBOL));
+
+    std::vector<std::string> skipped;
+    auto e = detail::make_entry(reg, what, skipped);
+    e->handle = h.release(); // from here the entry closes it (also if add_entry throws)
+    e->path = p;
+    e->score = score;
+    for (const auto & s : skipped) log(s);
+    return add_entry(std::move(e), what);
+}
+
+load_report registry::load_best(std::string_view name, const fs::path & dir) {
+    if (!detail::valid_family_name(name)) {
+        throw error(fmt::format("load_best: '{}' is not a backend name (1 to 64 of A-Z a-z 0-9 _)",
+                                name));
+    }
+    std::lock_guard load_lk(load_mu_);
+    load_report report;
+    report.name = std::string(name);
+    if (auto r = find_reg(name)) {
+        report.already_registered = true;
+        report.loaded = *r;
+        return report;
+    }
+
+    // Gather variant files (first occurrence of a file wins) and the base file.
+    std::vector<fs::path> variants;
+    fs::path base;
+    for (const auto & d : search_paths(dir)) {
+        for (const auto & f : list_files(d)) {
+            const std::string fname = f.filename().string();
+            if (is_variant_file(fname, name)) {
+                const bool seen = std::any_of(variants.begin(), variants.end(),
+                                              [&](const fs::path & v) { return same_file(v, f); });
+                if (!seen) variants.push_back(f);
+            } else if (base.empty() && is_base_file(fname, name)) {
+                base = f;
+            }
+        }
+    }
+
+    // Score each variant. The best so far stays open (it is loaded from
+    // that handle); every other library is closed right after scoring.
+    handle_guard best{nullptr};
+    std::string best_path;
+    int best_score = 0;
+    for (const auto & v : variants) {
+        load_candidate c;
+        c.path = v.string();
+        std::string err;
+        handle_guard h{detail::dynlib_open(c.path, err)};
+        if (h.h == nullptr) {
+            c.error = "cannot open: " + err;
+        } else if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
+                       detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
+            c.score = fn();
+            if (c.score <= 0) {
+                c.error = fmt::format("score {}: not supported on this system", c.score);
+            } else if (c.score > best_score) {
+                best_score = c.score;
+                best_path = c.path;
+                detail::dynlib_close(best.release());
+                best.h = h.release();
+            }
+        } else {
+            c.error = fmt::format("has no '{}' symbol (every variant library needs one)",
+                                  TSR_BACKEND_SCORE_SYMBOL);
+        }
+        report.candidates.push_back(std::move(c));
+    }
+    std::stable_sort(report.candidates.begin(), report.candidates.end(),
+                     [](const load_candidate & a, const load_candidate & b) {
+                         return a.score > b.score;
+                     });
+
+    // Load the best; if it fails, the next best.
+    int winner_score = 0;
+    for (auto & c : report.candidates) {
+        if (c.score <= 0) continue;
+        if (report.loaded) {
+            c.error = fmt::format("not chosen: score {} is below {}", c.score, winner_score);
+            continue;
+        }
+        try {
+            report.loaded = c.path == best_path && best.h ? load_handle(best.release(), c.path)
+                                                          : load_locked(fs::path(c.path));
+            winner_score = c.score;
+        } catch (const error & e) {
+            c.error = e.what();
+            log(c.error);
+        }
+    }
+    if (!report.loaded && !base.empty()) {
+        load_candidate c;
+        c.path = base.string();
+        try {
+            report.loaded = load_locked(base);
+            c.score = report.loaded.score();
+        } catch (const error & e) {
+            c.error = e.what();
+            log(c.error);
+        }
+        report.candidates.push_back(std::move(c));
+    }
+    return report;
+}
+
+std::vector<load_report> registry::load_all(const fs::path & dir) {
+    std::vector<load_report> reports;
+    for (const auto & name : known_names()) reports.push_back(load_best(name, dir));
+
+    const std::string env = env_path();
+    if (env.empty()) return reports;
+    std::error_code ec;
+    const fs::path ep(env);
+    if (fs::is_regular_file(ep, ec)) {
+        for (const auto & r : regs()) {
+            if (!r.path().empty() && same_file(r.path(), ep)) return reports; // loaded above
+        }
+        load_report rep;
+        load_candidate c;
+        c.path = env;
+        try {
+            rep.loaded = load(ep);
+            rep.name = rep.loaded.name();
+            c.score = rep.loaded.score();
+        } catch (const error & e) {
+            c.error = e.what();
+            log(fmt::format("{}: {}", env_var, c.error));
+        }
+        rep.candidates.push_back(std::move(c));
+        reports.push_back(std::move(rep));
+    } else if (fs::is_directory(ep, ec)) {
+        // Families named only by files in that directory.
+        std::vector<std::string> families;
+        for (const auto & f : list_files(ep)) {
+            const std::string fam = family_of(f.filename().string());
+            if (fam.empty()) continue;
+            const auto & known = known_names();
+            const bool is_known = std::any_of(known.begin(), known.end(),
+                                              [&](const std::string & k) { return detail::iequals(k, fam); });
+            const bool listed = std::any_of(families.begin(), families.end(),
+                                            [&](const std::string & k) { return detail::iequals(k, fam); });
+            if (!is_known && !listed) families.push_back(fam);
+        }
+        for (const auto & fam : families) reports.push_back(load_best(fam, ep));
+    } else {
+        log(fmt::format("{}='{}' is neither a file nor a directory; ignored", env_var, env));
+    }
+    return reports;
+}
+
+} // namespace tessera

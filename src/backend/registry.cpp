@@ -1,0 +1,291 @@
+// backend/registry.cpp — registration, enumeration, backend creation and
+// unloading (registry.hpp). Loading from files is in loader.cpp.
+#include "tessera/backend/registry.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/core.h>
+
+#include "backend/abi.hpp"
+#include "backend/dynlib.hpp"
+#include "backend/names.hpp"
+#include "backend/reg_entry.hpp"
+#include "backend/registry_internal.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+using detail::reg_entry;
+
+namespace detail {
+
+std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
+                                      std::vector<std::string> & skipped) {
+    if (auto why = check_reg(reg); !why.empty()) throw error(fmt::format("{}: {}", what, why));
+    const char * name = reg->iface->get_name(reg);
+    if (name == nullptr || name[0] == '\0') throw error(fmt::format("{}: its reg has no name", what));
+    auto e = std::make_shared<reg_entry>();
+    e->name = name;
+    e->reg = reg;
+    const size_t n = reg->iface->get_device_count(reg);
+    constexpr size_t max_devices = 4096;
+    if (n > max_devices) {
+        throw error(fmt::format("{}: reports {} devices (more than {}: corrupt)", what, n,
+                                max_devices));
+    }
+    for (size_t i = 0; i < n; ++i) {
+        tsr_device * d = reg->iface->get_device(reg, i);
+        if (d == nullptr) {
+            skipped.push_back(fmt::format("{}: device {} is null; skipped", what, i));
+            continue;
+        }
+        if (auto why = check_device(d); !why.empty()) {
+            skipped.push_back(fmt::format("{}: device {} skipped: {}", what, i, why));
+            continue;
+        }
+        const char * dn = d->iface->get_name(d);
+        if (dn == nullptr || dn[0] == '\0') {
+            skipped.push_back(fmt::format("{}: device {} has no name; skipped", what, i));
+            continue;
+        }
+        e->devices.push_back(d);
+    }
+    return e;
+}
+
+} // namespace detail
+
+registry::registry()
+    : log_([](std::string_view msg) { fmt::print(stderr, "tessera: {}\n", msg); }) {}
+
+registry::~registry() {
+    std::unique_lock lk(mu_);
+    auto close = [](reg_entry & e) {
+        std::lock_guard elk(e.mu);
+        if (e.live[0] + e.live[1] + e.live[2] == 0) {
+            e.unloaded.store(true, std::memory_order_release);
+            detail::dynlib_close(e.handle);
+            e.handle = nullptr;
+        } // else: the entry's destructor closes it when its last object goes
+    };
+    for (auto & e : regs_) close(*e);
+    for (auto & d : devs_) {
+        if (d.entry->reg == nullptr) close(*d.entry);
+    }
+}
+
+void registry::set_log(log_fn fn) {
+    std::lock_guard lk(log_mu_);
+    log_ = std::move(fn);
+}
+
+void registry::log(std::string_view msg) const {
+    std::lock_guard lk(log_mu_);
+    if (log_) log_(msg);
+}
+
+backend_reg registry::add_entry(std::shared_ptr<reg_entry> e, std::string_view what) {
+    std::unique_lock lk(mu_);
+    if (e->reg != nullptr) {
+        for (const auto & r : regs_) {
+            if (detail::iequals(r->name, e->name)) {
+                const std::string from = r->path.empty() ? "compiled in" : "from " + r->path;
+                throw error(fmt::format("{}: a backend named '{}' is already registered ({})", what,
+                                        e->name, from));
+            }
+        }
+    }
+    // Device names are unique across the registry; a later duplicate is skipped.
+    std::vector<tsr_device *> kept;
+    for (tsr_device * d : e->devices) {
+        const char * dn = d->iface->get_name(d);
+        bool dup = false;
+        for (const auto & s : devs_) {
+            if (detail::iequals(s.dev->iface->get_name(s.dev), dn)) dup = true;
+        }
+        for (tsr_device * k : kept) {
+            if (detail::iequals(k->iface->get_name(k), dn)) dup = true;
+        }
+        if (dup) {
+            if (e->reg == nullptr) {
+                throw error(fmt::format("{}: a device named '{}' is already registered", what, dn));
+            }
+            lk.unlock();
+            log(fmt::format("{}: a device named '{}' is already registered; skipped", what, dn));
+            lk.lock();
+            continue;
+        }
+        kept.push_back(d);
+    }
+    e->devices = std::move(kept);
+    if (e->reg != nullptr) regs_.push_back(e);
+    for (tsr_device * d : e->devices) devs_.push_back({d, e});
+    return backend_reg(std::move(e));
+}
+
+backend_reg registry::register_backend(tsr_reg * reg) {
+    std::lock_guard load_lk(load_mu_);
+    std::vector<std::string> skipped;
+    const char * nm = (reg && reg->iface && reg->iface->get_name) ? reg->iface->get_name(reg) : "";
+    const std::string what = fmt::format("backend '{}'", detail::str_or_empty(nm));
+    auto e = detail::make_entry(reg, what, skipped);
+    for (const auto & s : skipped) log(s);
+    return add_entry(std::move(e), what);
+}
+
+device registry::register_device(tsr_device * dev) {
+    std::lock_guard load_lk(load_mu_);
+    if (auto why = detail::check_device(dev); !why.empty()) {
+        throw error(fmt::format("register_device: {}", why));
+    }
+    const char * dn = dev->iface->get_name(dev);
+    if (dn == nullptr || dn[0] == '\0') throw error("register_device: the device has no name");
+    auto e = std::make_shared<reg_entry>();
+    e->name = dn;
+    e->devices.push_back(dev);
+    add_entry(e, fmt::format("device '{}'", dn));
+    return device(dev, e);
+}
+
+void registry::unload(const backend_reg & reg) {
+    std::lock_guard load_lk(load_mu_);
+    std::shared_ptr<reg_entry> e;
+    {
+        std::unique_lock lk(mu_);
+        auto it = std::find(regs_.begin(), regs_.end(), reg.entry());
+        if (!reg || it == regs_.end()) {
+            throw error(fmt::format("unload: {} is not registered here",
+                                    reg ? reg.entry()->describe() : "an empty reg handle"));
+        }
+        e = *it;
+        {
+            std::lock_guard elk(e->mu);
+            const int nb = e->live[0], nbuf = e->live[1], nother = e->live[2];
+            if (nb + nbuf + nother > 0) {
+                throw error(fmt::format("cannot unload {}: {} backend(s), {} buffer(s) and {} "
+                                        "other object(s) made by it are still alive; free them "
+                                        "first",
+                                        e->describe(), nb, nbuf, nother));
+            }
+            e->unloaded.store(true, std::memory_order_release);
+        }
+        regs_.erase(it);
+        std::erase_if(devs_, [&](const dev_slot & s) { return s.entry == e; });
+    }
+    detail::dynlib_close(e->handle);
+    e->handle = nullptr;
+}
+
+// ----------------------------------------------------------------- enumeration
+
+size_t registry::reg_count() const {
+    std::shared_lock lk(mu_);
+    return regs_.size();
+}
+
+backend_reg registry::reg_at(size_t i) const {
+    std::shared_lock lk(mu_);
+    if (i >= regs_.size()) {
+        throw error(fmt::format("backend index {} out of range ({} registered)", i, regs_.size()));
+    }
+    return backend_reg(regs_[i]);
+}
+
+std::vector<backend_reg> registry::regs() const {
+    std::shared_lock lk(mu_);
+    std::vector<backend_reg> out;
+    for (const auto & e : regs_) out.emplace_back(e);
+    return out;
+}
+
+std::optional<backend_reg> registry::find_reg(std::string_view name) const {
+    std::shared_lock lk(mu_);
+    for (const auto & e : regs_) {
+        if (detail::iequals(e->name, name)) return backend_reg(e);
+    }
+    return std::nullopt;
+}
+
+size_t registry::device_count() const {
+    std::shared_lock lk(mu_);
+    return devs_.size();
+}
+
+device registry::device_at(size_t i) const {
+    std::shared_lock lk(mu_);
+    if (i >= devs_.size()) {
+        throw error(fmt::format("device index {} out of range ({} registered)", i, devs_.size()));
+    }
+    return device(devs_[i].dev, devs_[i].entry);
+}
+
+std::vector<device> registry::devices() const {
+    std::shared_lock lk(mu_);
+    std::vector<device> out;
+    for (const auto & s : devs_) out.emplace_back(s.dev, s.entry);
+    return out;
+}
+
+std::optional<device> registry::find_device(std::string_view name) const {
+    std::shared_lock lk(mu_);
+    for (const auto & s : devs_) {
+        if (detail::iequals(s.dev->iface->get_name(s.dev), name)) return device(s.dev, s.entry);
+    }
+    return std::nullopt;
+}
+
+std::optional<device> registry::find_device(tsr_device_type type) const {
+    std::shared_lock lk(mu_);
+    for (const auto & s : devs_) {
+        if (s.dev->iface->get_type(s.dev) == type) return device(s.dev, s.entry);
+    }
+    return std::nullopt;
+}
+
+// -------------------------------------------------------------------- backends
+
+static std::string device_list(const std::vector<device> & devs) {
+    if (devs.empty()) return "no devices are registered";
+    std::string s = "devices:";
+    for (const auto & d : devs) s += fmt::format(" {} ({})", d.name(), device_type_name(d.type()));
+    return s;
+}
+
+backend registry::init_by_name(std::string_view name, std::string_view params) const {
+    auto d = find_device(name);
+    if (!d) throw error(fmt::format("no device named '{}' ({})", name, device_list(devices())));
+    return d->init(params);
+}
+
+backend registry::init_by_type(tsr_device_type type, std::string_view params) const {
+    auto d = find_device(type);
+    if (!d) {
+        throw error(fmt::format("no device of type {} ({})", device_type_name(type),
+                                device_list(devices())));
+    }
+    return d->init(params);
+}
+
+std::optional<device> pick_best_device(const std::vector<device> & devs) {
+    for (tsr_device_type t : {TSR_DEVICE_TYPE_GPU, TSR_DEVICE_TYPE_IGPU, TSR_DEVICE_TYPE_CPU}) {
+        for (const auto & d : devs) {
+            if (d.type() == t) return d;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<device> registry::best_device() const { return pick_best_device(devices()); }
+
+backend registry::init_best(std::string_view params) const {
+    auto d = best_device();
+    if (!d) {
+        throw error(fmt::format("no GPU, integrated GPU or CPU device is available ({}; were the "
+                                "backends loaded with load_all?)",
+                                device_list(devices())));
+    }
+    return d->init(params);
+}
+
+} // namespace tessera

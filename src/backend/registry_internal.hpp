@@ -1,0 +1,26 @@
+// backend/registry_internal.hpp — pieces of the registry shared by
+// registry.cpp and loader.cpp. Internal.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/reg_entry.hpp"
+
+namespace tessera {
+class registry;
+}
+
+namespace tessera::detail {
+
+// Validates `reg` and collects its usable devices into a new entry. Throws
+// tessera::error "<what>: <why>" when the reg itself is unusable; each
+// skipped device adds a message to `skipped`.
+std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
+                                      std::vector<std::string> & skipped);
+
+// Registers the backends compiled into this program (static_backends.cpp).
+void register_static_backends(registry & r);
+
+} // namespace tessera::detail

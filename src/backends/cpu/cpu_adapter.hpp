@@ -1,0 +1,45 @@
+// backends/cpu/cpu_adapter.hpp — the pieces of the CPU backend's C tables
+// (include/tessera/backend.h) shared between its files. Internal.
+//
+// Files: cpu_buffer.cpp (buffer types and buffers), cpu_backend.cpp (the
+// backend: graph compute, plans, thread count, abort callback, thread
+// pools), cpu_device.cpp (device, reg, extension lookup, features),
+// variant_isa.cpp (what this build was compiled for), plugin_entry.cpp
+// (plugin entry points, one per variant).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/backend.h"
+
+namespace tessera::cpu {
+
+// Data alignment of the "CPU" buffer type, bytes (a 512-bit vector).
+inline constexpr size_t buffer_alignment = 64;
+
+// "CPU": host memory, 64-byte aligned. Its device field is the CPU device.
+tsr_buffer_type * host_buffer_type();
+// "CPU_Mapped": the type of buffers over caller-owned host memory
+// (buffer_from_host_ptr); alignment 1, since placement inside such memory
+// follows the memory's own layout (e.g. a GGUF file's alignment).
+tsr_buffer_type * mapped_buffer_type();
+// True for any buffer type whose memory is host memory.
+bool is_host_buffer_type(tsr_buffer_type * buft);
+// A buffer over `size` bytes at `ptr`, never freeing it; null on failure.
+tsr_buffer * buffer_from_host_ptr(void * ptr, size_t size);
+
+// A new CPU backend on `dev`. params: null, "" or "n_threads=N" (';' or ','
+// separated key=value pairs); null for unknown keys or bad values.
+tsr_backend * backend_new(tsr_device * dev, const char * params);
+// The backend-level extension functions (set_n_threads, abort callback,
+// thread pools) by name, or null.
+void * backend_proc_address(const char * name);
+
+// Variant this build is ("haswell", ...; "native" or "x64" when compiled in).
+const char * build_variant_name();
+// FEAT_* bits this build's code was compiled to use (from the compiler's
+// predefined ISA macros).
+uint32_t build_isa_features();
+
+} // namespace tessera::cpu

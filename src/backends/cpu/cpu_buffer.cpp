@@ -1,0 +1,149 @@
+// backends/cpu/cpu_buffer.cpp — the CPU backend's buffer types and buffers:
+// aligned host allocations ("CPU") and wrappers over caller-owned host
+// memory such as a memory-mapped model file ("CPU_Mapped").
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backends/cpu/cpu_adapter.hpp"
+#include "tessera/core/tensor.hpp"
+
+namespace tessera::cpu {
+
+extern tsr_device cpu_device_object; // cpu_device.cpp
+
+namespace {
+
+// ---- buffers (context = the data pointer) ----
+
+void * buf_base(tsr_buffer * b) { return b->context; }
+
+void buf_free_owned(tsr_buffer * b) {
+    std::free(b->context);
+    delete b;
+}
+
+void buf_free_wrapped(tsr_buffer * b) { delete b; }
+
+void buf_set(tsr_buffer *, tsr_tensor * t, const void * data, size_t off, size_t n) {
+    std::memcpy(static_cast<char *>(t->data) + off, data, n);
+}
+
+void buf_get(tsr_buffer *, const tsr_tensor * t, void * data, size_t off, size_t n) {
+    std::memcpy(data, static_cast<const char *>(t->data) + off, n);
+}
+
+void buf_memset(tsr_buffer *, tsr_tensor * t, uint8_t v, size_t off, size_t n) {
+    std::memset(static_cast<char *>(t->data) + off, v, n);
+}
+
+void buf_clear(tsr_buffer * b, uint8_t v) { std::memset(b->context, v, b->size); }
+
+// Copies from any host-memory source (src->buffer null means host memory).
+bool buf_cpy(tsr_buffer *, const tsr_tensor * src, tsr_tensor * dst) {
+    if (src->buffer != nullptr && !is_host_buffer_type(src->buffer->buft)) return false;
+    std::memcpy(dst->data, src->data, nbytes(src));
+    return true;
+}
+
+constexpr tsr_buffer_i owned_iface = {
+    .size = sizeof(tsr_buffer_i),
+    .free_buffer = buf_free_owned,
+    .get_base = buf_base,
+    .set_tensor = buf_set,
+    .get_tensor = buf_get,
+    .clear = buf_clear,
+    .init_tensor = nullptr,
+    .memset_tensor = buf_memset,
+    .cpy_tensor = buf_cpy,
+};
+
+constexpr tsr_buffer_i wrapped_iface = {
+    .size = sizeof(tsr_buffer_i),
+    .free_buffer = buf_free_wrapped,
+    .get_base = buf_base,
+    .set_tensor = buf_set,
+    .get_tensor = buf_get,
+    .clear = buf_clear,
+    .init_tensor = nullptr,
+    .memset_tensor = buf_memset,
+    .cpy_tensor = buf_cpy,
+};
+
+tsr_buffer * new_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt, void * mem, size_t size) {
+    auto * b = new (std::nothrow) tsr_buffer{};
+    if (b == nullptr) return nullptr;
+    b->iface = iface;
+    b->buft = bt;
+    b->context = mem;
+    b->size = size;
+    return b;
+}
+
+// ---- buffer types ----
+
+const char * host_name(tsr_buffer_type *) { return "CPU"; }
+const char * mapped_name(tsr_buffer_type *) { return "CPU_Mapped"; }
+
+tsr_buffer * alloc_host(tsr_buffer_type * bt, size_t size) {
+    // aligned_alloc needs a size that is a multiple of the alignment, and
+    // the base must be non-null even for an empty buffer.
+    size_t rounded = 0;
+    if (__builtin_add_overflow(size, buffer_alignment - 1, &rounded)) return nullptr;
+    rounded = rounded / buffer_alignment * buffer_alignment;
+    if (rounded == 0) rounded = buffer_alignment;
+    void * mem = std::aligned_alloc(buffer_alignment, rounded);
+    if (mem == nullptr) return nullptr;
+    tsr_buffer * b = new_buffer(&owned_iface, bt, mem, size);
+    if (b == nullptr) std::free(mem);
+    return b;
+}
+
+size_t host_alignment(tsr_buffer_type *) { return buffer_alignment; }
+size_t mapped_alignment(tsr_buffer_type *) { return 1; }
+bool yes(tsr_buffer_type *) { return true; }
+
+constexpr tsr_buffer_type_i host_iface = {
+    .size = sizeof(tsr_buffer_type_i),
+    .get_name = host_name,
+    .alloc_buffer = alloc_host,
+    .get_alignment = host_alignment,
+    .get_max_size = nullptr,
+    .get_alloc_size = nullptr,
+    .is_host = yes,
+};
+
+// Allocating from the mapped type gives ordinary host buffers.
+constexpr tsr_buffer_type_i mapped_iface = {
+    .size = sizeof(tsr_buffer_type_i),
+    .get_name = mapped_name,
+    .alloc_buffer = alloc_host,
+    .get_alignment = mapped_alignment,
+    .get_max_size = nullptr,
+    .get_alloc_size = nullptr,
+    .is_host = yes,
+};
+
+// Constant-initialized: no code runs when the library is opened.
+tsr_buffer_type host_type = {&host_iface, &cpu_device_object, nullptr};
+tsr_buffer_type mapped_type = {&mapped_iface, &cpu_device_object, nullptr};
+
+} // namespace
+
+tsr_buffer_type * host_buffer_type() { return &host_type; }
+
+tsr_buffer_type * mapped_buffer_type() { return &mapped_type; }
+
+bool is_host_buffer_type(tsr_buffer_type * bt) {
+    if (bt == nullptr || bt->iface == nullptr) return false;
+    if (bt == &host_type || bt == &mapped_type) return true;
+    const tsr_buffer_type_i * i = bt->iface;
+    return TSR_HAS_SLOT(tsr_buffer_type_i, i, is_host) && i->is_host != nullptr && i->is_host(bt);
+}
+
+tsr_buffer * buffer_from_host_ptr(void * ptr, size_t size) {
+    if (ptr == nullptr) return nullptr;
+    return new_buffer(&wrapped_iface, mapped_buffer_type(), ptr, size);
+}
+
+} // namespace tessera::cpu

@@ -1,0 +1,105 @@
+# Tests of the backend layer (included from tests/tests.cmake).
+set(TESSERA_FAKE_PLUGIN_DIR ${PROJECT_BINARY_DIR}/tests/fake_plugins)
+
+# tessera_fake_plugin(<case dir> <file stem> <source> [compile definitions...])
+# builds build/tests/fake_plugins/<case dir>/<file stem>.so
+set(_fake_targets "")
+function(tessera_fake_plugin dir stem src)
+  set(_t fake_${dir}_${stem})
+  string(REPLACE "-" "_" _t ${_t})
+  add_library(${_t} MODULE ${CMAKE_CURRENT_LIST_DIR}/plugins/${src})
+  set_target_properties(${_t} PROPERTIES PREFIX "" SUFFIX ".so" OUTPUT_NAME ${stem}
+                        LIBRARY_OUTPUT_DIRECTORY ${TESSERA_FAKE_PLUGIN_DIR}/${dir}
+                        C_STANDARD 11 C_VISIBILITY_PRESET hidden)
+  target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_compile_definitions(${_t} PRIVATE ${ARGN})
+  set(_fake_targets ${_fake_targets} ${_t} PARENT_SCOPE)
+endfunction()
+
+set(_f fake_backend.c)
+tessera_fake_plugin(gpu libtessera-fakegpu ${_f} FAKE_FAMILY="fakegpu" FAKE_DEVICE_PREFIX="FakeGPU" FAKE_SCORE=10)
+tessera_fake_plugin(gpu2 libtessera-fakegpu ${_f} FAKE_FAMILY="fakegpu" FAKE_DEVICE_PREFIX="OtherGPU")
+tessera_fake_plugin(cpu libtessera-fakecpu ${_f} FAKE_FAMILY="fakecpu" FAKE_DEVICE_PREFIX="FakeCPU"
+                    FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_CPU)
+tessera_fake_plugin(igpu libtessera-fakeigpu ${_f} FAKE_FAMILY="fakeigpu" FAKE_DEVICE_PREFIX="FakeIGPU"
+                    FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_IGPU)
+tessera_fake_plugin(nulldev libtessera-fakenull ${_f} FAKE_FAMILY="fakenull" FAKE_DEVICE_PREFIX="FakeNull"
+                    FAKE_N_DEVICES=3 FAKE_NULL_DEVICE=1)
+tessera_fake_plugin(baddev libtessera-fakebad ${_f} FAKE_FAMILY="fakebad" FAKE_DEVICE_PREFIX="FakeBad"
+                    FAKE_N_DEVICES=2 FAKE_BAD_DEVICE=0)
+tessera_fake_plugin(noentry libtessera-noentry no_entry.c)
+tessera_fake_plugin(major libtessera-fakemajor ${_f} FAKE_FAMILY="fakemajor"
+                    FAKE_API_MAJOR=TSR_BACKEND_API_MAJOR+1 FAKE_API_MINOR=3)
+tessera_fake_plugin(score0 libtessera-fakezero ${_f} FAKE_FAMILY="fakezero" FAKE_SCORE=0)
+tessera_fake_plugin(noinit libtessera-fakenoinit ${_f} FAKE_FAMILY="fakenoinit" FAKE_SCORE=5 FAKE_NO_INIT)
+tessera_fake_plugin(initnull libtessera-fakeinitnull ${_f} FAKE_FAMILY="fakeinitnull" FAKE_INIT_NULL)
+tessera_fake_plugin(short libtessera-fakeshort ${_f} FAKE_FAMILY="fakeshort" FAKE_DEVICE_PREFIX="FakeShort"
+                    FAKE_SHORT_TABLES FAKE_API_MINOR=0)
+tessera_fake_plugin(long libtessera-fakelong ${_f} FAKE_FAMILY="fakelong" FAKE_DEVICE_PREFIX="FakeLong"
+                    FAKE_LONG_TABLES FAKE_API_MINOR=TSR_BACKEND_API_MINOR+3)
+tessera_fake_plugin(variants libtessera-fakevar-low ${_f} FAKE_FAMILY="fakevar" FAKE_SCORE=3 FAKE_VARIANT="low")
+tessera_fake_plugin(variants libtessera-fakevar-high ${_f} FAKE_FAMILY="fakevar" FAKE_SCORE=7 FAKE_VARIANT="high")
+tessera_fake_plugin(variants libtessera-fakevar-zero ${_f} FAKE_FAMILY="fakevar" FAKE_SCORE=0 FAKE_VARIANT="zero")
+tessera_fake_plugin(variants libtessera-fakevar-noscore ${_f} FAKE_FAMILY="fakevar" FAKE_VARIANT="noscore")
+tessera_fake_plugin(fallback libtessera-fakefb-best ${_f} FAKE_FAMILY="fakefb" FAKE_SCORE=9 FAKE_INIT_NULL)
+tessera_fake_plugin(fallback libtessera-fakefb-ok ${_f} FAKE_FAMILY="fakefb" FAKE_SCORE=2 FAKE_VARIANT="ok")
+tessera_fake_plugin(base libtessera-fakebase-zero ${_f} FAKE_FAMILY="fakebase" FAKE_SCORE=0 FAKE_VARIANT="zero")
+tessera_fake_plugin(base libtessera-fakebase ${_f} FAKE_FAMILY="fakebase" FAKE_VARIANT="base")
+tessera_fake_plugin(planted libtessera-planted-evil ${_f} FAKE_FAMILY="planted" FAKE_SCORE=1000)
+
+set(_backend_test_libs tessera_backend)
+if(TARGET tessera_cpu_backend)
+  list(APPEND _backend_test_libs tessera_cpu_backend)
+endif()
+tessera_add_test_area(backend ${_backend_test_libs})
+if(TARGET test_backend)
+  add_dependencies(test_backend ${_fake_targets})
+  target_compile_definitions(test_backend PRIVATE TESSERA_FAKE_PLUGIN_DIR="${TESSERA_FAKE_PLUGIN_DIR}")
+  if(TARGET tessera_cpu_backend)
+    target_compile_definitions(test_backend PRIVATE TESSERA_HAVE_CPU_BACKEND)
+  endif()
+endif()
+
+# The variant probe run under qemu-x86_64 by cpu_qemu_test.cpp.
+if(TARGET test_backend AND TARGET tessera_cpu_backend)
+  add_executable(cpu_variant_probe ${CMAKE_CURRENT_LIST_DIR}/programs/cpu_variant_probe.cpp)
+  target_link_libraries(cpu_variant_probe PRIVATE tessera_backend GTest::gtest GTest::gtest_main)
+  target_include_directories(cpu_variant_probe PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+  add_dependencies(test_backend cpu_variant_probe)
+  target_compile_definitions(test_backend PRIVATE TESSERA_PROBE_PATH="$<TARGET_FILE:cpu_variant_probe>")
+endif()
+
+# The CPU op tests (tests/backends/cpu/test_ops_*.cpp) once more, computed
+# through the registry on loaded variant plugins (registry_shim/): once on
+# the best variant for this machine, once on the x64 baseline variant.
+file(GLOB _cpu_op_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/backends/cpu/test_ops_*.cpp)
+if(_cpu_op_tests AND TARGET tessera_cpu_x64 AND NOT TESSERA_CPU_STATIC)
+  add_executable(test_backend_cpu_ops_via_registry ${_cpu_op_tests}
+                 ${CMAKE_CURRENT_LIST_DIR}/registry_shim/graph_compute_via_registry.cpp)
+  # tessera_cpu_static only for kernel internals some op tests call directly;
+  # the shim's graph_compute comes first, so graph_compute.o is not linked.
+  target_link_libraries(test_backend_cpu_ops_via_registry PRIVATE tessera_backend tessera_cpu_static
+                        GTest::gtest GTest::gtest_main)
+  target_include_directories(test_backend_cpu_ops_via_registry PRIVATE ${PROJECT_SOURCE_DIR}/src
+                             ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/backends/cpu)
+  target_compile_definitions(test_backend_cpu_ops_via_registry PRIVATE
+                             TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}" TESSERA_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(test_backend_cpu_ops_via_registry TEST_PREFIX "registry_best."
+                       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  gtest_discover_tests(test_backend_cpu_ops_via_registry TEST_PREFIX "registry_x64."
+                       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600 ENVIRONMENT TESSERA_TEST_CPU_VARIANT=x64)
+  if(TARGET test_backend)
+    add_dependencies(test_backend test_backend_cpu_ops_via_registry)
+    target_compile_definitions(test_backend PRIVATE
+                               TESSERA_OPS_VIA_REGISTRY_PATH="$<TARGET_FILE:test_backend_cpu_ops_via_registry>")
+  endif()
+endif()
+
+# `tessera devices` end to end (needs the tessera program).
+if(TARGET tessera)
+  add_executable(test_backend_cli ${CMAKE_CURRENT_LIST_DIR}/cli/devices_cli_test.cpp)
+  target_link_libraries(test_backend_cli PRIVATE GTest::gtest GTest::gtest_main)
+  target_compile_definitions(test_backend_cli PRIVATE TESSERA_EXE_PATH="$<TARGET_FILE:tessera>")
+  add_dependencies(test_backend_cli tessera)
+  gtest_discover_tests(test_backend_cli DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+endif()
