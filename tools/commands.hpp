@@ -19,5 +19,10 @@ command register_gguf(CLI::App & app);
 command register_devices(CLI::App & app);
 command register_run(CLI::App & app);
 command register_tokenize(CLI::App & app);
+command register_quantize(CLI::App & app);
+command register_bench(CLI::App & app);
+// `tessera gguf synth`: added to the `gguf` subcommand by register_gguf
+// (tools/cmd_synth.cpp, compiled in when TESSERA_HAVE_GGUF_SYNTH).
+command add_gguf_synth(CLI::App & gguf_sub);
 
 } // namespace tessera::tools

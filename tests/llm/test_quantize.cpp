@@ -1,0 +1,426 @@
+// llm::quantize_file on fixed vectors: a small GGUF written here with known
+// F32/F16 values is converted, read back, and its bytes compared with bytes
+// computed in this file from the block-format definitions (hand-checked
+// literals for exact cases, an independent encoder for the rest).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/types.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
+#include "tessera/llm/quantize.hpp"
+
+namespace {
+
+using namespace tessera;
+namespace fs = std::filesystem;
+
+// A fresh directory per test, removed afterwards.
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
+        path = fs::temp_directory_path() /
+               (std::string("tessera_quant_") + info->test_suite_name() + "_" + info->name() + "_" +
+                std::to_string(::getpid()));
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~temp_dir() { fs::remove_all(path); }
+    fs::path operator/(const std::string & s) const { return path / s; }
+    size_t n_entries() const { return size_t(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
+};
+
+// --- independent encoders (the format definitions, written out here) -----------
+
+// IEEE 754 binary16 bits of a float in the normal range or zero, rounded to
+// nearest, ties to even (computed in double).
+uint16_t f16_bits_of(float f) {
+    if (f == 0.0f) return std::signbit(f) ? 0x8000 : 0;
+    const uint16_t sign = f < 0 ? 0x8000 : 0;
+    double a = std::fabs(double(f));
+    int e = int(std::floor(std::log2(a)));
+    double m = a / std::ldexp(1.0, e); // [1, 2)
+    double frac = std::nearbyint((m - 1.0) * 1024.0); // ties to even (default rounding mode)
+    if (frac >= 1024.0) {
+        frac = 0;
+        ++e;
+    }
+    EXPECT_GE(e, -14) << "test encoder handles normal f16 values only";
+    EXPECT_LE(e, 15);
+    return uint16_t(sign | uint16_t((e + 15) << 10) | uint16_t(frac));
+}
+
+std::vector<uint8_t> le16(uint16_t v) { return {uint8_t(v & 0xff), uint8_t(v >> 8)}; }
+
+// Q8_0 block (GGUF: f16 d, then 32 int8): d = amax / 127, q = round(x * (1/d)),
+// the scale applied as float, d stored as f16.
+std::vector<uint8_t> q8_0_expected(const std::vector<float> & x) {
+    std::vector<uint8_t> out;
+    for (size_t b = 0; b < x.size() / 32; ++b) {
+        float amax = 0;
+        for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        for (uint8_t byte : le16(f16_bits_of(d))) out.push_back(byte);
+        for (size_t j = 0; j < 32; ++j) out.push_back(uint8_t(int8_t(std::lround(x[b * 32 + j] * id))));
+    }
+    return out;
+}
+
+// Q4_0 block (GGUF: f16 d, then 16 bytes): max = the signed value of largest
+// magnitude (first wins), d = max / -8, q = min(15, trunc(x * (1/d) + 8.5));
+// byte j holds element j in the low nibble and element j + 16 in the high one.
+std::vector<uint8_t> q4_0_expected(const std::vector<float> & x) {
+    std::vector<uint8_t> out;
+    for (size_t b = 0; b < x.size() / 32; ++b) {
+        float max = 0, amax = 0;
+        for (size_t j = 0; j < 32; ++j) {
+            const float v = x[b * 32 + j];
+            if (std::fabs(v) > amax) {
+                amax = std::fabs(v);
+                max = v;
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        for (uint8_t byte : le16(f16_bits_of(d))) out.push_back(byte);
+        auto q = [&](size_t j) { return std::min(15, int(x[b * 32 + j] * id + 8.5f)); };
+        for (size_t j = 0; j < 16; ++j) out.push_back(uint8_t(q(j) | (q(j + 16) << 4)));
+    }
+    return out;
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float> & v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+
+std::vector<uint8_t> f16_bytes(const std::vector<float> & v) {
+    std::vector<uint8_t> b;
+    for (float f : v) {
+        for (uint8_t byte : le16(f16_bits_of(f))) b.push_back(byte);
+    }
+    return b;
+}
+
+// Deterministic values in [-scale, scale) (LCG, Knuth MMIX constants).
+std::vector<float> lcg_values(size_t n, uint64_t seed, float scale) {
+    std::vector<float> v(n);
+    uint64_t s = seed;
+    for (auto & x : v) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x = scale * (float(double(s >> 40) / double(1ull << 24)) * 2.0f - 1.0f);
+    }
+    return v;
+}
+
+std::vector<uint8_t> bytes_of(const gguf::tensor_info & t) { return {t.data, t.data + t.size}; }
+
+// --- the fixed input file ------------------------------------------------------
+
+// Hand-made Q8_0 block: amax = 127/64, so d = 1/64 exactly (f16 0x2400) and
+// x * (1/d) = x * 64 exactly; values sit at known distances from the rounding points.
+std::vector<float> exact_q8_block() {
+    std::vector<float> x(32);
+    x[0] = -127.0f / 64;       // -> -127
+    x[1] = 127.0f / 64;        // -> 127
+    x[2] = 0.0f;               // -> 0
+    x[3] = 10.3f / 64;         // -> 10
+    x[4] = 10.7f / 64;         // -> 11
+    x[5] = -10.5f / 64;        // -> -11 (half away from zero)
+    x[6] = 10.5f / 64;         // -> 11
+    for (int j = 7; j < 32; ++j) x[j] = float(j - 20) / 64; // -> j - 20
+    return x;
+}
+const std::array<int8_t, 32> exact_q8_qs = {-127, 127, 0, 10, 11, -11, 11, -13, -12, -11, -10, -9, -8, -7, -6, -5,
+                                            -4,   -3,  -2, -1, 0,  1,   2,  3,   4,   5,   6,   7,  8,  9,  10, 11};
+
+// Hand-made Q4_0 block: the first value of largest magnitude is +2 (x[3]), so
+// d = 2 / -8 = -0.25 (f16 0xB400) and q = trunc(x * -4 + 8.5): +2 -> 0, -2 (x[7])
+// -> 16.5 -> clamped 15, 0 -> 8, 0.25 -> 7, -0.25 -> 9, 1.1 -> 4 (4.1), -0.6 -> 10 (10.9).
+std::vector<float> exact_q4_block() {
+    std::vector<float> x(32, 0.0f);
+    x[3] = 2.0f;
+    x[7] = -2.0f;
+    x[8] = 0.25f;
+    x[9] = -0.25f;
+    x[16] = 1.1f;
+    x[17] = -0.6f;
+    x[31] = -2.0f;
+    return x;
+}
+
+struct input_file {
+    std::vector<float> embd;   // token_embd.weight F32 [64, 3]: exact blocks + LCG values
+    std::vector<float> wq_f16; // blk.0.attn_q.weight F16 [32, 2] (values exact in F16)
+    std::vector<float> odd;    // odd.weight F32 [48, 2] (ne[0] not a multiple of 32)
+    std::vector<float> norm;   // blk.0.attn_norm.weight F32 [64]
+    std::vector<float> cube;   // cube.weight F32 [32, 2, 2] (3-D: unchanged)
+};
+
+input_file write_input(const fs::path & path, bool q4_blocks) {
+    input_file in;
+    std::vector<float> first = q4_blocks ? exact_q4_block() : exact_q8_block();
+    std::vector<float> rest = lcg_values(64 * 3 - 32, 7, 3.0f);
+    in.embd = first;
+    in.embd.insert(in.embd.end(), rest.begin(), rest.end());
+    in.wq_f16 = {0.5f, -2.0f, 1.0f / 1024, 3.0f, 0.125f, -0.75f};
+    in.wq_f16.resize(64, 0.0625f);
+    in.wq_f16[40] = -5.5f;
+    in.odd = lcg_values(96, 11, 1.0f);
+    in.norm = lcg_values(64, 13, 1.0f);
+    in.cube = lcg_values(128, 17, 1.0f);
+
+    gguf::writer w;
+    w.set_string("general.architecture", "llama");
+    w.set_string("general.name", "fixed");
+    w.set_u32("general.file_type", 0);
+    w.set_u32("llama.block_count", 1);
+    const std::vector<std::string> toks = {"a", "b"};
+    w.set("tokenizer.ggml.tokens", gguf::value::array_string(std::span<const std::string>(toks)));
+    const int64_t ne_embd[] = {64, 3}, ne_wq[] = {32, 2}, ne_odd[] = {48, 2}, ne_norm[] = {64}, ne_cube[] = {32, 2, 2};
+    w.add_tensor("token_embd.weight", TSR_TYPE_F32, ne_embd, f32_bytes(in.embd));
+    w.add_tensor("blk.0.attn_norm.weight", TSR_TYPE_F32, ne_norm, f32_bytes(in.norm));
+    w.add_tensor("blk.0.attn_q.weight", TSR_TYPE_F16, ne_wq, f16_bytes(in.wq_f16));
+    w.add_tensor("odd.weight", TSR_TYPE_F32, ne_odd, f32_bytes(in.odd));
+    w.add_tensor("cube.weight", TSR_TYPE_F32, ne_cube, f32_bytes(in.cube));
+    w.write(path);
+    return in;
+}
+
+// Metadata and the unchanged tensors are the same in both files.
+void expect_common(const gguf::reader & in, const gguf::reader & out, uint32_t file_type) {
+    EXPECT_EQ(out.get_u32("general.file_type"), file_type);
+    EXPECT_EQ(out.get_u32("general.quantization_version"), 2u);
+    EXPECT_EQ(out.get_string("general.name"), "fixed");
+    EXPECT_EQ(out.get_u32("llama.block_count"), 1u);
+    EXPECT_EQ(out.get_array_string("tokenizer.ggml.tokens"), (std::vector<std::string_view>{"a", "b"}));
+    EXPECT_EQ(out.metadata()[0].key, "general.architecture"); // order kept
+    EXPECT_EQ(out.metadata()[2].key, "general.file_type");    // replaced in place
+    ASSERT_EQ(out.n_tensors(), in.n_tensors());
+    for (size_t i = 0; i < in.n_tensors(); ++i) {
+        EXPECT_EQ(out.tensors()[i].name, in.tensors()[i].name);
+        EXPECT_EQ(out.tensors()[i].n_dims, in.tensors()[i].n_dims);
+        for (int d = 0; d < 4; ++d) EXPECT_EQ(out.tensors()[i].ne[d], in.tensors()[i].ne[d]);
+    }
+    for (const char * name : {"blk.0.attn_norm.weight", "cube.weight"}) {
+        EXPECT_EQ(out.tensor(name).type, TSR_TYPE_F32) << name;
+        EXPECT_EQ(bytes_of(out.tensor(name)), bytes_of(in.tensor(name))) << name;
+    }
+}
+
+} // namespace
+
+TEST(QuantizeEncoders, TestEncoderMatchesKnownF16Bits) {
+    // Known binary16 encodings (IEEE 754): guards the test's own encoder.
+    EXPECT_EQ(f16_bits_of(1.0f), 0x3c00);
+    EXPECT_EQ(f16_bits_of(-2.0f), 0xc000);
+    EXPECT_EQ(f16_bits_of(1.0f / 3), 0x3555);
+    EXPECT_EQ(f16_bits_of(0.1f), 0x2e66);
+    EXPECT_EQ(f16_bits_of(65504.0f), 0x7bff);
+    EXPECT_EQ(f16_bits_of(1.0f / 64), 0x2400);
+    EXPECT_EQ(f16_bits_of(-0.25f), 0xb400);
+}
+
+TEST(Quantize, Q8_0FixedVectors) {
+    temp_dir dir;
+    const input_file in = write_input(dir / "in.gguf", false);
+    std::vector<std::string> seen;
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q8_0;
+    p.progress = [&](const llm::quantize_progress & pr) {
+        seen.push_back(fmt::format("{}/{} {} {}->{}", pr.index + 1, pr.count, pr.name, type_name(pr.from),
+                                   type_name(pr.to)));
+    };
+    const auto res = llm::quantize_file(dir / "in.gguf", dir / "out.gguf", p);
+    EXPECT_EQ(res.n_tensors, 5u);
+    EXPECT_EQ(res.n_converted, 2u);
+
+    const gguf::reader r_in(dir / "in.gguf");
+    const gguf::reader r(dir / "out.gguf");
+    expect_common(r_in, r, 7);
+
+    // The hand-checked block, literally.
+    const auto & e = r.tensor("token_embd.weight");
+    ASSERT_EQ(e.type, TSR_TYPE_Q8_0);
+    ASSERT_EQ(e.size, 6u * 34);
+    EXPECT_EQ(e.data[0], 0x00);
+    EXPECT_EQ(e.data[1], 0x24);
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(int8_t(e.data[2 + j]), exact_q8_qs[size_t(j)]) << "element " << j;
+    // Every block against the independent encoder.
+    EXPECT_EQ(bytes_of(e), q8_0_expected(in.embd));
+    // F16 input: decoded to F32 first.
+    const auto & q = r.tensor("blk.0.attn_q.weight");
+    ASSERT_EQ(q.type, TSR_TYPE_Q8_0);
+    EXPECT_EQ(bytes_of(q), q8_0_expected(in.wq_f16));
+    // ne[0] = 48 is not a multiple of 32: unchanged.
+    EXPECT_EQ(r.tensor("odd.weight").type, TSR_TYPE_F32);
+    EXPECT_EQ(bytes_of(r.tensor("odd.weight")), f32_bytes(in.odd));
+
+    ASSERT_EQ(seen.size(), 5u);
+    EXPECT_EQ(seen[0], "1/5 token_embd.weight F32->Q8_0");
+    EXPECT_EQ(seen[1], "2/5 blk.0.attn_norm.weight F32->F32");
+    EXPECT_EQ(seen[2], "3/5 blk.0.attn_q.weight F16->Q8_0");
+    EXPECT_EQ(seen[3], "4/5 odd.weight F32->F32");
+}
+
+TEST(Quantize, Q4_0FixedVectors) {
+    temp_dir dir;
+    const input_file in = write_input(dir / "in.gguf", true);
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q4_0;
+    llm::quantize_file(dir / "in.gguf", dir / "out.gguf", p);
+    const gguf::reader r_in(dir / "in.gguf");
+    const gguf::reader r(dir / "out.gguf");
+    expect_common(r_in, r, 2);
+
+    const auto & e = r.tensor("token_embd.weight");
+    ASSERT_EQ(e.type, TSR_TYPE_Q4_0);
+    ASSERT_EQ(e.size, 6u * 18);
+    // d = -0.25 -> f16 0xB400; nibbles: element j low, element j + 16 high.
+    const std::array<uint8_t, 18> block0 = {0x00, 0xb4,
+                                            0x48 /* x0=0 -> 8, x16=1.1 -> 4 */,
+                                            0xa8 /* x1=0 -> 8, x17=-0.6 -> 10 */,
+                                            0x88,
+                                            0x80 /* x3=+2 -> 0 */,
+                                            0x88, 0x88, 0x88,
+                                            0x8f /* x7=-2 -> 16.5 -> 15 */,
+                                            0x87 /* x8=0.25 -> 7 */,
+                                            0x89 /* x9=-0.25 -> 9 */,
+                                            0x88, 0x88, 0x88, 0x88, 0x88,
+                                            0xf8 /* x31=-2 -> 15 */};
+    EXPECT_EQ(std::vector<uint8_t>(e.data, e.data + 18), std::vector<uint8_t>(block0.begin(), block0.end()));
+    EXPECT_EQ(bytes_of(e), q4_0_expected(in.embd));
+    EXPECT_EQ(bytes_of(r.tensor("blk.0.attn_q.weight")), q4_0_expected(in.wq_f16));
+    EXPECT_EQ(r.tensor("odd.weight").type, TSR_TYPE_F32);
+}
+
+TEST(Quantize, F16ConvertsEveryTwoDimensionalTensor) {
+    temp_dir dir;
+    const input_file in = write_input(dir / "in.gguf", false);
+    llm::quantize_params p;
+    p.target = TSR_TYPE_F16;
+    const auto res = llm::quantize_file(dir / "in.gguf", dir / "out.gguf", p);
+    EXPECT_EQ(res.n_converted, 2u); // token_embd and odd (block size 1); attn_q is already F16
+    const gguf::reader r_in(dir / "in.gguf");
+    const gguf::reader r(dir / "out.gguf");
+    expect_common(r_in, r, 1);
+    EXPECT_EQ(r.tensor("token_embd.weight").type, TSR_TYPE_F16);
+    EXPECT_EQ(bytes_of(r.tensor("token_embd.weight")), f16_bytes(in.embd));
+    EXPECT_EQ(bytes_of(r.tensor("odd.weight")), f16_bytes(in.odd));
+    EXPECT_EQ(bytes_of(r.tensor("blk.0.attn_q.weight")), bytes_of(r_in.tensor("blk.0.attn_q.weight")));
+}
+
+TEST(Quantize, RequantizeNeedsPermissionAndDecodesFirst) {
+    temp_dir dir;
+    const input_file in = write_input(dir / "in.gguf", false);
+    llm::quantize_params p8;
+    p8.target = TSR_TYPE_Q8_0;
+    llm::quantize_file(dir / "in.gguf", dir / "q8.gguf", p8);
+
+    llm::quantize_params p4;
+    p4.target = TSR_TYPE_Q4_0;
+    try {
+        llm::quantize_file(dir / "q8.gguf", dir / "q4.gguf", p4);
+        FAIL() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("token_embd.weight"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("already quantized (Q8_0)"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "q4.gguf"));
+
+    p4.allow_requantize = true;
+    llm::quantize_file(dir / "q8.gguf", dir / "q4.gguf", p4);
+    // Expected: decode the Q8_0 blocks (x = d * q, d from f16) independently, then encode Q4_0.
+    const gguf::reader q8(dir / "q8.gguf");
+    const auto & t8 = q8.tensor("token_embd.weight");
+    std::vector<float> decoded;
+    for (size_t b = 0; b < t8.size / 34; ++b) {
+        const uint8_t * blk = t8.data + b * 34;
+        const uint16_t h = uint16_t(blk[0] | (blk[1] << 8));
+        // f16 -> f32 for normal numbers: (1 + m/1024) * 2^(e - 15)
+        const int ex = (h >> 10) & 0x1f;
+        ASSERT_TRUE(ex > 0 && ex < 31);
+        const float d = float(std::ldexp(1.0 + (h & 0x3ff) / 1024.0, ex - 15)) * ((h & 0x8000) ? -1.0f : 1.0f);
+        for (int j = 0; j < 32; ++j) decoded.push_back(d * float(int8_t(blk[2 + j])));
+    }
+    const gguf::reader q4(dir / "q4.gguf");
+    EXPECT_EQ(bytes_of(q4.tensor("token_embd.weight")), q4_0_expected(decoded));
+    EXPECT_EQ(q4.get_u32("general.file_type"), 2u);
+}
+
+TEST(Quantize, ErrorsLeaveNoOutput) {
+    temp_dir dir;
+    write_input(dir / "in.gguf", false);
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q8_0;
+    // An existing output file must survive a failed run unchanged.
+    { std::ofstream(dir / "out.gguf") << "previous contents"; }
+    auto expect_error = [&](const fs::path & in, const std::string & needle, const llm::quantize_params & pp) {
+        try {
+            llm::quantize_file(in, dir / "out.gguf", pp);
+            ADD_FAILURE() << "expected an error for " << in;
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+        std::ifstream f(dir / "out.gguf");
+        std::string s((std::istreambuf_iterator<char>(f)), {});
+        EXPECT_EQ(s, "previous contents");
+    };
+    expect_error(dir / "missing.gguf", "missing.gguf: no such file", p);
+    { std::ofstream(dir / "text.gguf") << "this is not a GGUF file at all"; }
+    expect_error(dir / "text.gguf", "text.gguf", p);
+    llm::quantize_params bad = p;
+    bad.target = TSR_TYPE_Q4_1;
+    expect_error(dir / "in.gguf", "cannot quantize to Q4_1", bad);
+    expect_error(dir / "out.gguf", "same file", p);
+
+    // A 2-D tensor of a type this build cannot decode.
+    type undecodable = TSR_TYPE_COUNT;
+    for (int t = 0; t < TSR_TYPE_COUNT; ++t) {
+        if (type_is_valid(t) && get_type_traits(t).to_float == nullptr && get_type_traits(t).name != nullptr) {
+            undecodable = type(t);
+            break;
+        }
+    }
+    if (undecodable != TSR_TYPE_COUNT) {
+        const type_traits & tt = get_type_traits(undecodable);
+        gguf::writer w;
+        w.set_string("general.architecture", "llama");
+        const int64_t ne[] = {tt.block_size, 2};
+        w.add_tensor("w.weight", undecodable, ne, std::vector<uint8_t>(tt.type_size * 2, 0));
+        w.write(dir / "undecodable.gguf");
+        expect_error(dir / "undecodable.gguf", fmt::format("tensor 'w.weight' has type {}", tt.name), p);
+    }
+    // Only the files made here remain: no temporaries.
+    EXPECT_EQ(dir.n_entries(), undecodable != TSR_TYPE_COUNT ? 4u : 3u);
+}
+
+TEST(Quantize, FileTypeIds) {
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_F32), 0u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_F16), 1u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q4_0), 2u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q8_0), 7u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_BF16), 32u);
+    EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q4_K), error);
+}
+
+TEST(Quantize, ConvertRowsChecksSizes) {
+    std::vector<uint8_t> src(64 * 4), dst(34);
+    EXPECT_THROW(llm::convert_rows("t", TSR_TYPE_F32, src, TSR_TYPE_Q8_0, dst, 64, 1), error); // dst too small
+    dst.resize(68);
+    EXPECT_NO_THROW(llm::convert_rows("t", TSR_TYPE_F32, src, TSR_TYPE_Q8_0, dst, 64, 1));
+}

@@ -1,0 +1,267 @@
+// llm::synth_model: layout and metadata of the written file, the documented
+// value generator (re-implemented here from its description in synth.hpp),
+// reproducibility, agreement with quantize_file, loading and decoding with
+// tessera, and errors.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/quantize.hpp"
+#include "tessera/llm/session.hpp"
+#include "tessera/llm/synth.hpp"
+
+namespace {
+
+using namespace tessera;
+namespace fs = std::filesystem;
+
+const fs::path vocab_path = fs::path(TESSERA_SHARED_DIR) / "vocab" / "ggml-vocab-llama-spm.gguf";
+
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
+        path = fs::temp_directory_path() / (std::string("tessera_synth_") + info->name() + "_" + std::to_string(::getpid()));
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~temp_dir() { fs::remove_all(path); }
+    fs::path operator/(const std::string & s) const { return path / s; }
+};
+
+std::vector<uint8_t> read_all(const fs::path & p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+llm::synth_params tiny(type t, uint64_t seed = 1) {
+    llm::synth_params p;
+    p.shape = llm::synth_preset("tiny");
+    p.wtype = t;
+    p.vocab = vocab_path;
+    p.seed = seed;
+    return p;
+}
+
+// The generator as synth.hpp documents it, written out independently.
+std::vector<float> documented_values(uint64_t seed, const std::string & name, int64_t fan_in, size_t n) {
+    uint64_t h = 14695981039346656037ull; // FNV-1a 64
+    for (unsigned char c : name) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    uint64_t z = (seed ^ h) + 0x9e3779b97f4a7c15ull; // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    std::mt19937_64 rng(z);
+    const double a = std::sqrt(3.0 / double(fan_in));
+    std::vector<float> v(n);
+    for (auto & x : v) x = float((2.0 * (double(rng() >> 11) / 9007199254740992.0) - 1.0) * a);
+    return v;
+}
+
+std::vector<float> f32_tensor(const gguf::tensor_info & t) {
+    std::vector<float> v(size_t(t.n_elements()));
+    std::memcpy(v.data(), t.data, v.size() * 4);
+    return v;
+}
+
+} // namespace
+
+TEST(Synth, Presets) {
+    const auto b = llm::synth_preset("1b");
+    EXPECT_EQ(b.n_embd, 2048u);
+    EXPECT_EQ(b.n_layer, 22u);
+    EXPECT_EQ(b.n_head, 32u);
+    EXPECT_EQ(b.n_head_kv, 4u);
+    EXPECT_EQ(b.n_ff, 5632u);
+    const auto m = llm::synth_preset("135m");
+    EXPECT_EQ(m.n_embd, 576u);
+    EXPECT_EQ(m.n_layer, 30u);
+    EXPECT_EQ(m.n_head, 9u);
+    EXPECT_EQ(m.n_head_kv, 3u);
+    EXPECT_EQ(m.n_ff, 1536u);
+    EXPECT_THROW(llm::synth_preset("7b"), error);
+    // Tensor data of the benchmark files, counted by hand: 2-D weights
+    // 2 * n_embd * n_vocab + n_layer * (2 n_embd^2 + 2 n_embd n_embd_kv + 3 n_embd n_ff)
+    // (1b: 1099956224 elements, 135m: 143032320) plus 1 + 2 n_layer F32 norm vectors.
+    EXPECT_EQ(llm::synth_data_size(b, 32000, TSR_TYPE_Q4_0), 1099956224ull / 32 * 18 + 2048ull * 45 * 4);
+    EXPECT_EQ(llm::synth_data_size(m, 32000, TSR_TYPE_F16), 143032320ull * 2 + 576ull * 61 * 4);
+    EXPECT_EQ(llm::synth_data_size(m, 32000, TSR_TYPE_Q8_0), 143032320ull / 32 * 34 + 576ull * 61 * 4);
+}
+
+TEST(Synth, LayoutMetadataAndValues) {
+    temp_dir dir;
+    llm::synth_model(tiny(TSR_TYPE_F32, 7), dir / "m.gguf");
+    const gguf::reader r(dir / "m.gguf");
+    const gguf::reader v(vocab_path);
+
+    EXPECT_EQ(r.get_string("general.architecture"), "llama");
+    EXPECT_EQ(r.get_string("general.name"), "synth-tiny");
+    EXPECT_EQ(r.get_u32("llama.context_length"), 2048u);
+    EXPECT_EQ(r.get_u32("llama.embedding_length"), 64u);
+    EXPECT_EQ(r.get_u32("llama.block_count"), 2u);
+    EXPECT_EQ(r.get_u32("llama.feed_forward_length"), 128u);
+    EXPECT_EQ(r.get_u32("llama.attention.head_count"), 4u);
+    EXPECT_EQ(r.get_u32("llama.attention.head_count_kv"), 2u);
+    EXPECT_EQ(r.get_u32("llama.rope.dimension_count"), 16u);
+    EXPECT_EQ(r.get_f32("llama.attention.layer_norm_rms_epsilon"), 1e-5f);
+    EXPECT_EQ(r.get_f32("llama.rope.freq_base"), 10000.0f);
+    EXPECT_EQ(r.get_u32("general.file_type"), 0u);
+    EXPECT_EQ(r.get_u32("llama.vocab_size"), 32000u);
+    // Every tokenizer key of the vocabulary, unchanged.
+    size_t n_tok_keys = 0;
+    for (const auto & e : v.metadata()) {
+        if (!e.key.starts_with("tokenizer.")) continue;
+        ++n_tok_keys;
+        ASSERT_TRUE(r.has_key(e.key)) << e.key;
+        EXPECT_TRUE(r.get(e.key) == e.val) << e.key;
+    }
+    EXPECT_EQ(n_tok_keys, 10u);
+    EXPECT_FALSE(r.has_key("llama.feed_forward_length") && r.get_u32("llama.feed_forward_length") == 11008u);
+
+    ASSERT_EQ(r.n_tensors(), 3u + 2 * 9);
+    struct want {
+        const char * name;
+        int64_t ne0, ne1;
+        uint32_t n_dims;
+    };
+    for (const want & w : {want{"token_embd.weight", 64, 32000, 2}, want{"output_norm.weight", 64, 1, 1},
+                           want{"output.weight", 64, 32000, 2}, want{"blk.1.attn_norm.weight", 64, 1, 1},
+                           want{"blk.1.attn_q.weight", 64, 64, 2}, want{"blk.1.attn_k.weight", 64, 32, 2},
+                           want{"blk.1.attn_v.weight", 64, 32, 2}, want{"blk.1.attn_output.weight", 64, 64, 2},
+                           want{"blk.1.ffn_norm.weight", 64, 1, 1}, want{"blk.1.ffn_gate.weight", 64, 128, 2},
+                           want{"blk.1.ffn_up.weight", 64, 128, 2}, want{"blk.1.ffn_down.weight", 128, 64, 2}}) {
+        const auto & t = r.tensor(w.name);
+        EXPECT_EQ(t.type, TSR_TYPE_F32) << w.name;
+        EXPECT_EQ(t.n_dims, w.n_dims) << w.name;
+        EXPECT_EQ(t.ne[0], w.ne0) << w.name;
+        EXPECT_EQ(t.ne[1], w.ne1) << w.name;
+    }
+    // Norms are 1; weights follow the documented generator exactly.
+    for (float x : f32_tensor(r.tensor("blk.0.ffn_norm.weight"))) EXPECT_EQ(x, 1.0f);
+    for (const char * name : {"blk.0.attn_q.weight", "blk.1.ffn_down.weight", "token_embd.weight"}) {
+        const auto & t = r.tensor(name);
+        const auto got = f32_tensor(t);
+        EXPECT_EQ(got, documented_values(7, name, t.ne[0], got.size())) << name;
+        // Spread: uniform on [-a, a], a = sqrt(3 / fan_in): mean ~0, std ~1/sqrt(fan_in).
+        double s = 0, s2 = 0, mx = 0;
+        for (float x : got) {
+            s += x;
+            s2 += double(x) * x;
+            mx = std::max(mx, std::fabs(double(x)));
+        }
+        const double n = double(got.size());
+        const double sd = std::sqrt(s2 / n - (s / n) * (s / n));
+        EXPECT_LE(mx, std::sqrt(3.0 / double(t.ne[0]))) << name;
+        EXPECT_NEAR(sd * std::sqrt(double(t.ne[0])), 1.0, 0.05) << name;
+        EXPECT_NEAR(s / n, 0.0, 4.0 * sd / std::sqrt(n)) << name;
+    }
+    // synth_values is the same stream.
+    std::vector<float> head(10);
+    llm::synth_values(7, "blk.0.attn_q.weight", 64, head);
+    EXPECT_EQ(head, documented_values(7, "blk.0.attn_q.weight", 64, 10));
+    // Pinned values: a change to the generator changes every benchmark file.
+    llm::synth_values(1, "blk.0.attn_q.weight", 64, head);
+    const std::vector<float> pinned = {0x1.1a6476p-3f, 0x1.bbf0e8p-4f, -0x1.6d6162p-3f, 0x1.54793ap-5f};
+    EXPECT_EQ(std::vector<float>(head.begin(), head.begin() + 4), pinned);
+}
+
+TEST(Synth, ReproducibleAndSeedDependent) {
+    temp_dir dir;
+    llm::synth_model(tiny(TSR_TYPE_Q8_0, 42), dir / "a.gguf");
+    llm::synth_model(tiny(TSR_TYPE_Q8_0, 42), dir / "b.gguf");
+    llm::synth_model(tiny(TSR_TYPE_Q8_0, 43), dir / "c.gguf");
+    const auto a = read_all(dir / "a.gguf");
+    EXPECT_EQ(a, read_all(dir / "b.gguf"));
+    const auto c = read_all(dir / "c.gguf");
+    ASSERT_EQ(a.size(), c.size());
+    EXPECT_NE(a, c);
+    const gguf::reader r(dir / "a.gguf");
+    EXPECT_EQ(r.file_size() - r.data_offset(), llm::synth_data_size(llm::synth_preset("tiny"), 32000, TSR_TYPE_Q8_0));
+}
+
+TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
+    temp_dir dir;
+    llm::synth_model(tiny(TSR_TYPE_F32, 5), dir / "f32.gguf");
+    for (type t : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        const std::string tn(type_name(t));
+        llm::synth_model(tiny(t, 5), dir / ("s_" + tn + ".gguf"));
+        llm::quantize_params qp;
+        qp.target = t;
+        llm::quantize_file(dir / "f32.gguf", dir / ("q_" + tn + ".gguf"), qp);
+        EXPECT_EQ(read_all(dir / ("s_" + tn + ".gguf")), read_all(dir / ("q_" + tn + ".gguf"))) << tn;
+        const gguf::reader r(dir / ("s_" + tn + ".gguf"));
+        EXPECT_EQ(r.tensor("blk.0.ffn_up.weight").type, t);
+        EXPECT_EQ(r.tensor("blk.0.ffn_norm.weight").type, TSR_TYPE_F32);
+        EXPECT_EQ(r.get_u32("general.file_type"), llm::file_type_of(t));
+    }
+}
+
+TEST(Synth, LoadsAndDecodesWithSaneLogits) {
+    temp_dir dir;
+    llm::synth_model(tiny(TSR_TYPE_Q4_0), dir / "m.gguf");
+    auto m = llm::model::load(dir / "m.gguf");
+    EXPECT_EQ(m->hp().n_vocab, 32000u);
+    EXPECT_EQ(m->hp().n_embd_kv(), 32u);
+    EXPECT_EQ(m->type_summary(), "Q4_0");
+    llm::session_params sp;
+    sp.n_ctx = 16;
+    sp.n_threads = 1;
+    llm::session s(*m, sp);
+    const std::vector<int32_t> toks = {1, 450, 4996, 17354};
+    const auto logits = s.decode(toks);
+    ASSERT_EQ(logits.size(), 32000u);
+    double s1 = 0, s2 = 0;
+    for (float x : logits) {
+        ASSERT_TRUE(std::isfinite(x));
+        s1 += x;
+        s2 += double(x) * x;
+    }
+    const double sd = std::sqrt(s2 / 32000 - (s1 / 32000) * (s1 / 32000));
+    EXPECT_GT(sd, 0.05); // not constant
+    EXPECT_LT(sd, 20.0); // not blown up
+}
+
+TEST(Synth, Errors) {
+    temp_dir dir;
+    auto expect_error = [&](llm::synth_params p, const std::string & needle) {
+        try {
+            llm::synth_model(p, dir / "out.gguf");
+            ADD_FAILURE() << "expected an error containing " << needle;
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+        EXPECT_FALSE(fs::exists(dir / "out.gguf"));
+    };
+    auto p = tiny(TSR_TYPE_Q4_0);
+    p.vocab = dir / "nope.gguf";
+    expect_error(p, "nope.gguf: no such file");
+    p.vocab = fs::path(TESSERA_SHARED_DIR) / "models" / "mnist-fc-f32.gguf";
+    expect_error(p, "no tokenizer.ggml.tokens");
+    p = tiny(TSR_TYPE_Q4_K);
+    expect_error(p, "Q4_K is not supported");
+    p = tiny(TSR_TYPE_Q4_0);
+    p.shape.n_embd = 80; // not a multiple of the 32-element block
+    p.shape.n_head = 5;
+    p.shape.n_head_kv = 5;
+    expect_error(p, "block size 32");
+    p = tiny(TSR_TYPE_F16);
+    p.shape.n_head_kv = 3;
+    expect_error(p, "not a multiple of n_head_kv");
+    EXPECT_TRUE(fs::is_empty(dir.path)); // no temporaries left
+}

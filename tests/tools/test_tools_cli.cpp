@@ -1,0 +1,281 @@
+// The `tessera quantize`, `tessera gguf synth` and `tessera bench` commands,
+// run as a user runs them: outputs, files, JSON fields, exit code 1 with a
+// clear message on bad input. Skipped when the tessera program is not built.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/gguf/reader.hpp"
+#include "tessera/llm/quantize.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string vocab = std::string(TESSERA_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf";
+
+struct run_result {
+    int status = -1;
+    std::string out; // stdout
+    std::string err; // stderr
+};
+
+std::string slurp(const fs::path & p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+bool have_tessera() { return fs::exists(fs::path(TESSERA_BINARY_DIR) / "tessera"); }
+
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
+        path = fs::temp_directory_path() / (std::string("tessera_cli_") + info->test_suite_name() + "_" + info->name() +
+                                            "_" + std::to_string(::getpid()));
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~temp_dir() { fs::remove_all(path); }
+    std::string operator/(const std::string & s) const { return (path / s).string(); }
+};
+
+// Runs the program with `args`; stdout and stderr captured separately.
+run_result run_tessera(const std::string & args, const temp_dir & dir) {
+    run_result r;
+    const std::string err_file = dir / "stderr.txt";
+    const std::string cmd = std::string(TESSERA_BINARY_DIR) + "/tessera " + args + " 2>" + err_file;
+    FILE * p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.err = slurp(err_file);
+    fs::remove(err_file);
+    // In sanitizer builds a report (which may also exit 1) must fail the test.
+    EXPECT_EQ(r.err.find("Sanitizer"), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("runtime error:"), std::string::npos) << args << "\n" << r.err;
+    return r;
+}
+
+bool contains(const std::string & s, const std::string & needle) { return s.find(needle) != std::string::npos; }
+
+// The line of `text` that contains `needle` ("" when none).
+std::string line_with(const std::string & text, const std::string & needle) {
+    const size_t at = text.find(needle);
+    if (at == std::string::npos) return {};
+    const size_t b = text.rfind('\n', at);
+    const size_t e = text.find('\n', at);
+    return text.substr(b == std::string::npos ? 0 : b + 1, e == std::string::npos ? std::string::npos : e - (b + 1));
+}
+
+// The trimmed cells of a markdown table row "| a | b |".
+std::vector<std::string> cells(const std::string & row) {
+    std::vector<std::string> out;
+    size_t at = row.find('|');
+    while (at != std::string::npos) {
+        const size_t next = row.find('|', at + 1);
+        if (next == std::string::npos) break;
+        std::string c = row.substr(at + 1, next - at - 1);
+        const size_t b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
+        out.push_back(b == std::string::npos ? std::string() : c.substr(b, e - b + 1));
+        at = next;
+    }
+    return out;
+}
+
+} // namespace
+
+TEST(QuantizeCli, ConvertsWithProgressAndMatchesSynth) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    auto r = run_tessera("gguf synth -q --preset tiny --type F32 --seed 9 --vocab " + vocab + " -o " + (d / "f32.gguf"), d);
+    ASSERT_EQ(r.status, 0) << r.err;
+    r = run_tessera("quantize " + (d / "f32.gguf") + " " + (d / "q8.gguf") + " q8_0", d);
+    ASSERT_EQ(r.status, 0) << r.err;
+    // One line per tensor: index/count, name, old -> new type.
+    EXPECT_TRUE(contains(r.err, "[ 1/21] token_embd.weight")) << r.err;
+    EXPECT_TRUE(contains(r.err, "F32 -> Q8_0")) << r.err;
+    EXPECT_TRUE(contains(r.err, "[21/21] blk.1.ffn_down.weight")) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "blk.1.ffn_norm.weight"), "F32 -> F32")) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "blk.1.ffn_up.weight"), "F32 -> Q8_0  [64, 128]")) << r.err;
+    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q8_0")) << r.err;
+    // Same bytes as the generator writing Q8_0 directly.
+    r = run_tessera("gguf synth -q --preset tiny --type Q8_0 --seed 9 --vocab " + vocab + " -o " + (d / "s8.gguf"), d);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(slurp(d / "q8.gguf"), slurp(d / "s8.gguf"));
+    const tessera::gguf::reader q8(d / "q8.gguf");
+    EXPECT_EQ(q8.get_u32("general.file_type"), 7u);
+    EXPECT_EQ(q8.tensor("blk.0.attn_k.weight").type, TSR_TYPE_Q8_0);
+}
+
+TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    auto r = run_tessera("quantize " + (d / "missing.gguf") + " " + (d / "out.gguf") + " Q4_0", d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "missing.gguf: no such file")) << r.err;
+    { std::ofstream(d / "text.gguf") << "hello, not gguf"; }
+    r = run_tessera("quantize " + (d / "text.gguf") + " " + (d / "out.gguf") + " Q4_0", d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "text.gguf")) << r.err;
+    r = run_tessera("gguf synth -q --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "m.gguf"), d);
+    ASSERT_EQ(r.status, 0) << r.err;
+    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q9_9", d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q9_9'")) << r.err;
+    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q4_K", d);
+    EXPECT_EQ(r.status, 1);
+    r = run_tessera("quantize " + (d / "m.gguf"), d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_FALSE(fs::exists(d / "out.gguf"));
+}
+
+TEST(SynthCli, ReproducibleLoadableAndChecked) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string base = "gguf synth -q --preset tiny --type Q4_0 --vocab " + vocab;
+    ASSERT_EQ(run_tessera(base + " --seed 3 -o " + (d / "a.gguf"), d).status, 0);
+    ASSERT_EQ(run_tessera(base + " --seed 3 -o " + (d / "b.gguf"), d).status, 0);
+    ASSERT_EQ(run_tessera(base + " --seed 4 -o " + (d / "c.gguf"), d).status, 0);
+    EXPECT_EQ(slurp(d / "a.gguf"), slurp(d / "b.gguf"));
+    EXPECT_NE(slurp(d / "a.gguf"), slurp(d / "c.gguf"));
+    // Progress and summary on stderr.
+    auto r = run_tessera("gguf synth --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "f16.gguf"), d);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "[21/21] blk.1.ffn_down.weight")) << r.err;
+    EXPECT_TRUE(contains(r.err, "synth-tiny F16 (n_embd 64, 2 layers, 4 heads, 2 kv heads, n_ff 128), seed 1")) << r.err;
+
+    r = run_tessera("gguf synth --preset 7b --vocab " + vocab + " -o " + (d / "x.gguf"), d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "unknown preset '7b'")) << r.err;
+    r = run_tessera("gguf synth --preset tiny --type Q6_K --vocab " + vocab + " -o " + (d / "x.gguf"), d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "--type 'Q6_K' is not supported")) << r.err;
+    r = run_tessera("gguf synth --preset tiny --vocab " + (d / "none.gguf") + " -o " + (d / "x.gguf"), d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "none.gguf: no such file")) << r.err;
+    r = run_tessera("gguf synth --preset tiny -o " + (d / "x.gguf"), d); // --vocab missing
+    EXPECT_EQ(r.status, 1);
+    EXPECT_FALSE(fs::exists(d / "x.gguf"));
+}
+
+TEST(BenchCli, JsonFieldsAndStatistics) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q4_0 --vocab " + vocab + " -o " + (d / "m.gguf"), d).status, 0);
+    const auto r = run_tessera("bench -m " + (d / "m.gguf") + " -p 8 -n 3 -t 1 -r 3 -o json", d);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_TRUE(j.is_array());
+    ASSERT_EQ(j.size(), 2u);
+
+    // Size and parameter count computed from the file.
+    const tessera::gguf::reader g(d / "m.gguf");
+    uint64_t bytes = 0;
+    int64_t params = 0;
+    for (const auto & t : g.tensors()) {
+        bytes += t.size;
+        params += t.n_elements();
+    }
+    for (size_t i = 0; i < 2; ++i) {
+        const json & o = j[i];
+        EXPECT_EQ(o["model_filename"], d / "m.gguf");
+        EXPECT_EQ(o["model_type"], "llama 4M Q4_0");
+        EXPECT_EQ(o["model_size"].get<uint64_t>(), bytes);
+        EXPECT_EQ(o["model_n_params"].get<int64_t>(), params);
+        EXPECT_EQ(o["n_params"].get<int64_t>(), params);
+        EXPECT_EQ(o["n_threads"], 1);
+        EXPECT_EQ(o["backends"], "CPU");
+        const int n_tokens = o["n_prompt"].get<int>() + o["n_gen"].get<int>();
+        const auto ts = o["samples_ts"].get<std::vector<double>>();
+        const auto ns = o["samples_ns"].get<std::vector<uint64_t>>();
+        ASSERT_EQ(ts.size(), 3u);
+        ASSERT_EQ(ns.size(), 3u);
+        double mean = 0;
+        for (size_t k = 0; k < 3; ++k) {
+            EXPECT_GT(ns[k], 0u);
+            EXPECT_NEAR(ts[k], n_tokens * 1e9 / double(ns[k]), 1e-9 * ts[k]);
+            mean += ts[k] / 3;
+        }
+        double var = 0;
+        for (double x : ts) var += (x - mean) * (x - mean) / 2; // sample variance, n - 1 = 2
+        EXPECT_NEAR(o["avg_ts"].get<double>(), mean, 1e-9 * mean);
+        EXPECT_NEAR(o["stddev_ts"].get<double>(), std::sqrt(var), 1e-9 * mean);
+        EXPECT_TRUE(o.contains("avg_ns") && o.contains("stddev_ns") && o.contains("test_time"));
+    }
+    EXPECT_EQ(j[0]["n_prompt"], 8);
+    EXPECT_EQ(j[0]["n_gen"], 0);
+    EXPECT_EQ(j[0]["test"], "pp8");
+    EXPECT_EQ(j[1]["n_prompt"], 0);
+    EXPECT_EQ(j[1]["n_gen"], 3);
+    EXPECT_EQ(j[1]["test"], "tg3");
+}
+
+TEST(BenchCli, MarkdownTableRows) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf"), d).status, 0);
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "b.gguf"), d).status, 0);
+    const auto r = run_tessera("bench -m " + (d / "a.gguf") + " -m " + (d / "b.gguf") + " -p 4 -n 2 -t 1,2 -r 1", d);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::vector<std::string> lines;
+    size_t at = 0;
+    while (at < r.out.size()) {
+        const size_t nl = r.out.find('\n', at);
+        lines.push_back(r.out.substr(at, nl - at));
+        at = nl == std::string::npos ? r.out.size() : nl + 1;
+    }
+    ASSERT_EQ(lines.size(), 2u + 2 * 2 * 2) << r.out; // header, rule, models x threads x tests
+    EXPECT_EQ(cells(lines[0]), (std::vector<std::string>{"model", "size", "params", "backend", "threads", "test", "t/s"}));
+    EXPECT_EQ(cells(lines[1]).size(), 7u);
+    const auto row = cells(lines[2]);
+    ASSERT_EQ(row.size(), 7u) << lines[2];
+    EXPECT_EQ(row[0], "llama 4M Q8_0");
+    EXPECT_EQ(row[2], "4.17 M");
+    EXPECT_EQ(row[3], "CPU");
+    EXPECT_EQ(row[4], "1");
+    EXPECT_EQ(row[5], "pp4");
+    EXPECT_TRUE(row[6].ends_with(" ± 0.00")) << row[6]; // one repetition: stddev 0
+    EXPECT_EQ(cells(lines[3])[5], "tg2");
+    EXPECT_EQ(cells(lines[4])[4], "2");
+    EXPECT_EQ(cells(lines[6])[0], "llama 4M F16");
+}
+
+TEST(BenchCli, BadInputExitsOne) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    auto r = run_tessera("bench -m " + (d / "missing.gguf") + " -p 4 -n 2", d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "missing.gguf: no such file")) << r.err;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf"), d).status, 0);
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -o csv", d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "-o 'csv'")) << r.err;
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0", d);
+    EXPECT_EQ(r.status, 1);
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 0 -n 0", d);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "nothing to run")) << r.err;
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4000 -n 0", d); // beyond the 2048-token context
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "context")) << r.err;
+    r = run_tessera("bench -m " + vocab + " -p 4 -n 0", d); // vocab-only file: not a model
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
+    EXPECT_TRUE(r.out.empty() || contains(r.out, "| model")) << r.out;
+}

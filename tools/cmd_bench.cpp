@@ -1,0 +1,343 @@
+// tools/cmd_bench.cpp — `tessera bench`: prompt-processing (pp) and
+// token-generation (tg) speed of GGUF models, reported like the reference's
+// bench tool (llama.cpp tools/llama-bench: same test definitions, same JSON
+// field names, so one script can read both):
+//   ppP: a fresh (empty) cache, one decode call of P random tokens (BOS first
+//        when the model asks for it), split into micro-batches of -b tokens;
+//   tgN: a fresh cache, N decode calls of one token each (BOS first, then
+//        random tokens).
+// Each test runs once untimed (warm-up), then -r times timed; tokens/s of a
+// repetition = tokens / seconds; the table shows mean ± sample standard
+// deviation (n - 1) of those rates.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/session.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using clock_type = std::chrono::steady_clock;
+
+struct options {
+    std::vector<std::string> models;
+    std::vector<int> n_prompt{512};
+    std::vector<int> n_gen{128};
+    std::vector<int> threads;
+    int reps = 5;
+    int n_batch = 512;
+    std::string output = "md";
+    std::string device;
+    std::string kv_type = "F16";
+    bool no_warmup = false;
+    bool progress = false;
+    uint64_t seed = 1234;
+};
+
+// One finished test.
+struct result {
+    std::string filename, model_type, backend, cpu_info;
+    uint64_t model_size = 0;
+    int64_t n_params = 0;
+    int n_threads = 0, n_prompt = 0, n_gen = 0, n_batch = 0;
+    std::string kv_type, test_time;
+    std::vector<uint64_t> samples_ns;
+
+    int n_tokens() const { return n_prompt + n_gen; }
+    std::vector<double> samples_ts() const {
+        std::vector<double> ts;
+        for (uint64_t ns : samples_ns) ts.push_back(1e9 * n_tokens() / double(ns));
+        return ts;
+    }
+};
+
+double mean(const std::vector<double> & v) {
+    if (v.empty()) return 0.0;
+    double s = 0.0;
+    for (double x : v) s += x;
+    return s / double(v.size());
+}
+
+// Sample standard deviation (divides by n - 1); 0 for fewer than 2 values.
+double stddev(const std::vector<double> & v) {
+    if (v.size() < 2) return 0.0;
+    const double m = mean(v);
+    double s = 0.0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / double(v.size() - 1));
+}
+
+template <class T> std::vector<double> as_double(const std::vector<T> & v) { return {v.begin(), v.end()}; }
+
+std::string lower(std::string s) {
+    for (char & c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+// "llama 1B Q4_0": architecture, size class, weight type (the reference's
+// model description; the file type names follow llama.cpp's llama_ftype).
+std::string model_type(const llm::model & m) {
+    const double n = double(m.n_params());
+    std::string size = n >= 1e9 ? fmt::format("{:.0f}B", n / 1e9) : fmt::format("{:.0f}M", n / 1e6);
+    std::string ftype;
+    if (auto ft = m.file().find_int("general.file_type")) {
+        switch (*ft) {
+        case 0: ftype = "all F32"; break;
+        case 1: ftype = "F16"; break;
+        case 2: ftype = "Q4_0"; break;
+        case 7: ftype = "Q8_0"; break;
+        case 32: ftype = "BF16"; break;
+        default: break;
+        }
+    }
+    if (ftype.empty()) ftype = m.type_summary();
+    return fmt::format("{} {} {}", m.hp().arch, size, ftype);
+}
+
+std::string size_text(uint64_t bytes) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (double(bytes) >= gib) return fmt::format("{:.2f} GiB", double(bytes) / gib);
+    return fmt::format("{:.2f} MiB", double(bytes) / (1024.0 * 1024.0));
+}
+
+std::string params_text(int64_t n) {
+    if (n >= 1000000000) return fmt::format("{:.2f} B", double(n) / 1e9);
+    return fmt::format("{:.2f} M", double(n) / 1e6);
+}
+
+std::string test_name(const result & r) {
+    if (r.n_gen == 0) return fmt::format("pp{}", r.n_prompt);
+    if (r.n_prompt == 0) return fmt::format("tg{}", r.n_gen);
+    return fmt::format("pp{}+tg{}", r.n_prompt, r.n_gen);
+}
+
+// Markdown table, one row per test, printed as results arrive.
+struct md_printer {
+    static constexpr int w_model = 24, w_size = 10, w_params = 10, w_backend = 7, w_threads = 7, w_test = 12, w_ts = 20;
+    void header() const {
+        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} | {:>{}} | {:>{}} |\n", "model", w_model, "size", w_size,
+                   "params", w_params, "backend", w_backend, "threads", w_threads, "test", w_test, "t/s", w_ts);
+        fmt::print("| {:-<{}} | {:->{}}: | {:->{}}: | {:-<{}} | {:->{}}: | {:->{}}: | {:->{}}: |\n", "", w_model, "",
+                   w_size - 1, "", w_params - 1, "", w_backend, "", w_threads - 1, "", w_test - 1, "", w_ts - 1);
+        std::fflush(stdout);
+    }
+    void row(const result & r) const {
+        const auto ts = r.samples_ts();
+        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} | {:>{}} | {:>{}} |\n", r.model_type, w_model,
+                   size_text(r.model_size), w_size, params_text(r.n_params), w_params, r.backend, w_backend,
+                   r.n_threads, w_threads, test_name(r), w_test, fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts)),
+                   w_ts);
+        std::fflush(stdout);
+    }
+};
+
+json to_json(const result & r) {
+    const auto ts = r.samples_ts();
+    const auto ns = as_double(r.samples_ns);
+    json j;
+    j["build_commit"] = "tessera";
+    j["cpu_info"] = r.cpu_info;
+    j["gpu_info"] = "";
+    j["backends"] = r.backend;
+    j["model_filename"] = r.filename;
+    j["model_type"] = r.model_type;
+    j["model_size"] = r.model_size;
+    j["model_n_params"] = r.n_params;
+    j["n_params"] = r.n_params;
+    j["n_batch"] = r.n_batch;
+    j["n_ubatch"] = r.n_batch;
+    j["n_threads"] = r.n_threads;
+    j["type_k"] = lower(r.kv_type);
+    j["type_v"] = lower(r.kv_type);
+    j["n_gpu_layers"] = 0;
+    j["n_prompt"] = r.n_prompt;
+    j["n_gen"] = r.n_gen;
+    j["n_depth"] = 0;
+    j["test"] = test_name(r);
+    j["test_time"] = r.test_time;
+    j["avg_ns"] = static_cast<uint64_t>(std::llround(mean(ns)));
+    j["stddev_ns"] = static_cast<uint64_t>(std::llround(stddev(ns)));
+    j["avg_ts"] = mean(ts);
+    j["stddev_ts"] = stddev(ts);
+    j["samples_ns"] = r.samples_ns;
+    j["samples_ts"] = ts;
+    return j;
+}
+
+// Token source for the tests: BOS first when the model adds one, then ids
+// uniform over the vocabulary from a fixed-seed generator.
+struct token_source {
+    std::mt19937_64 rng;
+    int32_t n_vocab;
+    int32_t bos = -1;
+    int32_t next() { return static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab)); }
+    std::vector<int32_t> prompt(int n) {
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) t[size_t(i)] = (i == 0 && bos >= 0) ? bos : next();
+        return t;
+    }
+};
+
+uint64_t run_pp(llm::session & s, token_source & src, int n) {
+    const std::vector<int32_t> tokens = src.prompt(n);
+    s.reset();
+    const auto t0 = clock_type::now();
+    s.decode(tokens);
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
+}
+
+uint64_t run_tg(llm::session & s, token_source & src, int n) {
+    s.reset();
+    const auto t0 = clock_type::now();
+    int32_t tok = src.bos >= 0 ? src.bos : src.next();
+    for (int i = 0; i < n; ++i) {
+        s.decode(std::span<const int32_t>(&tok, 1));
+        tok = src.next();
+    }
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
+}
+
+void check_options(const options & o) {
+    if (o.output != "md" && o.output != "json") throw error(fmt::format("-o '{}': expected md or json", o.output));
+    if (o.reps < 1) throw error(fmt::format("-r {}: need at least one repetition", o.reps));
+    if (o.n_batch < 1) throw error(fmt::format("-b {}: batch size must be at least 1", o.n_batch));
+    for (int p : o.n_prompt) {
+        if (p < 0) throw error(fmt::format("-p {}: must not be negative", p));
+    }
+    for (int n : o.n_gen) {
+        if (n < 0) throw error(fmt::format("-n {}: must not be negative", n));
+    }
+    for (int t : o.threads) {
+        if (t < 1) throw error(fmt::format("-t {}: need at least one thread", t));
+    }
+    const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
+                     std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; });
+    if (!any) throw error("nothing to run: every -p and -n value is 0");
+    if (o.kv_type != "F32" && o.kv_type != "F16") throw error(fmt::format("--kv-type '{}': expected F32 or F16", o.kv_type));
+    for (const auto & m : o.models) {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(m, ec)) throw error(fmt::format("{}: no such file", m));
+    }
+}
+
+int run_bench(const options & o) {
+    check_options(o);
+    std::vector<int> threads = o.threads;
+    if (threads.empty()) threads.push_back(int(std::max(1u, std::thread::hardware_concurrency())));
+    const int max_p = *std::max_element(o.n_prompt.begin(), o.n_prompt.end());
+    const int max_n = *std::max_element(o.n_gen.begin(), o.n_gen.end());
+
+    md_printer md;
+    if (o.output == "md") md.header();
+    json all = json::array();
+    for (const std::string & path : o.models) {
+        auto m = llm::model::load(path);
+        const llm::hparams & hp = m->hp();
+        token_source src{std::mt19937_64(o.seed), int32_t(hp.n_vocab)};
+        const bool add_bos = m->file().find_bool("tokenizer.ggml.add_bos_token").value_or(true);
+        if (add_bos) {
+            if (auto b = m->file().find_int("tokenizer.ggml.bos_token_id"); b && *b >= 0 && *b < int64_t(hp.n_vocab)) {
+                src.bos = int32_t(*b);
+            }
+        }
+        for (int nt : threads) {
+            llm::session_params sp;
+            sp.n_ctx = uint32_t(std::max({max_p, max_n, 1}));
+            sp.n_batch = uint32_t(o.n_batch);
+            sp.n_threads = nt;
+            sp.device = o.device;
+            sp.kv_type = type_from_name(o.kv_type);
+            llm::session s(*m, sp);
+
+            auto run_test = [&](int p, int n) {
+                result r;
+                r.filename = path;
+                r.model_type = model_type(*m);
+                r.backend = s.device_name();
+                r.cpu_info = s.device_description();
+                r.model_size = m->n_bytes();
+                r.n_params = m->n_params();
+                r.n_threads = nt;
+                r.n_prompt = p;
+                r.n_gen = n;
+                r.n_batch = o.n_batch;
+                r.kv_type = o.kv_type;
+                r.test_time = utc_now();
+                if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
+                if (!o.no_warmup) {
+                    if (p > 0) run_pp(s, src, p);
+                    if (n > 0) run_tg(s, src, 1);
+                }
+                for (int rep = 0; rep < o.reps; ++rep) {
+                    if (o.progress) {
+                        fmt::print(stderr, "bench: {} threads {} {}: repetition {}/{}\n", path, nt, test_name(r), rep + 1,
+                                   o.reps);
+                    }
+                    r.samples_ns.push_back(p > 0 ? run_pp(s, src, p) : run_tg(s, src, n));
+                }
+                if (o.output == "md") md.row(r);
+                all.push_back(to_json(r));
+            };
+            for (int p : o.n_prompt) {
+                if (p > 0) run_test(p, 0);
+            }
+            for (int n : o.n_gen) {
+                if (n > 0) run_test(0, n);
+            }
+        }
+    }
+    if (o.output == "json") fmt::print("{}\n", all.dump(2));
+    return 0;
+}
+
+} // namespace
+
+command register_bench(CLI::App & app) {
+    auto o = std::make_shared<options>();
+    CLI::App * sub = app.add_subcommand("bench", "measure prompt processing and generation speed (tokens/s)");
+    sub->add_option("-m,--model", o->models, "GGUF model file (repeat for several)")->required();
+    sub->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths for the pp tests (comma-separated; 0 = none)")
+        ->delimiter(',')
+        ->capture_default_str();
+    sub->add_option("-n,--n-gen", o->n_gen, "token counts for the tg tests (comma-separated; 0 = none)")
+        ->delimiter(',')
+        ->capture_default_str();
+    sub->add_option("-t,--threads", o->threads, "thread counts (comma-separated; default: all hardware threads)")
+        ->delimiter(',');
+    sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")->capture_default_str();
+    sub->add_option("-b,--batch-size", o->n_batch, "micro-batch: most tokens per graph")->capture_default_str();
+    sub->add_option("-o,--output", o->output, "output format: md (table) or json")->capture_default_str();
+    sub->add_option("--device", o->device, "device name (see `tessera devices`)");
+    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")->capture_default_str();
+    sub->add_option("--seed", o->seed, "seed of the random prompt tokens")->capture_default_str();
+    sub->add_flag("--no-warmup", o->no_warmup, "skip the untimed warm-up run of each test");
+    sub->add_flag("--progress", o->progress, "print progress on stderr");
+    return command{sub, [o]() { return run_bench(*o); }};
+}
+
+} // namespace tessera::tools

@@ -1,0 +1,88 @@
+// tools/cmd_synth.cpp — `tessera gguf synth --preset 1b|135m|tiny --type T
+// --vocab VOCAB.gguf -o FILE [--seed S]`: writes a random-weight Llama model
+// (llm::synth_model; the value generator is documented in tessera/llm/synth.hpp).
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/llm/quantize.hpp"
+#include "tessera/llm/synth.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+struct options {
+    std::string preset;
+    std::string type = "F16";
+    std::string vocab;
+    std::string out;
+    uint64_t seed = 1;
+    bool quiet = false;
+};
+
+int run_synth(const options & o) {
+    std::string up = o.type;
+    std::transform(up.begin(), up.end(), up.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    type t = TSR_TYPE_F32;
+    try {
+        t = type_from_name(up);
+    } catch (const error &) {
+        t = TSR_TYPE_COUNT;
+    }
+    if (t == TSR_TYPE_COUNT || !llm::is_quantize_target(t)) {
+        throw error(fmt::format("--type '{}' is not supported (F32, F16, BF16, Q8_0, Q4_0)", o.type));
+    }
+    llm::synth_params p;
+    p.shape = llm::synth_preset(o.preset);
+    p.wtype = t;
+    p.vocab = o.vocab;
+    p.seed = o.seed;
+    if (!o.quiet) {
+        // A terminal gets one line rewritten in place, a file or pipe one line per tensor.
+        const bool tty = ::isatty(STDERR_FILENO) != 0;
+        p.progress = [tty](size_t i, size_t n, std::string_view name) {
+            if (tty) {
+                fmt::print(stderr, "\r[{}/{}] {:<40}", i + 1, n, name);
+                if (i + 1 == n) fmt::print(stderr, "\n");
+            } else {
+                fmt::print(stderr, "[{}/{}] {}\n", i + 1, n, name);
+            }
+        };
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    llm::synth_model(p, o.out);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(o.out, ec);
+    fmt::print(stderr, "{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
+               o.out, p.shape.name, type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
+               p.shape.n_ff, o.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
+    return 0;
+}
+
+} // namespace
+
+command add_gguf_synth(CLI::App & gguf_sub) {
+    auto o = std::make_shared<options>();
+    CLI::App * sub = gguf_sub.add_subcommand("synth", "write a random-weight Llama model of a preset shape");
+    sub->add_option("--preset", o->preset, "shape: 1b (TinyLlama-1.1B), 135m (SmolLM-135M) or tiny (tests)")
+        ->required();
+    sub->add_option("--type", o->type, "type of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0")->capture_default_str();
+    sub->add_option("--vocab", o->vocab, "vocabulary-only GGUF whose tokenizer.* keys are copied")->required();
+    sub->add_option("-o,--output", o->out, "output GGUF file (written atomically)")->required();
+    sub->add_option("--seed", o->seed, "seed of the weight generator")->capture_default_str();
+    sub->add_flag("-q,--quiet", o->quiet, "no progress line");
+    return command{sub, [o]() { return run_synth(*o); }};
+}
+
+} // namespace tessera::tools
