@@ -1,20 +1,37 @@
 // bench/bench_ops.cpp — microbenchmarks of the CPU kernels through the
-// graph compute (thread pool included), on all hardware threads.
+// graph compute (thread pool included).
+//   limits:  FMA and int8 peaks and read bandwidth of this machine, 1 and 2
+//            threads (machine_limits.hpp), measured first in the same run.
 //   MUL_MAT: weights [K=4096, M=4096] of F32, F16, Q8_0, Q4_0 times F32
-//            activations [4096, N] for N = 1 (decode) and N = 512 (prompt);
-//            counters: FLOP/s (2*M*N*K per op) and weight GB/s (bytes of
-//            the weight matrix read per op).
+//            activations [4096, N] for N = 1 (decode) and N = 512 (prompt),
+//            on 1 and 2 threads; counters: FLOP/s (2*M*N*K per op), weight
+//            GB/s (bytes of the weight matrix read per op), and as
+//            fractions of the limits measured with the same thread count:
+//            of_fma_peak (FMA peak of the widest vectors this program's
+//            kernels were compiled for: 512-bit with AVX-512, else 256),
+//            of_int8_peak (quantized weights: vpdpbusd peak with
+//            AVX512-VNNI, else vpmaddubsw), of_read_bw (N = 1: weight bytes
+//            per second / streaming read bandwidth).
+//   Attention: the two MUL_MATs of one decode step over an F16 KV cache
+//            (K view with strided heads, transposed V view).
+// Built three times (bench/CMakeLists.txt): bench_ops (baseline kernels),
+// bench_ops_haswell (AVX2/FMA/F16C kernels), bench_ops_native
+// (-march=native kernels).
 //   RMS_NORM: [4096, N] F32 on 1 or all threads; counter: GB/s (bytes read
 //            + written).
 // Run: build/<dir>/bench/bench_ops [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "backends/cpu/thread_pool.hpp"
+#include "machine_limits.hpp"
 #include "tessera/core/graph.hpp"
 #include "tessera/core/ops.hpp"
 #include "tessera/core/tensor.hpp"
@@ -50,53 +67,153 @@ context::params data_params() {
     return p;
 }
 
-void run_graph(benchmark::State & state, tensor * out, int n_threads = bench_threads()) {
+// Runs the graph of `outs` on n_threads; returns the seconds spent in the
+// timed iterations (0 when the graph failed).
+double run_graph(benchmark::State & state, const std::vector<tensor *> & outs, int n_threads = bench_threads()) {
     graph g;
-    g.build_forward(out);
+    for (tensor * out : outs) g.build_forward(out);
     cpu::thread_pool pool(n_threads);
     tsr_graph_view v = g.view();
     if (pool.compute(v, n_threads) != TSR_STATUS_SUCCESS) { // warm-up, checks the graph
         state.SkipWithError("graph compute failed");
-        return;
+        return 0.0;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     for (auto _ : state) {
         const tsr_status st = pool.compute(v, n_threads);
         benchmark::DoNotOptimize(st);
     }
     state.counters["threads"] = n_threads;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void BM_mul_mat(benchmark::State & state) {
-    const auto wtype = static_cast<type>(state.range(0));
-    const int64_t N = state.range(1);
-    const int64_t K = 4096, M = 4096;
+double run_graph(benchmark::State & state, tensor * out, int n_threads = bench_threads()) {
+    return run_graph(state, std::vector<tensor *>{out}, n_threads);
+}
+
+// Limit measured earlier in this run for n threads, or 0.
+double limit_for(const std::map<int, double> & m, int n) {
+    const auto it = m.find(n);
+    return it == m.end() ? 0.0 : it->second;
+}
+
+#if defined(__AVX512F__)
+const std::map<int, double> & fma_peak() { return bench::limits().fma512; }
+#else
+const std::map<int, double> & fma_peak() { return bench::limits().fma256; }
+#endif
+#if defined(__AVX512VNNI__)
+const std::map<int, double> & int8_peak() { return bench::limits().int8_512; }
+#else
+const std::map<int, double> & int8_peak() { return bench::limits().int8_256; }
+#endif
+
+// The limits first: Google Benchmark runs benchmarks in registration order.
+BENCHMARK(bench::BM_fma_peak)->Args({256, 1})->Args({256, 2})->Args({512, 1})->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(bench::BM_int8_peak)->Args({256, 1})->Args({256, 2})->Args({512, 1})->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(bench::BM_read_bw)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+
+// Weights [K, M] of one type times [K, N]; for N = 1 the graph multiplies
+// by enough copies of the weights (at least 256 MiB together) that they
+// stream from memory, not from the last-level cache.
+void mul_mat_bench(benchmark::State & state, type wtype, int64_t K, int64_t M, int64_t N, int n_threads) {
     context ctx(data_params());
     std::mt19937 rng(1);
     tensor * w = ctx.new_tensor(wtype, {K, M});
     fill_weights(w, rng);
+    const size_t wbytes = nbytes(w);
+    const int64_t copies = N == 1 ? std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 20) / wbytes)) : 1;
     tensor * x = ctx.new_tensor(TSR_TYPE_F32, {K, N});
     fill_f32(x, rng);
-    tensor * y = mul_mat(ctx, w, x);
-    state.SetLabel(std::string(type_name(wtype)) + " 4096x4096 x N=" + std::to_string(N));
-    run_graph(state, y);
-    state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(M * N * K),
-                                                  benchmark::Counter::kIsIterationInvariantRate,
-                                                  benchmark::Counter::kIs1000);
-    state.counters["weight_B/s"] = benchmark::Counter(static_cast<double>(nbytes(w)),
-                                                      benchmark::Counter::kIsIterationInvariantRate,
-                                                      benchmark::Counter::kIs1000);
+    std::vector<tensor *> outs{mul_mat(ctx, w, x)};
+    for (int64_t c = 1; c < copies; ++c) {
+        tensor * wc = ctx.new_tensor(wtype, {K, M});
+        std::memcpy(wc->data, w->data, wbytes);
+        outs.push_back(mul_mat(ctx, wc, x));
+    }
+    state.SetLabel(std::string(type_name(wtype)) + " " + std::to_string(K) + "x" + std::to_string(M) + " x N=" + std::to_string(N) +
+                   (copies > 1 ? " (" + std::to_string(copies) + " weight copies)" : ""));
+    const double seconds = run_graph(state, outs, n_threads);
+    if (seconds <= 0.0) return;
+    const double per_iter = static_cast<double>(copies) * static_cast<double>(state.iterations()) / seconds;
+    const double flops = 2.0 * static_cast<double>(M * N * K) * per_iter;
+    const double wrate = static_cast<double>(wbytes) * per_iter;
+    if (const double peak = limit_for(fma_peak(), n_threads); peak > 0) state.counters["of_fma_peak"] = flops / peak;
+    if (wtype == TSR_TYPE_Q8_0 || wtype == TSR_TYPE_Q4_0) {
+        if (const double peak = limit_for(int8_peak(), n_threads); peak > 0) state.counters["of_int8_peak"] = flops / peak;
+    }
+    if (N == 1) {
+        if (const double bw = limit_for(bench::limits().read_bw, n_threads); bw > 0) state.counters["of_read_bw"] = wrate / bw;
+    }
+    state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+    state.counters["weight_B/s"] = benchmark::Counter(wrate, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+}
+
+// Args: weight type, N, threads (weights 4096 x 4096).
+void BM_mul_mat(benchmark::State & state) {
+    mul_mat_bench(state, static_cast<type>(state.range(0)), 4096, 4096, state.range(1), static_cast<int>(state.range(2)));
+}
+
+// Args: weight type, K, M, N, threads: the shapes of a real model (the
+// 135M preset: n_embd 576, n_ff 1536), where rows are short.
+void BM_mul_mat_shape(benchmark::State & state) {
+    mul_mat_bench(state, static_cast<type>(state.range(0)), state.range(1), state.range(2), state.range(3),
+                  static_cast<int>(state.range(4)));
 }
 
 void mul_mat_args(benchmark::internal::Benchmark * b) {
-    for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) b->Args({t, 1});
+    for (int th : {1, 2}) {
+        for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) b->Args({t, 1, th});
+    }
 }
 void mul_mat_args_prompt(benchmark::internal::Benchmark * b) {
-    for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) b->Args({t, 512});
+    for (int th : {1, 2}) {
+        for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) b->Args({t, 512, th});
+    }
 }
 
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mul_mat_shape)
+    ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1})
+    ->Args({TSR_TYPE_Q8_0, 576, 1536, 1, 1})->Args({TSR_TYPE_F16, 576, 1536, 1, 1})
+    ->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1})->Args({TSR_TYPE_F16, 576, 1536, 64, 1})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 // N = 512 takes seconds per op on a few cores: two iterations.
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args_prompt)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+
+// One decode step's attention products over an F16 KV cache of n_kv
+// positions, the Llama graph's views (llm/llama_graph.cpp): K
+// [head_dim, n_kv, n_head_kv] with rows strided by the cache row, V^T
+// [n_kv, head_dim, n_head_kv] with elements strided by the cache row.
+// Args: n_kv, threads. Counter: KV bytes read per second.
+void BM_attn_decode(benchmark::State & state) {
+    const int64_t n_kv = state.range(0);
+    const int n_threads = static_cast<int>(state.range(1));
+    const int64_t head_dim = 64, n_head_kv = 4, n_head = 32;
+    context ctx(data_params());
+    std::mt19937 rng(3);
+    tensor * kc = ctx.new_tensor(TSR_TYPE_F16, {head_dim * n_head_kv, n_kv});
+    tensor * vc = ctx.new_tensor(TSR_TYPE_F16, {head_dim * n_head_kv, n_kv});
+    fill_weights(kc, rng);
+    fill_weights(vc, rng);
+    const uint64_t row = kc->nb[1], esz = kc->nb[0];
+    tensor * K = view_3d(ctx, kc, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
+    const int64_t v_ne[3] = {n_kv, head_dim, n_head_kv};
+    const uint64_t v_nb[3] = {row, esz, uint64_t(head_dim) * esz};
+    tensor * Vt = view(ctx, vc, v_ne, v_nb, 0);
+    tensor * q = ctx.new_tensor(TSR_TYPE_F32, {head_dim, 1, n_head});
+    fill_f32(q, rng);
+    tensor * kq = mul_mat(ctx, K, q);   // [n_kv, 1, n_head]
+    tensor * kqv = mul_mat(ctx, Vt, kq); // [head_dim, 1, n_head]
+    state.SetLabel("F16 KV n_kv=" + std::to_string(n_kv));
+    const double seconds = run_graph(state, kqv, n_threads);
+    if (seconds <= 0.0) return;
+    state.counters["KV_B/s"] = benchmark::Counter(static_cast<double>(nbytes(kc) + nbytes(vc)),
+                                                  benchmark::Counter::kIsIterationInvariantRate,
+                                                  benchmark::Counter::kIs1000);
+}
+
+BENCHMARK(BM_attn_decode)->Args({512, 1})->Args({512, 2})->Args({4096, 1})->Args({4096, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_rms_norm(benchmark::State & state) {
     const int64_t N = state.range(0);

@@ -18,4 +18,9 @@ endif()
 
 # --- CPU kernels compiled per instruction-set variant (issue 6): the op
 # tests once more against the haswell and zen4 builds of the kernels.
-include(${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/cpu_isa.cmake)
+# Off in the sanitizer presets to keep CI within its time budget (the same
+# kernels are exercised there through the variant plugins).
+option(TESSERA_ISA_TESTS "Build the op tests against per-ISA copies of the kernels" ON)
+if(TESSERA_ISA_TESTS)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/cpu_isa.cmake)
+endif()

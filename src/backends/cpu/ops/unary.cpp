@@ -5,6 +5,7 @@
 
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
+#include "backends/cpu/ops/vec_math.hpp"
 
 namespace tessera::cpu {
 
@@ -58,9 +59,32 @@ bool compute_scale(const compute_params & p, tsr_tensor * node) {
     return compute_unary(p, node, [s, bias](float x) { return s * x + bias; });
 }
 
-// SiLU(x) = x * sigmoid(x) = x / (1 + e^-x) (Elfwing et al. 2017).
+// SiLU(x) = x * sigmoid(x) = x / (1 + e^-x) (Elfwing et al. 2017). With
+// AVX2, packed rows go eight at a time through simd::exp8 (within 2 ulp of
+// std::exp).
 bool compute_silu(const compute_params & p, tsr_tensor * node) {
-    return compute_unary(p, node, [](float x) { return x / (1.0f + std::exp(-x)); });
+    auto silu = [](float x) { return x / (1.0f + std::exp(-x)); };
+#ifdef TSR_CPU_AVX2
+    const tsr_tensor * a = node->src[0];
+    if (packed_aligned_rows(node, 4, alignof(float)) && packed_aligned_rows(a, 4, alignof(float))) {
+        const int64_t ne0 = node->ne[0];
+        const item_range rows = split_items(count_rows(node), p.ith, p.nth);
+        for (int64_t r = rows.begin; r < rows.end; ++r) {
+            const row_index ri = unravel_row(node, r);
+            auto * d = reinterpret_cast<float *>(row_ptr(node, ri));
+            const auto * x = reinterpret_cast<const float *>(row_ptr(a, ri));
+            int64_t i = 0;
+            for (; i + 8 <= ne0; i += 8) {
+                const __m256 v = _mm256_loadu_ps(x + i);
+                const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+                _mm256_storeu_ps(d + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+            }
+            for (; i < ne0; ++i) d[i] = silu(x[i]);
+        }
+        return true;
+    }
+#endif
+    return compute_unary(p, node, silu);
 }
 
 // GELU, tanh approximation (Hendrycks & Gimpel 2016, section 2):

@@ -1,0 +1,304 @@
+// backends/cpu/ops/gemm_f.cpp — MUL_MAT with float weights (F32, F16,
+// BF16) and N >= k_gemm_min_n columns (prompt processing): a blocked GEMM
+// in the manner of Goto & van de Geijn ("Anatomy of high-performance matrix
+// multiplication", ACM TOMS 34(3), 2008).
+//
+//   - A block of k_mc weight rows x k_kc of K is packed (and widened to F32)
+//     into micro-panels of k_mr rows stored k-major ([k][k_mr]), so the
+//     micro-kernel reads one contiguous vector pair per k. Any weight
+//     layout packs: row-contiguous rows through 8x8 transposes,
+//     m-contiguous (transposed V cache views) by plain vector copies,
+//     anything else element by element.
+//   - The micro-kernel keeps a k_mr x k_nr tile of dst in registers
+//     (AVX2: 16 x 6 in 12 ymm; AVX-512: 32 x 12 in 24 zmm) and for each k
+//     multiplies the panel's k_mr weights by k_nr activation values
+//     broadcast straight from the activation columns (no packing of b; the
+//     columns are gathered to scratch only when b's elements are strided).
+//   - Each dst element is the sum, over K in chunks of k_kc, of a chunk
+//     computed as a sequential FMA chain from zero, the chunk sums added
+//     to dst in order: the same operations whatever the tile or thread.
+#include <algorithm>
+
+#include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/simd.hpp"
+
+namespace tessera::cpu {
+
+#ifdef TSR_CPU_AVX2
+
+namespace {
+
+#ifdef TSR_CPU_AVX512
+constexpr int k_mr = 32; // rows per micro-panel (2 zmm)
+constexpr int k_nr = 12; // columns per micro-tile
+#else
+constexpr int k_mr = 16; // rows per micro-panel (2 ymm)
+constexpr int k_nr = 6;  // columns per micro-tile
+#endif
+constexpr int64_t k_kc = 256;     // K chunk
+constexpr int64_t k_mc = 128;     // weight rows per packed block (multiple of k_mr)
+constexpr int64_t k_nc = 1 << 20; // columns per item when b is read in place
+constexpr int64_t k_nc_gather = 96; // columns per item when b is gathered
+
+template <int32_t T>
+constexpr size_t esize() {
+    return T == TSR_TYPE_F32 ? 4 : 2;
+}
+
+template <int32_t T>
+inline float load1(const char * p) {
+    if constexpr (T == TSR_TYPE_F32) return read_f32(p);
+    else if constexpr (T == TSR_TYPE_F16) return f16_to_f32_inline(read_u16(p));
+    else return bf16_to_f32_inline(read_u16(p));
+}
+
+template <int32_t T>
+inline __m256 load8(const char * p) {
+    if constexpr (T == TSR_TYPE_F32) return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
+    else if constexpr (T == TSR_TYPE_F16) return simd::load_f16x8(p);
+    else return simd::load_bf16x8(p);
+}
+
+// Packs rows [m0, m0 + rows) x k [k0, k0 + kc) of matrix a (type T, byte
+// strides nb0 along k, nb1 along m) into micro-panels: panel p holds rows
+// m0 + p k_mr .. + k_mr - 1 at ap + p kc k_mr, element (k, r) at
+// [k k_mr + r]; rows past `rows` are zero.
+template <int32_t T>
+void pack_a(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, int64_t k0, int64_t kc, float * ap) {
+    const int64_t n_panels = (rows + k_mr - 1) / k_mr;
+    const size_t es = esize<T>();
+    for (int64_t pnl = 0; pnl < n_panels; ++pnl) {
+        float * dst = ap + pnl * kc * k_mr;
+        const int64_t r0 = pnl * k_mr;
+        const int64_t valid = std::min<int64_t>(k_mr, rows - r0);
+        if (nb0 == es) {
+            // Row-contiguous: 8 rows x 8 k at a time through a transpose.
+            for (int g = 0; g < k_mr / 8; ++g) {
+                const int64_t gvalid = std::clamp<int64_t>(rows - (r0 + g * 8), 0, 8);
+                if (gvalid == 0) { // rows past the end: zero
+                    for (int64_t k = 0; k < kc; ++k) _mm256_store_ps(dst + k * k_mr + g * 8, _mm256_setzero_ps());
+                    continue;
+                }
+                const char * rp[8];
+                for (int i = 0; i < 8; ++i) {
+                    const int64_t m = m0 + r0 + g * 8 + std::min<int64_t>(i, gvalid - 1); // missing rows: any valid one
+                    rp[i] = a + static_cast<size_t>(m) * nb1 + static_cast<size_t>(k0) * es;
+                }
+                int64_t k = 0;
+                for (; k + 8 <= kc; k += 8) {
+                    __m256 v[8];
+                    for (int i = 0; i < 8; ++i) v[i] = i < gvalid ? load8<T>(rp[i] + k * es) : _mm256_setzero_ps();
+                    simd::transpose8x8(v);
+                    for (int j = 0; j < 8; ++j) _mm256_store_ps(dst + (k + j) * k_mr + g * 8, v[j]);
+                }
+                for (; k < kc; ++k) {
+                    for (int i = 0; i < 8; ++i) dst[k * k_mr + g * 8 + i] = i < gvalid ? load1<T>(rp[i] + k * es) : 0.0f;
+                }
+            }
+        } else if (nb1 == es && valid == k_mr) {
+            // m-contiguous: k_mr consecutive weights per k.
+            const char * base = a + static_cast<size_t>(m0 + r0) * es;
+            for (int64_t k = 0; k < kc; ++k) {
+                const char * src = base + static_cast<size_t>(k0 + k) * nb0;
+                for (int v = 0; v < k_mr / 8; ++v) _mm256_store_ps(dst + k * k_mr + v * 8, load8<T>(src + v * 8 * es));
+            }
+        } else {
+            for (int64_t k = 0; k < kc; ++k) {
+                for (int r = 0; r < k_mr; ++r) {
+                    dst[k * k_mr + r] = r < valid ? load1<T>(a + static_cast<size_t>(m0 + r0 + r) * nb1 + static_cast<size_t>(k0 + k) * nb0) : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+#ifdef TSR_CPU_AVX512
+// c[j][0..31] = sum over k < kc of ap[k][0..31] * bp[k][j], j < 12.
+void micro_kernel(const float * ap, const float * bp, int64_t kc, float * c) {
+    __m512 acc[k_nr][2];
+#pragma GCC unroll 12
+    for (int j = 0; j < k_nr; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        const __m512 a0 = _mm512_load_ps(ap + k * k_mr);
+        const __m512 a1 = _mm512_load_ps(ap + k * k_mr + 16);
+#pragma GCC unroll 12
+        for (int j = 0; j < k_nr; ++j) {
+            const __m512 bv = _mm512_set1_ps(bp[k * k_nr + j]);
+            acc[j][0] = _mm512_fmadd_ps(a0, bv, acc[j][0]);
+            acc[j][1] = _mm512_fmadd_ps(a1, bv, acc[j][1]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int j = 0; j < k_nr; ++j) {
+        _mm512_store_ps(c + j * k_mr, acc[j][0]);
+        _mm512_store_ps(c + j * k_mr + 16, acc[j][1]);
+    }
+}
+#else
+// c[j][0..15] = sum over k < kc of ap[k][0..15] * bp[k][j], j < 6.
+void micro_kernel(const float * ap, const float * bp, int64_t kc, float * c) {
+    __m256 acc[k_nr][2];
+#pragma GCC unroll 6
+    for (int j = 0; j < k_nr; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        const __m256 a0 = _mm256_load_ps(ap + k * k_mr);
+        const __m256 a1 = _mm256_load_ps(ap + k * k_mr + 8);
+#pragma GCC unroll 6
+        for (int j = 0; j < k_nr; ++j) {
+            const __m256 bv = _mm256_broadcast_ss(bp + k * k_nr + j);
+            acc[j][0] = _mm256_fmadd_ps(a0, bv, acc[j][0]);
+            acc[j][1] = _mm256_fmadd_ps(a1, bv, acc[j][1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int j = 0; j < k_nr; ++j) {
+        _mm256_store_ps(c + j * k_mr, acc[j][0]);
+        _mm256_store_ps(c + j * k_mr + 8, acc[j][1]);
+    }
+}
+#endif
+
+// Packs k [0, kc) of k_nr activation columns (col[j] points at the
+// column's element k0) into bp[k][k_nr]: a contiguous tile the
+// micro-kernel broadcasts from. (Reading the columns in place instead
+// makes k_nr streams whose strides are often multiples of 4 KiB, which
+// share L1 sets and evict each other.) Columns go through 8x8 transposes
+// in groups of up to 8.
+void pack_b(const float * const * col, int64_t kc, float * bp) {
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        for (int g = 0; g < k_nr; g += 8) {
+            const int gw = k_nr - g < 8 ? k_nr - g : 8;
+            __m256 v[8];
+            for (int i = 0; i < 8; ++i) v[i] = i < gw ? _mm256_loadu_ps(col[g + i] + k) : _mm256_setzero_ps();
+            simd::transpose8x8(v);
+            for (int j = 0; j < 8; ++j) {
+                float * dst = bp + (k + j) * k_nr + g;
+                if (gw == 8) {
+                    _mm256_storeu_ps(dst, v[j]);
+                } else {
+                    _mm_storeu_ps(dst, _mm256_castps256_ps128(v[j]));
+                    if (gw == 6) _mm_storel_pi(reinterpret_cast<__m64 *>(dst + 4), _mm256_extractf128_ps(v[j], 1));
+                }
+            }
+        }
+    }
+    for (; k < kc; ++k) {
+        for (int j = 0; j < k_nr; ++j) bp[k * k_nr + j] = col[j][k];
+    }
+}
+
+// Adds (or, for the first K chunk, stores) the valid part of tile c into
+// dst columns y[j] at rows m .. m + rows - 1.
+void store_tile(const float * c, float * const * y, int64_t m, int rows, int cols, bool first) {
+    for (int j = 0; j < cols; ++j) {
+        float * out = y[j] + m;
+        const float * t = c + j * k_mr;
+        if (rows == k_mr) {
+            for (int v = 0; v < k_mr / 8; ++v) {
+                __m256 r = _mm256_load_ps(t + v * 8);
+                if (!first) r = _mm256_add_ps(_mm256_loadu_ps(out + v * 8), r);
+                _mm256_storeu_ps(out + v * 8, r);
+            }
+        } else {
+            for (int i = 0; i < rows; ++i) out[i] = first ? t[i] : out[i] + t[i];
+        }
+    }
+}
+
+struct scratch {
+    float * bp; // k_kc x k_nr packed activations
+    float * ap; // k_mc x k_kc packed weights
+    float * bg; // gathered columns (k_nc_gather x K) when b is strided
+};
+
+scratch carve(void * w) {
+    scratch s{};
+    s.bp = static_cast<float *>(w);
+    s.ap = s.bp + k_kc * k_nr;
+    s.bg = s.ap + k_mc * k_kc;
+    return s;
+}
+
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+    const scratch sc = carve(p.wdata);
+    const bool in_place = b_in_place(d);
+    const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, in_place ? k_nc : k_nc_gather);
+    const item_range items = split_items(g.n_items, p.ith, p.nth);
+    const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
+    alignas(64) float ctile[k_nr * k_mr];
+    int64_t have_cols = -1; // (batch, column block) gathered into sc.bg
+    for (int64_t it = items.begin; it < items.end; ++it) {
+        const int64_t rb = it % g.n_rblocks;
+        const int64_t bc = it / g.n_rblocks; // batch * n_cblocks + column block
+        const int64_t cb = bc % g.n_cblocks;
+        const int64_t batch = bc / g.n_cblocks;
+        const int64_t m0 = rb * g.rows_per_item, m1 = std::min(d.M, m0 + g.rows_per_item);
+        const int64_t n0 = cb * g.cols_per_item, n1 = std::min(d.N, n0 + g.cols_per_item);
+        // Column pointers (gathered once per column block when strided).
+        const float * col0 = nullptr;
+        int64_t ldb = 0;
+        if (in_place) {
+            col0 = b_column(d, true, batch, n0, nullptr);
+            ldb = static_cast<int64_t>(d.b->nb[1] / sizeof(float));
+        } else {
+            if (bc != have_cols) {
+                for (int64_t n = n0; n < n1; ++n) b_column(d, false, batch, n, sc.bg + (n - n0) * d.K);
+                have_cols = bc;
+            }
+            col0 = sc.bg;
+            ldb = d.K;
+        }
+        const char * a = a_matrix(d, batch);
+        for (int64_t mb = m0; mb < m1; mb += k_mc) {
+            const int64_t rows = std::min(k_mc, m1 - mb);
+            for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
+                const int64_t kc = std::min(k_kc, d.K - k0);
+                pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, sc.ap);
+                for (int64_t n = n0; n < n1; n += k_nr) {
+                    const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
+                    const float * bp[k_nr];
+                    float * y[k_nr];
+                    for (int j = 0; j < k_nr; ++j) {
+                        const int64_t jj = std::min(j, cols - 1); // short tile: repeat the last column
+                        bp[j] = col0 + (n - n0 + jj) * ldb + k0;
+                        y[j] = dst_column(d, batch, n + jj);
+                    }
+                    pack_b(bp, kc, sc.bp);
+                    for (int64_t r = 0; r < rows; r += k_mr) {
+                        micro_kernel(sc.ap + (r / k_mr) * kc * k_mr, sc.bp, kc, ctile);
+                        store_tile(ctile, y, mb + r, static_cast<int>(std::min<int64_t>(k_mr, rows - r)), cols, k0 == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+size_t gemm_f_work_size(const mm_dims & d) {
+    size_t bytes = align64(static_cast<size_t>(k_kc * k_nr) * sizeof(float)) +
+                   align64(static_cast<size_t>(k_mc * k_kc) * sizeof(float));
+    if (!b_in_place(d)) bytes += align64(static_cast<size_t>(k_nc_gather * d.K) * sizeof(float));
+    return bytes;
+}
+
+bool gemm_f(const compute_params & p, const mm_dims & d) {
+    switch (d.a->type) {
+    case TSR_TYPE_F32: run<TSR_TYPE_F32>(p, d); return true;
+    case TSR_TYPE_F16: run<TSR_TYPE_F16>(p, d); return true;
+    case TSR_TYPE_BF16: run<TSR_TYPE_BF16>(p, d); return true;
+    default: return false;
+    }
+}
+
+#else // portable build: the generic kernel is used instead
+
+size_t gemm_f_work_size(const mm_dims &) { return 0; }
+bool gemm_f(const compute_params &, const mm_dims &) { return false; }
+
+#endif
+
+} // namespace tessera::cpu

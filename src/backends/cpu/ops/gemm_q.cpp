@@ -1,0 +1,364 @@
+// backends/cpu/ops/gemm_q.cpp — MUL_MAT with Q8_0/Q4_0 weights and
+// N >= k_gemm_min_n columns (prompt processing): integer GEMM on
+// activations quantized to Q8_0 (q8_act.hpp).
+//
+// Weight rows are repacked, k_p at a time (AVX2: 8, AVX-512: 16), into a
+// panel in which, for every block of 32, step j (0..7) holds the four
+// quants 4j..4j+3 of each of the k_p rows side by side (one vector), then
+// the k_p scales as F32:
+//   panel block b: [8 steps][k_p rows][4 bytes] [k_p floats]
+// The micro-kernel broadcasts four activation quants of a column and
+// multiplies them with a whole step (vpdpbusd, or vpmaddubsw + vpmaddwd):
+// one int32 lane per row accumulates the block's exact integer dot
+// product, k_c columns at a time (AVX2: 4, AVX-512: 8), so each loaded
+// weight vector serves k_c columns. Weights enter the byte multiply as
+// unsigned values: Q4_0 nibbles (w + 8), Q8_0 with VNNI w + 128 — the
+// offset times the activation block's quant sum is subtracted — and Q8_0
+// without VNNI as |w| with w's sign moved onto the activation.
+//
+// Per element: term(b) = float(isum_b) * (d_w * d_x) added by FMA to a
+// chain of k_chain blocks starting from zero; the chains' sums are added in
+// order. The same operations for every element whatever the tiling, the
+// thread split or the vector width.
+#include <algorithm>
+
+#include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/q8_act.hpp"
+#include "backends/cpu/ops/simd.hpp"
+
+namespace tessera::cpu {
+
+#ifdef TSR_CPU_AVX2
+
+namespace {
+
+#ifdef TSR_CPU_AVX512
+constexpr int k_p = 16; // rows per panel
+constexpr int k_c = 8;  // columns per micro-tile
+#else
+constexpr int k_p = 8;
+constexpr int k_c = 4;
+#endif
+constexpr int64_t k_chain = 16;                              // blocks per FMA chain
+constexpr size_t k_pblock = static_cast<size_t>(k_p) * 36;  // panel bytes per block
+constexpr int64_t k_nq = 512;                                // columns quantized at a time
+// Quantized activations of a micro-tile of k_c columns, per block:
+// [k_c x 32 quants][k_c scales (F32)][k_c sums << shift (int32)].
+constexpr size_t k_xblock = static_cast<size_t>(k_c) * 40;
+constexpr size_t k_xd = static_cast<size_t>(k_c) * 32;   // offset of the scales
+constexpr size_t k_xsum = static_cast<size_t>(k_c) * 36; // offset of the sums
+
+// How the weights enter the unsigned side of the byte products.
+enum class mode {
+    nibble,   // Q4_0: w + 8 in 0..15; subtract 8 * sum
+    offset,   // Q8_0 with VNNI: w + 128; subtract 128 * sum
+    sign,     // Q8_0 without VNNI: |w|, sign moved to the activation
+};
+
+template <int32_t T>
+constexpr mode mode_of() {
+    if constexpr (T == TSR_TYPE_Q4_0) return mode::nibble;
+#ifdef TSR_CPU_VNNI256
+    return mode::offset;
+#else
+    return mode::sign;
+#endif
+}
+
+// Packs rows [m0, m0 + rows) (rows <= k_p) of matrix a into the panel;
+// missing rows are zero.
+template <int32_t T>
+void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_blocks, uint8_t * panel) {
+    constexpr size_t bb = T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : k_q8_0_block_bytes;
+    for (int g = 0; g < k_p / 8; ++g) {
+        const int64_t gvalid = std::clamp<int64_t>(rows - g * 8, 0, 8);
+        const char * rp[8];
+        for (int i = 0; i < 8; ++i) {
+            // Missing rows are zero below; their pointers only need to be valid.
+            const int64_t m = m0 + std::min<int64_t>(g * 8 + i, rows - 1);
+            rp[i] = a + static_cast<size_t>(m) * nb1;
+        }
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            uint8_t * pb = panel + static_cast<size_t>(b) * k_pblock;
+            __m256 v[8];
+            for (int i = 0; i < 8; ++i) {
+                __m256i q = _mm256_setzero_si256();
+                if (i < gvalid) {
+                    const char * blk = rp[i] + static_cast<size_t>(b) * bb;
+                    if constexpr (T == TSR_TYPE_Q4_0) {
+                        q = simd::q4_nibbles(blk + 2);
+                    } else {
+                        q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + 2));
+                        if constexpr (mode_of<T>() == mode::offset) q = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
+                    }
+                }
+                v[i] = _mm256_castsi256_ps(q);
+            }
+            simd::transpose8x8(v); // v[j]: dword j (quants 4j..4j+3) of the 8 rows
+            for (int j = 0; j < 8; ++j) _mm256_store_ps(reinterpret_cast<float *>(pb + j * k_p * 4 + g * 32), v[j]);
+            auto * d = reinterpret_cast<float *>(pb + k_p * 32);
+            for (int i = 0; i < 8; ++i) d[g * 8 + i] = i < gvalid ? f16_to_f32_inline(read_u16(rp[i] + static_cast<size_t>(b) * bb)) : 0.0f;
+        }
+    }
+}
+
+inline int32_t quad(const char * p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+inline float scalar_f32(const char * p) {
+    float v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+template <mode M>
+constexpr int bias_shift() {
+    return M == mode::nibble ? 3 : M == mode::offset ? 7 : -1;
+}
+
+#ifdef TSR_CPU_AVX512
+
+// acc + the byte products of w (unsigned) with the four signed bytes at x4
+// repeated across the vector. With VNNI one vpdpbusd with an embedded
+// broadcast memory operand (GCC does not fold the broadcast into the
+// instruction by itself, and the extra instruction per product costs
+// front-end bandwidth in the micro-kernel).
+inline __m512i dot4_bcast(__m512i acc, __m512i w, const char * x4) {
+#if defined(TSR_CPU_VNNI512)
+    __asm__("vpdpbusd %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*reinterpret_cast<const int32_t *>(x4)));
+    return acc;
+#else
+    return simd::dot4_u8s8(acc, w, _mm512_set1_epi32(quad(x4)));
+#endif
+}
+
+// out[c][0..15] = the 16 panel rows . column c, for C columns.
+template <int C, mode M>
+void micro_kernel(const uint8_t * panel, int64_t n_blocks, const char * xt, float * out) {
+    __m512 total[C];
+    for (int c = 0; c < C; ++c) total[c] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += k_chain) {
+        const int64_t b1 = std::min(n_blocks, b0 + k_chain);
+        __m512 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+        for (int64_t b = b0; b < b1; ++b) {
+            const uint8_t * pb = panel + static_cast<size_t>(b) * k_pblock;
+            const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+            __m512i is[C];
+#if !defined(TSR_CPU_VNNI512)
+            if constexpr (M == mode::nibble) {
+                // vpmaddubsw pair sums (<= 2 * 15 * 127) of all 8 steps fit int16.
+                __m512i s16[C];
+                for (int c = 0; c < C; ++c) s16[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; ++j) {
+                    const __m512i w = _mm512_load_si512(pb + j * 64);
+                    for (int c = 0; c < C; ++c) {
+                        const __m512i xb = _mm512_set1_epi32(quad(xp + c * 32 + j * 4));
+                        s16[c] = _mm512_add_epi16(s16[c], _mm512_maddubs_epi16(w, xb));
+                    }
+                }
+                for (int c = 0; c < C; ++c) is[c] = _mm512_madd_epi16(s16[c], _mm512_set1_epi16(1));
+            } else
+#endif
+            {
+                for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; ++j) {
+                    const __m512i w = _mm512_load_si512(pb + j * 64);
+                    if constexpr (M == mode::sign) {
+                        const __m512i aw = _mm512_abs_epi8(w);
+                        const __mmask64 neg = _mm512_movepi8_mask(w);
+                        for (int c = 0; c < C; ++c) {
+                            const __m512i xb = _mm512_set1_epi32(quad(xp + c * 32 + j * 4));
+                            is[c] = simd::dot4_u8s8(is[c], aw, _mm512_mask_sub_epi8(xb, neg, _mm512_setzero_si512(), xb));
+                        }
+                    } else {
+                        for (int c = 0; c < C; ++c) is[c] = dot4_bcast(is[c], w, xp + c * 32 + j * 4);
+                    }
+                }
+            }
+            const __m512 dw = _mm512_load_ps(pb + k_p * 32);
+            for (int c = 0; c < C; ++c) {
+                if constexpr (bias_shift<M>() >= 0) is[c] = _mm512_sub_epi32(is[c], _mm512_set1_epi32(quad(xp + k_xsum + c * 4)));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(dw, _mm512_set1_ps(scalar_f32(xp + k_xd + c * 4))), acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) total[c] = _mm512_add_ps(total[c], acc[c]);
+    }
+    for (int c = 0; c < C; ++c) _mm512_store_ps(out + c * k_p, total[c]);
+}
+
+#else
+
+// out[c][0..7] = the 8 panel rows . column c, for C columns.
+// (no-tree-reassoc: GCC would otherwise regroup the integer step sums into
+// a tree, computing all products of a block first and spilling them.)
+template <int C, mode M>
+__attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const uint8_t * panel, int64_t n_blocks, const char * xt, float * out) {
+    __m256 total[C];
+    for (int c = 0; c < C; ++c) total[c] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += k_chain) {
+        const int64_t b1 = std::min(n_blocks, b0 + k_chain);
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t b = b0; b < b1; ++b) {
+            const uint8_t * pb = panel + static_cast<size_t>(b) * k_pblock;
+            const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+            __m256i is[C];
+#if !defined(TSR_CPU_VNNI256)
+            if constexpr (M == mode::nibble) {
+                // vpmaddubsw pair sums (<= 2 * 15 * 127) of all 8 steps fit int16.
+                // Column by column (the step vectors are reloaded from L1):
+                // few live registers, so nothing spills.
+                for (int c = 0; c < C; ++c) {
+                    __m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                    for (int j = 0; j < 8; ++j) {
+                        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb + j * 32));
+                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, _mm256_set1_epi32(quad(xp + c * 32 + j * 4))));
+                    }
+                    is[c] = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+                }
+            } else
+#endif
+            {
+                for (int c = 0; c < C; ++c) is[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; ++j) {
+                    const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb + j * 32));
+                    if constexpr (M == mode::sign) {
+                        const __m256i aw = _mm256_abs_epi8(w);
+                        for (int c = 0; c < C; ++c) {
+                            const __m256i xb = _mm256_set1_epi32(quad(xp + c * 32 + j * 4));
+                            is[c] = simd::dot4_u8s8(is[c], aw, _mm256_sign_epi8(xb, w));
+                        }
+                    } else {
+                        for (int c = 0; c < C; ++c) {
+                            const __m256i xb = _mm256_set1_epi32(quad(xp + c * 32 + j * 4));
+                            is[c] = simd::dot4_u8s8(is[c], w, xb);
+                        }
+                    }
+                }
+            }
+            const __m256 dw = _mm256_load_ps(reinterpret_cast<const float *>(pb + k_p * 32));
+            for (int c = 0; c < C; ++c) {
+                if constexpr (bias_shift<M>() >= 0) is[c] = _mm256_sub_epi32(is[c], _mm256_set1_epi32(quad(xp + k_xsum + c * 4)));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, _mm256_set1_ps(scalar_f32(xp + k_xd + c * 4))), acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) total[c] = _mm256_add_ps(total[c], acc[c]);
+    }
+    for (int c = 0; c < C; ++c) _mm256_store_ps(out + c * k_p, total[c]);
+}
+
+#endif
+
+template <mode M, int C = k_c>
+void tile(int cols, const uint8_t * panel, int64_t n_blocks, const char * xt, float * out) {
+    if constexpr (C > 1) {
+        if (cols < C) return tile<M, C - 1>(cols, panel, n_blocks, xt, out);
+    }
+    micro_kernel<C, M>(panel, n_blocks, xt, out);
+}
+
+// Bytes of the quantized activations of one micro-tile.
+size_t xtile_bytes(int64_t n_blocks) {
+    return align64(static_cast<size_t>(n_blocks) * k_xblock);
+}
+
+struct scratch {
+    char * cols;     // k_nq / k_c quantized micro-tiles
+    uint8_t * panel; // one packed panel
+    float * xbuf;    // one gathered column
+};
+
+size_t panel_bytes(int64_t n_blocks) {
+    return align64(static_cast<size_t>(n_blocks) * k_pblock);
+}
+
+scratch carve(void * w, int64_t n_blocks) {
+    scratch s{};
+    char * p = static_cast<char *>(w);
+    s.cols = p;
+    p += (k_nq / k_c) * xtile_bytes(n_blocks);
+    s.panel = reinterpret_cast<uint8_t *>(p);
+    p += panel_bytes(n_blocks);
+    s.xbuf = reinterpret_cast<float *>(p);
+    return s;
+}
+
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+    constexpr mode M = mode_of<T>();
+    const int64_t n_blocks = d.K / k_qblock;
+    const size_t tile_bytes = xtile_bytes(n_blocks);
+    const scratch sc = carve(p.wdata, n_blocks);
+    const bool in_place = b_in_place(d);
+    const mm_grid g = make_mm_grid(d, p.nth, k_p, k_p, k_c, k_nq);
+    const item_range items = split_items(g.n_items, p.ith, p.nth);
+    alignas(64) float otile[k_c * k_p];
+    int64_t have_cols = -1; // (batch, column block) quantized in sc.cols
+    for (int64_t it = items.begin; it < items.end; ++it) {
+        const int64_t rb = it % g.n_rblocks;
+        const int64_t bc = it / g.n_rblocks;
+        const int64_t cb = bc % g.n_cblocks;
+        const int64_t batch = bc / g.n_cblocks;
+        const int64_t m0 = rb * g.rows_per_item, m1 = std::min(d.M, m0 + g.rows_per_item);
+        const int64_t n0 = cb * g.cols_per_item, n1 = std::min(d.N, n0 + g.cols_per_item);
+        if (bc != have_cols) {
+            // Column n goes to micro-tile (n - n0) / k_c, slot (n - n0) % k_c.
+            for (int64_t n = n0; n < n1; ++n) {
+                char * t = sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
+                const auto c = static_cast<size_t>((n - n0) % k_c);
+                q8_col col{};
+                col.qs = reinterpret_cast<int8_t *>(t + c * 32);
+                col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
+                col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
+                col.qs_stride = col.aux_stride = k_xblock;
+                quantize_q8_act(b_column(d, in_place, batch, n, sc.xbuf), n_blocks, col, std::max(bias_shift<M>(), 0));
+            }
+            have_cols = bc;
+        }
+        const char * a = a_matrix(d, batch);
+        for (int64_t mp = m0; mp < m1; mp += k_p) {
+            const int64_t rows = std::min<int64_t>(k_p, m1 - mp);
+            pack_panel<T>(a, d.a->nb[1], mp, rows, n_blocks, sc.panel);
+            for (int64_t n = n0; n < n1; n += k_c) {
+                const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                tile<M>(ncols, sc.panel, n_blocks, sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                for (int c = 0; c < ncols; ++c) {
+                    float * y = dst_column(d, batch, n + c);
+                    std::copy(otile + c * k_p, otile + c * k_p + rows, y + mp);
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+size_t gemm_q_work_size(const mm_dims & d) {
+    const int64_t n_blocks = d.K / k_qblock;
+    return (k_nq / k_c) * xtile_bytes(n_blocks) + panel_bytes(n_blocks) + align64(static_cast<size_t>(d.K) * sizeof(float));
+}
+
+bool gemm_q(const compute_params & p, const mm_dims & d) {
+    switch (d.a->type) {
+    case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
+    case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
+    default: return false;
+    }
+}
+
+#else // portable build: the generic kernel is used instead
+
+size_t gemm_q_work_size(const mm_dims &) { return 0; }
+bool gemm_q(const compute_params &, const mm_dims &) { return false; }
+
+#endif
+
+} // namespace tessera::cpu

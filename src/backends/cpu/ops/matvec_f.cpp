@@ -1,0 +1,365 @@
+// backends/cpu/ops/matvec_f.cpp — MUL_MAT with float weights (F32, F16,
+// BF16) and few columns (N < k_gemm_min_n): one pass over the weights,
+// F16/BF16 widened in registers (F16C / shifts), FMA.
+//
+// Two weight layouts:
+//   row-contiguous (nb[0] = element size; weight matrices, the K view of a
+//     KV cache): dst[m, n] is a dot product in 16 lanes, element k in lane
+//     k % 16 (FMA); the lanes are summed in a fixed 4-level tree (lane j +
+//     lane j + 8, then adjacent pairs twice, then the two halves), four
+//     rows together. Four rows at a time share the column loads.
+//   m-contiguous (nb[1] = element size; the transposed V view of a KV
+//     cache): dst[:, n] = sum_k b[k, n] * a[k, :] accumulated over k for a
+//     strip of consecutive m; each element is a sequential FMA chain over k
+//     in chunks of k_chain terms, the chunk sums added in order.
+// Any other layout is gathered one row at a time into scratch and takes
+// the row-contiguous kernel.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/simd.hpp"
+
+namespace tessera::cpu {
+
+#ifdef TSR_CPU_AVX2
+
+namespace {
+
+constexpr int64_t k_chain = 256; // m-contiguous layout: terms per FMA chain
+constexpr int64_t k_strip = 64;  // m-contiguous layout: elements per strip (one attention head)
+constexpr int64_t k_prefetch = 1024; // bytes ahead in a weight row
+
+// Loads 8 consecutive weights of type T as F32.
+template <int32_t T>
+inline __m256 load8(const char * p) {
+    if constexpr (T == TSR_TYPE_F32) return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
+    else if constexpr (T == TSR_TYPE_F16) return simd::load_f16x8(p);
+    else return simd::load_bf16x8(p);
+}
+
+template <int32_t T>
+inline float load1(const char * p) {
+    if constexpr (T == TSR_TYPE_F32) return read_f32(p);
+    else if constexpr (T == TSR_TYPE_F16) return f16_to_f32_inline(read_u16(p));
+    else return bf16_to_f32_inline(read_u16(p));
+}
+
+template <int32_t T>
+constexpr size_t esize() {
+    return T == TSR_TYPE_F32 ? 4 : 2;
+}
+
+// Lane r = the sum of the 8 lanes of h[r], the four rows reduced together:
+// pairs (0+1, 2+3, ...), then pairs of pairs, then the two 128-bit halves.
+inline __m128 hsum4x8(const __m256 * h) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+#ifdef TSR_CPU_AVX512
+template <int32_t T>
+inline __m512 load16(const char * p) {
+    if constexpr (T == TSR_TYPE_F32) return _mm512_loadu_ps(p);
+    else if constexpr (T == TSR_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    else {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+}
+
+// The first `n` (< 16) weights at p, the other lanes zero; reads only n elements.
+template <int32_t T>
+inline __m512 load16_partial(const char * p, int n) {
+    const auto m = static_cast<__mmask16>((1u << n) - 1);
+    if constexpr (T == TSR_TYPE_F32) return _mm512_maskz_loadu_ps(m, p);
+    else {
+        const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+        if constexpr (T == TSR_TYPE_F16) return _mm512_cvtph_ps(h);
+        else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+}
+
+// out[r] = row r . x for four rows of k weights (16 lanes per row);
+// `prefetch`: if not 0, how many bytes ahead of the current position of
+// each row to prefetch.
+template <int32_t T>
+void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, float * out) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    // Two 16-element steps per trip, one software prefetch per row and trip
+    // (the hardware prefetcher alone leaves F16 rows short of bandwidth).
+    for (; i + 32 <= k; i += 32) {
+        const __m512 xv = _mm512_loadu_ps(x + i);
+        const __m512 xv2 = _mm512_loadu_ps(x + i + 16);
+        for (int r = 0; r < 4; ++r) {
+            if (prefetch != 0) _mm_prefetch(w[r] + i * esize<T>() + prefetch, _MM_HINT_T0);
+            acc[r] = _mm512_fmadd_ps(load16<T>(w[r] + i * esize<T>()), xv, acc[r]);
+        }
+        for (int r = 0; r < 4; ++r) {
+            acc[r] = _mm512_fmadd_ps(load16<T>(w[r] + (i + 16) * esize<T>()), xv2, acc[r]);
+        }
+    }
+    for (; i + 16 <= k; i += 16) {
+        const __m512 xv = _mm512_loadu_ps(x + i);
+        for (int r = 0; r < 4; ++r) acc[r] = _mm512_fmadd_ps(load16<T>(w[r] + i * esize<T>()), xv, acc[r]);
+    }
+    if (i < k) {
+        const int n = static_cast<int>(k - i);
+        const __m512 xv = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), x + i);
+        for (int r = 0; r < 4; ++r) acc[r] = _mm512_fmadd_ps(load16_partial<T>(w[r] + i * esize<T>(), n), xv, acc[r]);
+    }
+    __m256 h[4];
+    for (int r = 0; r < 4; ++r) h[r] = _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1));
+    _mm_storeu_ps(out, hsum4x8(h));
+}
+#else
+// out[r] = row r . x for four rows of k weights (16 lanes per row as two
+// 8-lane halves); `prefetch` as above.
+template <int32_t T>
+void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, float * out) {
+    __m256 lo[4], hi[4];
+    for (int r = 0; r < 4; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        const __m256 x0 = _mm256_loadu_ps(x + i);
+        const __m256 x1 = _mm256_loadu_ps(x + i + 8);
+        for (int r = 0; r < 4; ++r) {
+            if (prefetch != 0) _mm_prefetch(w[r] + i * esize<T>() + prefetch, _MM_HINT_T0);
+            lo[r] = _mm256_fmadd_ps(load8<T>(w[r] + i * esize<T>()), x0, lo[r]);
+            hi[r] = _mm256_fmadd_ps(load8<T>(w[r] + (i + 8) * esize<T>()), x1, hi[r]);
+        }
+    }
+    if (i < k) { // the tail through zero-padded copies: lane j < k - i gets w * x
+        const int n = static_cast<int>(k - i);
+        alignas(32) float xt[16] = {};
+        std::copy(x + i, x + k, xt);
+        const __m256 x0 = _mm256_load_ps(xt), x1 = _mm256_load_ps(xt + 8);
+        for (int r = 0; r < 4; ++r) {
+            alignas(32) float wt[16] = {};
+            for (int j = 0; j < n; ++j) wt[j] = load1<T>(w[r] + (i + j) * esize<T>());
+            lo[r] = _mm256_fmadd_ps(_mm256_load_ps(wt), x0, lo[r]);
+            hi[r] = _mm256_fmadd_ps(_mm256_load_ps(wt + 8), x1, hi[r]);
+        }
+    }
+    __m256 h[4];
+    for (int r = 0; r < 4; ++r) h[r] = _mm256_add_ps(lo[r], hi[r]);
+    _mm_storeu_ps(out, hsum4x8(h));
+}
+#endif
+
+// Row-contiguous weights (or rows gathered to F32): items of 4 rows, walked
+// in order without divisions per item (they cost more than a short row's
+// dot product, e.g. a K row of an attention head).
+template <int32_t T>
+void rows_path(const compute_params & p, const mm_dims & d, bool gather, float * xbuf, float * rowbuf) {
+    const bool in_place = b_in_place(d);
+    const int64_t n_groups = (d.M + 3) / 4;
+    const item_range items = split_items(d.n_batch * n_groups, p.ith, p.nth);
+    if (items.begin >= items.end) return;
+    const size_t nb1 = d.a->nb[1];
+    // Software prefetch: long rows k_prefetch bytes ahead within the row;
+    // short rows that follow each other (weight matrices) the same place in
+    // the next group of four rows; not the short, strided rows of a KV cache
+    // view.
+    const size_t row_bytes = esize<T>() * static_cast<size_t>(d.K);
+    const size_t prefetch = row_bytes >= 4 * k_prefetch ? k_prefetch : nb1 == row_bytes ? 4 * nb1 : 0;
+    int64_t batch = items.begin / n_groups;
+    int64_t m0 = (items.begin % n_groups) * 4;
+    const float * x[k_gemm_min_n] = {};
+    float * y[k_gemm_min_n] = {};
+    const char * a = nullptr;
+    bool new_batch = true;
+    for (int64_t it = items.begin; it < items.end; ++it) {
+        if (new_batch) {
+            for (int64_t n = 0; n < d.N; ++n) {
+                x[n] = b_column(d, in_place, batch, n, xbuf + n * d.K);
+                y[n] = dst_column(d, batch, n);
+            }
+            a = a_matrix(d, batch);
+            new_batch = false;
+        }
+        const char * w[4];
+        for (int r = 0; r < 4; ++r) {
+            const int64_t m = std::min(m0 + r, d.M - 1); // short last group: repeat the last row
+            w[r] = a + static_cast<size_t>(m) * nb1;
+        }
+        const bool full = m0 + 4 <= d.M;
+        alignas(16) float out[4];
+        for (int64_t n = 0; n < d.N; ++n) {
+            if (gather) { // strided rows: one row at a time through rowbuf (F32)
+                for (int r = 0; r < 4 && m0 + r < d.M; ++r) {
+                    for (int64_t i = 0; i < d.K; ++i) {
+                        rowbuf[i] = load1<T>(w[r] + static_cast<size_t>(i) * d.a->nb[0]);
+                    }
+                    const char * wr[4] = {reinterpret_cast<const char *>(rowbuf), reinterpret_cast<const char *>(rowbuf),
+                                          reinterpret_cast<const char *>(rowbuf), reinterpret_cast<const char *>(rowbuf)};
+                    float o[4];
+                    dot4<TSR_TYPE_F32>(wr, x[n], d.K, 0, o);
+                    out[r] = o[0];
+                }
+            } else {
+                dot4<T>(w, x[n], d.K, prefetch, out);
+            }
+            if (full) {
+                _mm_storeu_ps(y[n] + m0, _mm_load_ps(out));
+            } else {
+                for (int r = 0; m0 + r < d.M; ++r) y[n][m0 + r] = out[r];
+            }
+        }
+        m0 += 4;
+        if (m0 >= d.M) {
+            m0 = 0;
+            ++batch;
+            new_batch = true;
+        }
+    }
+}
+
+// A full strip of k_strip elements: the same operations as strip() below,
+// in whole vectors (512-bit with AVX-512).
+template <int32_t T>
+void full_strip(const char * a, size_t nb0, const float * x, int64_t K, float * y) {
+#ifdef TSR_CPU_AVX512
+    constexpr int V = k_strip / 16;
+    __m512 total[V];
+    for (int v = 0; v < V; ++v) total[v] = _mm512_setzero_ps();
+    for (int64_t k0 = 0; k0 < K; k0 += k_chain) {
+        const int64_t k1 = std::min(K, k0 + k_chain);
+        __m512 acc[V];
+        for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
+        for (int64_t k = k0; k < k1; ++k) {
+            const char * row = a + static_cast<size_t>(k) * nb0;
+            const __m512 xv = _mm512_set1_ps(x[k]);
+            for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(load16<T>(row + v * 16 * esize<T>()), xv, acc[v]);
+        }
+        for (int v = 0; v < V; ++v) total[v] = _mm512_add_ps(total[v], acc[v]);
+    }
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(y + v * 16, total[v]);
+#else
+    constexpr int V = k_strip / 8;
+    __m256 total[V];
+    for (int v = 0; v < V; ++v) total[v] = _mm256_setzero_ps();
+    for (int64_t k0 = 0; k0 < K; k0 += k_chain) {
+        const int64_t k1 = std::min(K, k0 + k_chain);
+        __m256 acc[V];
+        for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
+        for (int64_t k = k0; k < k1; ++k) {
+            const char * row = a + static_cast<size_t>(k) * nb0;
+            const __m256 xv = _mm256_set1_ps(x[k]);
+            for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(load8<T>(row + v * 8 * esize<T>()), xv, acc[v]);
+        }
+        for (int v = 0; v < V; ++v) total[v] = _mm256_add_ps(total[v], acc[v]);
+    }
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(y + v * 8, total[v]);
+#endif
+}
+
+template <int32_t T>
+void strip(const char * a, size_t nb0, int64_t m0, int64_t len, const float * x, int64_t K, float * y) {
+    if (len == k_strip) {
+        full_strip<T>(a + static_cast<size_t>(m0) * esize<T>(), nb0, x, K, y + m0);
+        return;
+    }
+    constexpr int V = k_strip / 8;
+    const int64_t nv = len / 8; // full vectors in the strip
+    __m256 total[V];
+    for (int v = 0; v < V; ++v) total[v] = _mm256_setzero_ps();
+    float total_s[8] = {};
+    const int64_t tail0 = nv * 8;
+    for (int64_t k0 = 0; k0 < K; k0 += k_chain) {
+        const int64_t k1 = std::min(K, k0 + k_chain);
+        __m256 acc[V];
+        for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
+        float acc_s[8] = {};
+        for (int64_t k = k0; k < k1; ++k) {
+            const char * row = a + static_cast<size_t>(k) * nb0 + static_cast<size_t>(m0) * esize<T>();
+            const __m256 xv = _mm256_set1_ps(x[k]);
+            for (int v = 0; v < V; ++v) {
+                if (v < nv) acc[v] = _mm256_fmadd_ps(load8<T>(row + v * 8 * esize<T>()), xv, acc[v]);
+            }
+            for (int64_t j = tail0; j < len; ++j) acc_s[j - tail0] = std::fma(load1<T>(row + j * esize<T>()), x[k], acc_s[j - tail0]);
+        }
+        for (int v = 0; v < V; ++v) total[v] = _mm256_add_ps(total[v], acc[v]);
+        for (int64_t j = tail0; j < len; ++j) total_s[j - tail0] += acc_s[j - tail0];
+    }
+    for (int v = 0; v < V; ++v) {
+        if (v < nv) _mm256_storeu_ps(y + m0 + v * 8, total[v]);
+    }
+    for (int64_t j = tail0; j < len; ++j) y[m0 + j] = total_s[j - tail0];
+}
+
+template <int32_t T>
+void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
+    const bool in_place = b_in_place(d);
+    const int64_t n_strips = (d.M + k_strip - 1) / k_strip;
+    const item_range items = split_items(d.n_batch * n_strips, p.ith, p.nth);
+    if (items.begin >= items.end) return;
+    int64_t batch = items.begin / n_strips;
+    int64_t m0 = (items.begin % n_strips) * k_strip;
+    const float * x[k_gemm_min_n] = {};
+    float * y[k_gemm_min_n] = {};
+    const char * a = nullptr;
+    bool new_batch = true;
+    for (int64_t it = items.begin; it < items.end; ++it) {
+        if (new_batch) {
+            for (int64_t n = 0; n < d.N; ++n) {
+                x[n] = b_column(d, in_place, batch, n, xbuf + n * d.K);
+                y[n] = dst_column(d, batch, n);
+            }
+            a = a_matrix(d, batch);
+            new_batch = false;
+        }
+        for (int64_t n = 0; n < d.N; ++n) {
+            strip<T>(a, d.a->nb[0], m0, std::min(k_strip, d.M - m0), x[n], d.K, y[n]);
+        }
+        m0 += k_strip;
+        if (m0 >= d.M) {
+            m0 = 0;
+            ++batch;
+            new_batch = true;
+        }
+    }
+}
+
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+    char * base = static_cast<char *>(p.wdata);
+    auto * xbuf = reinterpret_cast<float *>(base);
+    auto * rowbuf = reinterpret_cast<float *>(base + align64(static_cast<size_t>(k_gemm_min_n * d.K) * sizeof(float)));
+    const size_t es = esize<T>();
+    const bool aligned = reinterpret_cast<uintptr_t>(d.a->data) % es == 0 &&
+                         (d.a->nb[0] | d.a->nb[1] | d.a->nb[2] | d.a->nb[3]) % es == 0;
+    if (aligned && d.a->nb[0] == es) {
+        rows_path<T>(p, d, false, xbuf, rowbuf);
+    } else if (aligned && d.a->nb[1] == es) {
+        strips_path<T>(p, d, xbuf);
+    } else {
+        rows_path<T>(p, d, true, xbuf, rowbuf);
+    }
+}
+
+} // namespace
+
+size_t matvec_f_work_size(const mm_dims & d) {
+    return align64(static_cast<size_t>(k_gemm_min_n * d.K) * sizeof(float)) +
+           align64(static_cast<size_t>(d.K) * sizeof(float));
+}
+
+bool matvec_f(const compute_params & p, const mm_dims & d) {
+    switch (d.a->type) {
+    case TSR_TYPE_F32: run<TSR_TYPE_F32>(p, d); return true;
+    case TSR_TYPE_F16: run<TSR_TYPE_F16>(p, d); return true;
+    case TSR_TYPE_BF16: run<TSR_TYPE_BF16>(p, d); return true;
+    default: return false;
+    }
+}
+
+#else // portable build: the generic kernel is used instead
+
+size_t matvec_f_work_size(const mm_dims &) { return 0; }
+bool matvec_f(const compute_params &, const mm_dims &) { return false; }
+
+#endif
+
+} // namespace tessera::cpu

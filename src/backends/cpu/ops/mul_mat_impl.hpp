@@ -1,0 +1,121 @@
+// backends/cpu/ops/mul_mat_impl.hpp — the pieces of MUL_MAT shared by its
+// paths (mul_mat.cpp chooses one per node):
+//
+//   generic   mul_mat_generic.cpp: portable dot products, any layout
+//   matvec_f  matvec_f.cpp: float weights, N < k_gemm_min_n columns;
+//             weights streamed once, row-contiguous or m-contiguous
+//             (transposed, e.g. the V view of a KV cache)
+//   matvec_q  matvec_q.cpp: Q8_0/Q4_0 weights, N < k_gemm_min_n; the
+//             columns quantized to Q8_0 (q8_act.hpp), integer block dots
+//   gemm_f    gemm_f.cpp: float weights, N >= k_gemm_min_n; packed panels,
+//             register-blocked FMA micro-kernel
+//   gemm_q    gemm_q.cpp: Q8_0/Q4_0 weights, N >= k_gemm_min_n; weight
+//             rows interleaved into panels, integer micro-kernel
+//
+// The path depends only on the node (types, shapes, strides), never on the
+// thread count; within a path every output element is computed by the same
+// operations in the same order however the work is split, so results are
+// bit-identical for any number of threads. Internal to the CPU kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/compute.hpp"
+#include "backends/cpu/ops/tensor_access.hpp"
+
+namespace tessera::cpu {
+
+// Columns per batch from which the GEMM paths are used.
+constexpr int64_t k_gemm_min_n = 4;
+
+// Elements per quantization block (Q8_0, Q4_0) and bytes per block.
+constexpr int64_t k_qblock = 32;
+constexpr size_t k_q8_0_block_bytes = 34;
+constexpr size_t k_q4_0_block_bytes = 18;
+
+// The portable path (mul_mat_generic.cpp).
+size_t mul_mat_generic_work_size(const tsr_tensor * node);
+bool compute_mul_mat_generic(const compute_params & p, tsr_tensor * dst);
+
+// Shape of a supported MUL_MAT node: dst[M, N, B2, B3] = a[K, M, A2, A3]^T
+// x b[K, N, B2, B3]; batch index = i2 + B2 * i3 (i2 < B2, i3 < B3) uses
+// a's batch (i2 / r2, i3 / r3).
+struct mm_dims {
+    const tsr_tensor * a;
+    const tsr_tensor * b;
+    tsr_tensor * dst;
+    int64_t K, M, N, B2, B3, r2, r3;
+    int64_t n_batch;
+};
+
+inline mm_dims mm_dims_of(tsr_tensor * dst) {
+    mm_dims d{};
+    d.a = dst->src[0];
+    d.b = dst->src[1];
+    d.dst = dst;
+    d.K = d.a->ne[0];
+    d.M = d.a->ne[1];
+    d.N = d.b->ne[1];
+    d.B2 = d.b->ne[2];
+    d.B3 = d.b->ne[3];
+    d.r2 = d.b->ne[2] / d.a->ne[2];
+    d.r3 = d.b->ne[3] / d.a->ne[3];
+    d.n_batch = d.B2 * d.B3;
+    return d;
+}
+
+// Start of the weight matrix used by batch `batch`.
+inline const char * a_matrix(const mm_dims & d, int64_t batch) {
+    const int64_t i2 = batch % d.B2, i3 = batch / d.B2;
+    return row_ptr(d.a, 0, i2 / d.r2, i3 / d.r3);
+}
+
+// Start of dst column n of batch `batch` (elements packed along m).
+inline float * dst_column(const mm_dims & d, int64_t batch, int64_t n) {
+    const int64_t i2 = batch % d.B2, i3 = batch / d.B2;
+    return reinterpret_cast<float *>(row_ptr(d.dst, n, i2, i3));
+}
+
+// True when b's columns can be read in place as packed, aligned F32.
+inline bool b_in_place(const mm_dims & d) {
+    return packed_aligned_rows(d.b, sizeof(float), alignof(float));
+}
+
+// Column n of b's batch as packed F32: in place when b_in_place, else
+// gathered into buf (K floats).
+inline const float * b_column(const mm_dims & d, bool in_place, int64_t batch, int64_t n, float * buf) {
+    const int64_t i2 = batch % d.B2, i3 = batch / d.B2;
+    const char * col = row_ptr(d.b, n, i2, i3);
+    if (in_place) return reinterpret_cast<const float *>(col);
+    for (int64_t i = 0; i < d.K; ++i) buf[i] = read_f32(col + static_cast<size_t>(i) * d.b->nb[0]);
+    return buf;
+}
+
+// The vector paths. Each *_work_size is the per-thread scratch for the
+// node (independent of the thread count); each compute function does
+// thread p.ith's share and returns false only on a data error.
+size_t matvec_f_work_size(const mm_dims & d);
+bool matvec_f(const compute_params & p, const mm_dims & d);
+size_t matvec_q_work_size(const mm_dims & d);
+bool matvec_q(const compute_params & p, const mm_dims & d);
+size_t gemm_f_work_size(const mm_dims & d);
+bool gemm_f(const compute_params & p, const mm_dims & d);
+size_t gemm_q_work_size(const mm_dims & d);
+bool gemm_q(const compute_params & p, const mm_dims & d);
+
+// A grid of work items (batch, row block, column block), row block
+// fastest, cut into contiguous per-thread ranges. Only the amount of work
+// per item depends on the sizes chosen here, never the arithmetic.
+struct mm_grid {
+    int64_t rows_per_item;  // multiple of the caller's row granule
+    int64_t cols_per_item;  // multiple of the caller's column granule
+    int64_t n_rblocks, n_cblocks, n_items;
+};
+
+// rows_max / cols_max: the preferred item size; the items are made smaller
+// (down to the granules) when there would be fewer than 4 per thread.
+mm_grid make_mm_grid(const mm_dims & d, int nth, int64_t row_granule, int64_t rows_max, int64_t col_granule,
+                     int64_t cols_max);
+
+} // namespace tessera::cpu

@@ -1,0 +1,130 @@
+// backends/cpu/ops/q8_act.cpp — see q8_act.hpp.
+//
+// Rounding: quantize_row_q8_0_ref uses std::round (half away from zero).
+// The vector path computes it as trunc(v + copysign(0.5 - 2^-25, v)):
+// for |v| < 2^22 the sum rounds to the next integer exactly when the
+// fraction of |v| is >= 1/2 (the largest float below 1/2 keeps 0.49999997
+// below 1, and a fraction of exactly 1/2 reaches the integer through the
+// ties-to-even rounding of the addition), so both agree; here |v| <= 127.
+#include "backends/cpu/ops/q8_act.hpp"
+
+#include <cmath>
+
+#include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/tensor_access.hpp"
+#include "tessera/core/types.hpp"
+
+namespace tessera::cpu {
+
+namespace {
+
+constexpr int k_block = 32;
+
+size_t part(size_t n) {
+    return align64(n);
+}
+
+// One block the way the reference does it.
+[[maybe_unused]] void quantize_block_scalar(const float * x, int8_t * q, float * d_out, int32_t * sum_out) {
+    float amax = 0.0f;
+    for (int j = 0; j < k_block; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d_out = f16_to_f32_inline(f32_to_f16(d));
+    int32_t s = 0;
+    for (int j = 0; j < k_block; ++j) {
+        const float v = std::round(x[j] * id);
+        int qv = 0;
+        if (v >= -127.0f && v <= 127.0f) {
+            qv = static_cast<int>(v);
+        } else if (v > 0.0f) {
+            qv = 127;
+        } else if (v < 0.0f) {
+            qv = -127;
+        }
+        q[j] = static_cast<int8_t>(qv);
+        s += qv;
+    }
+    *sum_out = s;
+}
+
+#ifdef TSR_CPU_AVX2
+
+// round-half-away-from-zero of v (|v| < 2^22), NaN -> 0, clamped to
+// [-127, 127], as int32.
+inline __m256i round_clamp(__m256 v) {
+    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    const __m256 half = _mm256_or_ps(sign, _mm256_set1_ps(0.49999997f));
+    __m256 r = _mm256_round_ps(_mm256_add_ps(v, half), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); // NaN -> 0
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+    return _mm256_cvttps_epi32(r);
+}
+
+void quantize_block_avx2(const float * x, int8_t * q, float * d_out, int32_t * sum_out) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        m = _mm256_max_ps(_mm256_and_ps(v[i], abs_mask), m); // a NaN lane keeps m (like fmax)
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d_out = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i i32[4];
+    for (int i = 0; i < 4; ++i) i32[i] = round_clamp(_mm256_mul_ps(v[i], vid));
+    // int32 -> int8 (values fit, no saturation), back in element order.
+    const __m256i w01 = _mm256_packs_epi32(i32[0], i32[1]);
+    const __m256i w23 = _mm256_packs_epi32(i32[2], i32[3]);
+    __m256i b = _mm256_packs_epi16(w01, w23);
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(q), b);
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    *sum_out = _mm_cvtsi128_si32(s4);
+}
+
+#endif
+
+} // namespace
+
+size_t q8_col_bytes(int64_t n_blocks) {
+    const auto nb = static_cast<size_t>(n_blocks);
+    return part(nb * k_block) + part(nb * sizeof(float)) + part(nb * sizeof(int32_t));
+}
+
+q8_col q8_col_at(void * base, int64_t n_blocks) {
+    const auto nb = static_cast<size_t>(n_blocks);
+    char * p = static_cast<char *>(base);
+    q8_col c{};
+    c.qs = reinterpret_cast<int8_t *>(p);
+    p += part(nb * k_block);
+    c.d = reinterpret_cast<float *>(p);
+    p += part(nb * sizeof(float));
+    c.sum = reinterpret_cast<int32_t *>(p);
+    c.qs_stride = k_block;
+    c.aux_stride = sizeof(float);
+    return c;
+}
+
+void quantize_q8_act(const float * x, int64_t n_blocks, const q8_col & col, int sum_shift) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t sum = 0;
+#ifdef TSR_CPU_AVX2
+        quantize_block_avx2(x + b * k_block, col.qs_of(b), col.d_of(b), &sum);
+#else
+        quantize_block_scalar(x + b * k_block, col.qs_of(b), col.d_of(b), &sum);
+#endif
+        *col.sum_of(b) = sum * (1 << sum_shift);
+    }
+}
+
+} // namespace tessera::cpu

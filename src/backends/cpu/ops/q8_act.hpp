@@ -1,0 +1,54 @@
+// backends/cpu/ops/q8_act.hpp — activations quantized on the fly for the
+// integer MUL_MAT kernels: the Q8_0 quantization (core/types.hpp: per block
+// of 32 values d = amax / 127 stored as F16, q = round(x / d) in -127..127)
+// in a split layout the vector kernels read directly. Per block b:
+//
+//   qs   32 int8 at qs + b * qs_stride        the quants
+//   d    float at d + b * aux_stride (bytes)  F16(amax / 127) widened to F32
+//   sum  int32 at sum + b * aux_stride        (sum of the 32 quants) << sum_shift,
+//                                             for kernels that feed weights to
+//                                             vpmaddubsw/vpdpbusd as unsigned
+//                                             bytes w + 2^shift and subtract it
+//
+// Plain columns (q8_col_at) keep the parts apart (qs_stride 32, aux_stride
+// 4); the GEMM interleaves the columns of a micro-tile instead (gemm_q.cpp).
+// The values are bit-identical to quantize_row_q8_0_ref (same scale, same
+// round-half-away-from-zero, NaN -> 0, clamped to -127..127) whatever the
+// instruction set, so the quantization step never differs between
+// variants. Internal to the CPU kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// Where one quantized column lives.
+struct q8_col {
+    int8_t * qs;
+    float * d;
+    int32_t * sum;
+    size_t qs_stride;  // bytes between blocks' quants
+    size_t aux_stride; // bytes between blocks' d (and sum)
+
+    int8_t * qs_of(int64_t b) const { return qs + static_cast<size_t>(b) * qs_stride; }
+    float * d_of(int64_t b) const {
+        return reinterpret_cast<float *>(reinterpret_cast<char *>(d) + static_cast<size_t>(b) * aux_stride);
+    }
+    int32_t * sum_of(int64_t b) const {
+        return reinterpret_cast<int32_t *>(reinterpret_cast<char *>(sum) + static_cast<size_t>(b) * aux_stride);
+    }
+};
+
+// Bytes of one plain quantized column of n_blocks blocks (each part 64-byte
+// aligned when the column starts 64-byte aligned).
+size_t q8_col_bytes(int64_t n_blocks);
+
+// The parts of the plain column stored at `base` (64-byte aligned).
+q8_col q8_col_at(void * base, int64_t n_blocks);
+
+// Quantizes x[0 .. 32 n_blocks) (packed F32) into col; the block sums are
+// stored multiplied by 2^sum_shift (0 <= sum_shift <= 7).
+void quantize_q8_act(const float * x, int64_t n_blocks, const q8_col & col, int sum_shift);
+
+} // namespace tessera::cpu

@@ -1,0 +1,155 @@
+// backends/cpu/ops/simd.hpp — which vector instruction sets this copy of
+// the kernels is compiled for, and small helpers shared by the SIMD kernels.
+//
+// The CPU kernels are compiled once per variant plugin with that variant's
+// -m flags (cpu.cmake), so the choice is made at compile time from the
+// compiler's predefined macros:
+//   TSR_CPU_AVX2       AVX2 + FMA + F16C (variant haswell and above): the
+//                      256-bit kernels
+//   TSR_CPU_AVX512     AVX-512 F/BW/DQ/VL on top (skylakex and above): the
+//                      512-bit GEMM micro-kernels
+//   TSR_CPU_VNNI256    vpdpbusd on 256-bit vectors: AVX-VNNI (alderlake) or
+//                      AVX512-VNNI + VL (icelake, zen4, sapphirerapids)
+//   TSR_CPU_VNNI512    vpdpbusd on 512-bit vectors (AVX512-VNNI)
+// Without TSR_CPU_AVX2 the portable kernels are used.
+//
+// Nothing here has static storage or runs at load time. Internal to the
+// CPU kernels (only ops/*.cpp include it; see features.hpp on why baseline
+// code must not share inline code with the kernels).
+#pragma once
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define TSR_CPU_AVX2 1
+#include <immintrin.h>
+#endif
+
+#if defined(TSR_CPU_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VL__)
+#define TSR_CPU_AVX512 1
+#endif
+
+#if defined(TSR_CPU_AVX2) && defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports the deliberately undefined vectors inside its own
+// intrinsic headers (_mm512_undefined_*, _mm256_undefined_*) as
+// "used uninitialized" once they are inlined; false positives for every
+// file that includes this header.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#if defined(TSR_CPU_AVX512) && defined(__AVX512VNNI__)
+#define TSR_CPU_VNNI512 1
+#define TSR_CPU_VNNI256 1
+#elif defined(TSR_CPU_AVX2) && defined(__AVXVNNI__)
+#define TSR_CPU_VNNI256 1
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+namespace tessera::cpu::simd {
+
+#ifdef TSR_CPU_AVX2
+
+// Sum of the 8 lanes of v in the fixed pairwise order of reduce_lanes
+// (vec_dot.hpp) applied to lanes 0..7: (upper half + lower half), then
+// pairs, then the last two.
+inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// Sum of 16 lanes held as lo (lanes 0..7) and hi (lanes 8..15), in the
+// order of reduce_lanes: lane j + lane j+8 first, then hsum8.
+inline float hsum16(__m256 lo, __m256 hi) {
+    return hsum8(_mm256_add_ps(lo, hi));
+}
+
+// Sum of the 8 int32 lanes of each of v0..v3 (exact): lane r of the result
+// is the total of v_r.
+inline __m128i hsum4x8_epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    const __m256i h01 = _mm256_hadd_epi32(v0, v1);
+    const __m256i h23 = _mm256_hadd_epi32(v2, v3);
+    const __m256i h = _mm256_hadd_epi32(h01, h23);
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// 8 F16 values at p (unaligned) as 8 F32 (exact).
+inline __m256 load_f16x8(const void * p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i *>(p)));
+}
+
+// 8 BF16 values at p (unaligned) as 8 F32 (exact: bfloat16 is the upper
+// half of a binary32).
+inline __m256 load_bf16x8(const void * p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i *>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+// The 32 4-bit quants of a Q4_0 block (16 bytes at p) as bytes 0..15 in
+// block order: byte j = low nibble of p[j] (element j), byte 16 + j = high
+// nibble of p[j] (element 16 + j).
+inline __m256i q4_nibbles(const void * p) {
+    const __m128i q = _mm_loadu_si128(static_cast<const __m128i *>(p));
+    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+// Transposes the 8x8 matrix of 32-bit elements held in r[0..7] (r[i] = row
+// i) in place: afterwards r[j] holds column j.
+inline void transpose8x8(__m256 * r) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// Sums of groups of 4 products u[i] * s[i] (u unsigned, s signed bytes)
+// added to acc: int32 lane l gets u[4l..4l+3] . s[4l..4l+3]. Exact when
+// every pair sum u[2i]s[2i] + u[2i+1]s[2i+1] fits int16 (vpmaddubsw
+// saturates), which holds for u <= 128 and |s| <= 127 and for u <= 15; the
+// VNNI instruction has no such limit.
+inline __m256i dot4_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if defined(TSR_CPU_VNNI512)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(TSR_CPU_VNNI256)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+#endif // TSR_CPU_AVX2
+
+#ifdef TSR_CPU_AVX512
+
+// Sum of 16 lanes in the order of reduce_lanes (lane j + lane j+8 first).
+inline float hsum16(__m512 v) {
+    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+inline __m512i dot4_u8s8(__m512i acc, __m512i u, __m512i s) {
+#if defined(TSR_CPU_VNNI512)
+    return _mm512_dpbusd_epi32(acc, u, s);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+#endif
+}
+
+#endif // TSR_CPU_AVX512
+
+} // namespace tessera::cpu::simd

@@ -1,0 +1,281 @@
+// MUL_MAT shapes aimed at the vector paths of the CPU kernels
+// (src/backends/cpu/ops/mul_mat_impl.hpp): decode-time attention over a
+// KV cache (N = 1..3, K view with strided rows, V^T view with strided
+// elements), GEMM blocking edges (K over several 256-chunks, M over
+// several 128-row blocks and not a multiple of the panel height, N not a
+// multiple of the tile width, strided activations), quantized GEMM and
+// mat-vec edges, and the on-the-fly activation quantizer against the
+// core's reference quantizer, byte for byte. Built against every kernel
+// variant (test_backends_cpu, _haswell, _zen4), so each path is checked
+// where this machine can run it; the baseline build checks the portable
+// kernel on the same shapes.
+//
+// Tolerances (|got - want| per element, want in double from the exact
+// inputs): float weights: the kernels sum in FMA chains of at most 256
+// terms (or 16 lanes of K/16 terms), the chain sums added in order:
+// tol = 1.2e-7 * (min(K, 256) + ceil(K / 256) + 6) * sum_k |a_k b_k|
+// (gamma_n with u = 2^-24, doubled). Quantized weights: the activation
+// quantization error bound of test_ops_mul_mat.cpp plus 1e-5 relative.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "backends/cpu/ops/q8_act.hpp"
+#include "backends/cpu/ref_util.hpp"
+#include "tessera/core/types.hpp"
+
+namespace tessera::cpu::test {
+namespace {
+
+bool is_quant(int32_t t) {
+    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
+}
+
+// out = a x b with broadcasting, element by element against double.
+void check_product(const tsr_tensor * a, const tsr_tensor * b, const tsr_tensor * out) {
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    const bool quant = is_quant(a->type);
+    std::vector<double> x(static_cast<size_t>(K)), amax(static_cast<size_t>(K));
+    const double chain = static_cast<double>(std::min<int64_t>(K, 256) + (K + 255) / 256 + 6);
+    for (int64_t i3 = 0; i3 < b->ne[3]; ++i3) {
+        for (int64_t i2 = 0; i2 < b->ne[2]; ++i2) {
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t k = 0; k < K; ++k) x[k] = get(b, k, n, i2, i3);
+                if (quant) {
+                    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+                        double m = 0;
+                        for (int64_t k = k0; k < k0 + 32; ++k) m = std::max(m, std::fabs(x[k]));
+                        for (int64_t k = k0; k < k0 + 32; ++k) amax[k] = m;
+                    }
+                }
+                for (int64_t m = 0; m < M; ++m) {
+                    double want = 0, abs_sum = 0, q_err = 0;
+                    for (int64_t k = 0; k < K; ++k) {
+                        const double w = get(a, k, m, i2 / r2, i3 / r3);
+                        want += w * x[k];
+                        abs_sum += std::fabs(w * x[k]);
+                        if (quant) q_err += std::fabs(w) * 0.6 * amax[k] / 127.0;
+                    }
+                    const double tol = quant ? q_err + 1e-5 * abs_sum : 1.2e-7 * chain * abs_sum + 1e-30;
+                    ASSERT_NEAR(get(out, m, n, i2, i3), want, tol)
+                        << "type " << a->type << " K=" << K << " M=" << M << " N=" << N << " m=" << m << " n=" << n
+                        << " batch " << i2 << "," << i3;
+                }
+            }
+        }
+    }
+}
+
+// Computes out with 1 thread, checks it, and checks that 2 and 5 threads
+// give the same bytes.
+void compute_check_and_compare(tsr_tensor * a, tsr_tensor * b, tsr_tensor * out) {
+    ASSERT_EQ(compute(out, 1), TSR_STATUS_SUCCESS);
+    check_product(a, b, out);
+    const std::vector<char> one(static_cast<char *>(out->data), static_cast<char *>(out->data) + nbytes(out));
+    for (int nth : {2, 5}) {
+        std::memset(out->data, 0, nbytes(out));
+        ASSERT_EQ(compute(out, nth), TSR_STATUS_SUCCESS);
+        EXPECT_EQ(std::memcmp(one.data(), out->data, one.size()), 0) << nth << " threads differ from 1";
+    }
+}
+
+// One decode step (N = n_tokens <= 3) or a short batch of attention over a
+// cache of n_kv positions laid out as the Llama graph does
+// (llm/llama_graph.cpp): cache [head_dim * n_head_kv, n_kv] packed; K view
+// [head_dim, n_kv, n_head_kv] (rows strided by the cache row); V^T view
+// [n_kv, head_dim, n_head_kv] (elements strided by the cache row,
+// consecutive head dims adjacent).
+void attention_case(int32_t kv_type, int64_t head_dim, int64_t n_kv, int64_t n_tokens) {
+    const int64_t n_head_kv = 2, n_head = 6;
+    context ctx(data_ctx());
+    std::mt19937 rng(static_cast<unsigned>(head_dim * 1000 + n_kv * 10 + n_tokens));
+    tsr_tensor * kc = ctx.new_tensor(static_cast<type>(kv_type), {head_dim * n_head_kv, n_kv});
+    tsr_tensor * vc = ctx.new_tensor(static_cast<type>(kv_type), {head_dim * n_head_kv, n_kv});
+    fill_weights(kc, rng);
+    fill_weights(vc, rng);
+    const uint64_t row = kc->nb[1], esz = kc->nb[0];
+    tsr_tensor * K = view_3d(ctx, kc, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
+    const int64_t v_ne[3] = {n_kv, head_dim, n_head_kv};
+    const uint64_t v_nb[3] = {row, esz, uint64_t(head_dim) * esz};
+    tsr_tensor * Vt = view(ctx, vc, v_ne, v_nb, 0);
+    tsr_tensor * q_base = ctx.new_tensor(TSR_TYPE_F32, {head_dim, n_head, n_tokens});
+    fill_uniform(q_base, rng);
+    tsr_tensor * Q = permute(ctx, q_base, 0, 2, 1, 3); // [head_dim, n_tokens, n_head]
+    tsr_tensor * kq = mul_mat(ctx, K, Q);              // [n_kv, n_tokens, n_head]
+    SCOPED_TRACE("KV " + std::string(type_name(kv_type)) + " head_dim " + std::to_string(head_dim) + " n_kv " +
+                 std::to_string(n_kv) + " tokens " + std::to_string(n_tokens));
+    compute_check_and_compare(K, Q, kq);
+    tsr_tensor * p = ctx.new_tensor(TSR_TYPE_F32, {n_kv, n_tokens, n_head});
+    fill_uniform(p, rng, 0.0f, 1.0f);
+    tsr_tensor * kqv = mul_mat(ctx, Vt, p); // [head_dim, n_tokens, n_head]
+    compute_check_and_compare(Vt, p, kqv);
+}
+
+TEST(MulMatAttention, DecodeOverKvCacheViews) {
+    for (int32_t ty : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+        for (int64_t n_tokens : {1, 2, 3}) {
+            attention_case(ty, 64, 300, n_tokens); // n_kv > 256: several FMA chains
+            attention_case(ty, 33, 7, n_tokens);   // head_dim not a multiple of 8
+        }
+    }
+}
+
+TEST(MulMatAttention, PromptOverKvCacheViews) {
+    for (int32_t ty : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+        attention_case(ty, 64, 70, 9);
+        attention_case(ty, 40, 33, 4);
+    }
+}
+
+struct gemm_case {
+    int32_t type;
+    int64_t K, M, N;
+};
+
+class MulMatGemmEdges : public ::testing::TestWithParam<gemm_case> {};
+
+// Packed weights and activations; then the same weights transposed in
+// memory (m-contiguous view) and activations with strided elements.
+TEST_P(MulMatGemmEdges, PackedTransposedAndStrided) {
+    const gemm_case c = GetParam();
+    context ctx(data_ctx());
+    std::mt19937 rng(static_cast<unsigned>(c.K * 7 + c.M * 3 + c.N + c.type));
+    tsr_tensor * a = ctx.new_tensor(static_cast<type>(c.type), {c.K, c.M});
+    fill_weights(a, rng);
+    tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {c.K, c.N});
+    fill_uniform(b, rng);
+    compute_check_and_compare(a, b, mul_mat(ctx, a, b));
+    if (is_quant(c.type)) {
+        tsr_tensor * bt_base = ctx.new_tensor(TSR_TYPE_F32, {c.N, c.K});
+        fill_uniform(bt_base, rng);
+        tsr_tensor * bt = transpose(ctx, bt_base); // [K, N], nb[0] != 4
+        compute_check_and_compare(a, bt, mul_mat(ctx, a, bt));
+        return;
+    }
+    tsr_tensor * at_base = ctx.new_tensor(static_cast<type>(c.type), {c.M, c.K});
+    fill_weights(at_base, rng);
+    tsr_tensor * at = transpose(ctx, at_base); // [K, M], nb[1] = element size
+    tsr_tensor * bt_base = ctx.new_tensor(TSR_TYPE_F32, {c.N, c.K});
+    fill_uniform(bt_base, rng);
+    tsr_tensor * bt = transpose(ctx, bt_base);
+    compute_check_and_compare(at, b, mul_mat(ctx, at, b));
+    compute_check_and_compare(at, bt, mul_mat(ctx, at, bt));
+}
+
+std::string gemm_name(const ::testing::TestParamInfo<gemm_case> & info) {
+    const gemm_case & c = info.param;
+    return std::string(type_name(c.type)) + "_K" + std::to_string(c.K) + "_M" + std::to_string(c.M) + "_N" +
+           std::to_string(c.N);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MulMatGemmEdges,
+    ::testing::Values(gemm_case{TSR_TYPE_F32, 600, 150, 13}, gemm_case{TSR_TYPE_F16, 520, 135, 100},
+                      gemm_case{TSR_TYPE_BF16, 257, 33, 4}, gemm_case{TSR_TYPE_F32, 8, 40, 26},
+                      gemm_case{TSR_TYPE_Q4_0, 544, 45, 11}, gemm_case{TSR_TYPE_Q8_0, 544, 37, 9},
+                      gemm_case{TSR_TYPE_Q4_0, 64, 17, 4}, gemm_case{TSR_TYPE_Q8_0, 1024, 23, 1},
+                      gemm_case{TSR_TYPE_Q4_0, 1024, 9, 3}, gemm_case{TSR_TYPE_Q8_0, 32, 130, 5},
+                      // mat-vec with 1, 2 and 3 blocks past a multiple of 4
+                      gemm_case{TSR_TYPE_Q4_0, 160, 21, 1}, gemm_case{TSR_TYPE_Q8_0, 192, 13, 2},
+                      gemm_case{TSR_TYPE_Q4_0, 224, 11, 1}, gemm_case{TSR_TYPE_Q8_0, 96, 8, 3}),
+    gemm_name);
+
+// Weights whose Q8_0 quants hit the extremes (-128, 127, 0) and Q4_0
+// nibbles 0 and 15 everywhere: the unsigned-offset and sign-transfer tricks
+// of the integer kernels must still be exact.
+TEST(MulMatQuantExtremes, ExtremeQuantsStayExact) {
+    for (int32_t ty : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        for (int64_t N : {1, 6}) {
+            context ctx(data_ctx());
+            std::mt19937 rng(static_cast<unsigned>(ty + N));
+            tsr_tensor * a = ctx.new_tensor(static_cast<type>(ty), {256, 19});
+            fill_weights(a, rng);
+            auto * p = static_cast<unsigned char *>(a->data);
+            const size_t bs = ty == TSR_TYPE_Q8_0 ? 34 : 18;
+            const unsigned char pattern[3] = {0x80, 0x7f, 0x00}; // Q8_0: -128, 127, 0; Q4_0: nibbles 0/8, 15/7, 0/0
+            for (size_t blk = 0; blk + bs <= nbytes(a); blk += bs) {
+                for (size_t j = 2; j < bs; ++j) p[blk + j] = (blk / bs) % 2 == 0 ? pattern[j % 3] : (ty == TSR_TYPE_Q4_0 ? 0xff : 0x80);
+            }
+            tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {256, N});
+            fill_uniform(b, rng);
+            compute_check_and_compare(a, b, mul_mat(ctx, a, b));
+        }
+    }
+}
+
+// The activation quantizer of the integer kernels reproduces the core's
+// reference Q8_0 quantizer bit for bit: same F16 scale, same rounding
+// (half away from zero), NaN -> 0, same block sums.
+TEST(Q8Activations, MatchReferenceQuantizerExactly) {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    const int64_t n_blocks = 40;
+    std::vector<float> x(static_cast<size_t>(n_blocks * 32));
+    for (float & v : x) v = dist(rng);
+    // Block 1: quarter steps, block 2: tiny values (F16 subnormal scale),
+    // block 3: zeros, block 4: a NaN and an infinity among ordinary values,
+    // block 5: scale beyond F16 (infinite d), block 6: exact ties, block 7:
+    // one ulp either side of ties.
+    for (int j = 0; j < 32; ++j) {
+        x[32 + j] = 0.25f * static_cast<float>(j - 16);
+        x[64 + j] = 1e-30f * static_cast<float>(j - 16);
+        x[96 + j] = 0.0f;
+        x[160 + j] = 1e6f * static_cast<float>(j - 16);
+    }
+    x[128 + 3] = std::numeric_limits<float>::quiet_NaN();
+    x[128 + 7] = std::numeric_limits<float>::infinity();
+    // Values whose x / d lands exactly on k + 0.5: d = 2 (amax 254), x = 2k + 1.
+    for (int j = 0; j < 32; ++j) x[192 + j] = static_cast<float>(2 * (j - 16) + 1);
+    x[192] = 254.0f;
+    // d = 1 (amax 127): x / d = x, just below and just above k + 0.5.
+    for (int j = 0; j < 32; ++j) {
+        const float half = static_cast<float>(j - 16) + 0.5f;
+        x[224 + j] = j % 2 == 0 ? std::nextafter(half, 0.0f) : std::nextafter(half, 200.0f * (half > 0 ? 1.0f : -1.0f));
+    }
+    x[224] = 127.0f;
+
+    std::vector<block_q8_0> ref(static_cast<size_t>(n_blocks));
+    quantize_row_q8_0_ref(x.data(), ref.data(), n_blocks * 32);
+
+    std::vector<unsigned char> mem(q8_col_bytes(n_blocks) + 64);
+    void * base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
+    const q8_col col = q8_col_at(base, n_blocks);
+    quantize_q8_act(x.data(), n_blocks, col, 0);
+    // The same into an interleaved layout (blocks 100 bytes apart, scale and
+    // sum after the quants), sums scaled by 2^7.
+    std::vector<unsigned char> tiled(static_cast<size_t>(n_blocks) * 100);
+    q8_col tcol{};
+    tcol.qs = reinterpret_cast<int8_t *>(tiled.data());
+    tcol.d = reinterpret_cast<float *>(tiled.data() + 32);
+    tcol.sum = reinterpret_cast<int32_t *>(tiled.data() + 36);
+    tcol.qs_stride = tcol.aux_stride = 100;
+    quantize_q8_act(x.data(), n_blocks, tcol, 7);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const float d_ref = f16_to_f32(ref[b].d);
+        float d_tiled;
+        std::memcpy(&d_tiled, tiled.data() + b * 100 + 32, 4);
+        if (std::isnan(d_ref)) {
+            EXPECT_TRUE(std::isnan(col.d[b])) << "block " << b;
+            EXPECT_TRUE(std::isnan(d_tiled)) << "block " << b;
+        } else {
+            EXPECT_EQ(col.d[b], d_ref) << "block " << b;
+            EXPECT_EQ(d_tiled, d_ref) << "block " << b;
+        }
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            ASSERT_EQ(col.qs[b * 32 + j], ref[b].qs[j]) << "block " << b << " element " << j << " x=" << x[b * 32 + j];
+            ASSERT_EQ(static_cast<int8_t>(tiled[b * 100 + j]), ref[b].qs[j]) << "block " << b << " element " << j;
+            sum += ref[b].qs[j];
+        }
+        EXPECT_EQ(col.sum[b], sum) << "block " << b;
+        int32_t sum_tiled;
+        std::memcpy(&sum_tiled, tiled.data() + b * 100 + 36, 4);
+        EXPECT_EQ(sum_tiled, sum * 128) << "block " << b;
+    }
+}
+
+} // namespace
+} // namespace tessera::cpu::test
