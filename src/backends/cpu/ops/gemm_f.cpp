@@ -9,11 +9,15 @@
 //     layout packs: row-contiguous rows through 8x8 transposes,
 //     m-contiguous (transposed V cache views) by plain vector copies,
 //     anything else element by element.
+//   - For each k_nr columns, their k_kc-chunk is packed k-major
+//     ([k][k_nr], 8x8 transposes) into a small tile that stays in L1 while
+//     the micro-kernel runs over the k_mc / k_mr weight micro-panels (b's
+//     columns are first gathered to scratch only when its elements are
+//     strided).
 //   - The micro-kernel keeps a k_mr x k_nr tile of dst in registers
 //     (AVX2: 16 x 6 in 12 ymm; AVX-512: 32 x 12 in 24 zmm) and for each k
 //     multiplies the panel's k_mr weights by k_nr activation values
-//     broadcast straight from the activation columns (no packing of b; the
-//     columns are gathered to scratch only when b's elements are strided).
+//     broadcast from the packed tile.
 //   - Each dst element is the sum, over K in chunks of k_kc, of a chunk
 //     computed as a sequential FMA chain from zero, the chunk sums added
 //     to dst in order: the same operations whatever the tile or thread.
