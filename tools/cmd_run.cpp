@@ -62,7 +62,7 @@ int run_generate(const run_options & o) {
     fmt::print(stderr, "model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6,
                m->type_summary(), double(m->n_bytes()) / (1024.0 * 1024.0));
     fmt::print(stderr, "device: {} ({}), {} threads, context {}, batch {}, KV cache {}\n", s.device_name(),
-               s.device_description(), o.n_threads > 0 ? o.n_threads : 0, s.n_ctx(), o.n_batch, o.kv_type);
+               s.device_description(), s.n_threads(), s.n_ctx(), o.n_batch, o.kv_type);
     fmt::print(stderr, "load time: {:.1f} ms\n", load_ms);
 
     const std::vector<llm::token_id> prompt_ids = tok.encode(o.prompt, true, true);

@@ -44,6 +44,8 @@ public:
 
     uint32_t n_past() const { return n_past_; }
     uint32_t n_ctx() const { return params_.n_ctx; }
+    // CPU threads used for compute (the resolved value when 0 was asked).
+    int n_threads() const { return params_.n_threads; }
     // Forgets every cached position.
     void reset() { n_past_ = 0; }
     // Name and description of the device computing the model.
