@@ -56,6 +56,18 @@ inline uint16_t random_bf16_bits(std::mt19937 & rng) {
 }
 
 // Address of element (i0, i1, i2, i3) for plain (block size 1) types.
+// For each k, the largest |x| in k's block of 32 (the Q8_0 block the kernel
+// quantizes activations in): bounds the activation quantization error.
+// x.size() must be a multiple of 32; amax gets the same size.
+inline void block_amax(const std::vector<double> & x, std::vector<double> & amax) {
+    amax.resize(x.size());
+    for (size_t k0 = 0; k0 < x.size(); k0 += 32) {
+        double m = 0;
+        for (size_t k = k0; k < k0 + 32; ++k) m = std::max(m, std::fabs(x[k]));
+        for (size_t k = k0; k < k0 + 32; ++k) amax[k] = m;
+    }
+}
+
 inline char * elem_ptr(const tsr_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return static_cast<char *>(t->data) + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }

@@ -44,13 +44,7 @@ void check_product(const tsr_tensor * a, const tsr_tensor * b, const tsr_tensor 
         for (int64_t i2 = 0; i2 < b->ne[2]; ++i2) {
             for (int64_t n = 0; n < N; ++n) {
                 for (int64_t k = 0; k < K; ++k) x[k] = get(b, k, n, i2, i3);
-                if (quant) {
-                    for (int64_t k0 = 0; k0 < K; k0 += 32) {
-                        double m = 0;
-                        for (int64_t k = k0; k < k0 + 32; ++k) m = std::max(m, std::fabs(x[k]));
-                        for (int64_t k = k0; k < k0 + 32; ++k) amax[k] = m;
-                    }
-                }
+                if (quant) block_amax(x, amax);
                 for (int64_t m = 0; m < M; ++m) {
                     double want = 0, abs_sum = 0, q_err = 0;
                     for (int64_t k = 0; k < K; ++k) {
