@@ -18,6 +18,7 @@
 #include "backends/cpu/thread_pool.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <new>
 #include <string>
 
@@ -28,12 +29,17 @@ namespace tessera::cpu {
 
 namespace {
 
-// Spin-then-block waits: k_relax busy iterations, then yields of the CPU
-// (so that, when threads outnumber cores, the thread being waited for gets
-// to run), up to the limit; then the waiter blocks.
-constexpr int k_relax = 1024;
-constexpr int k_spin_barrier = k_relax + 64; // steps before blocking in a barrier
-constexpr int k_spin_idle = k_relax + 256;   // steps before an idle worker sleeps
+// Spin-then-block waits. A waiter first spins on the pause instruction for
+// a bounded time, then blocks (futex through std::atomic::wait, or the
+// condition variable). The bound is in time, not iterations, because the
+// cost of one pause differs about 10x between CPUs (and sched_yield, which
+// an older version used between the two, costs microseconds under a
+// hypervisor and let the other thread's wake-up lag). Between the nodes of a
+// graph the waits are a few microseconds, so the barrier budget keeps both
+// threads awake through a whole token; an idle pool sleeps after the idle
+// budget, and an oversubscribed one wastes at most that much per wait.
+constexpr double k_spin_barrier_us = 100.0; // spin budget at the barrier / end of run
+constexpr double k_spin_idle_us = 300.0;    // spin budget of an idle worker before it sleeps
 constexpr size_t k_scratch_align = 64;
 
 inline void cpu_relax() {
@@ -44,14 +50,32 @@ inline void cpu_relax() {
 #endif
 }
 
+// Pause iterations per microsecond on this machine, measured once (a few
+// hundred microseconds) the first time a pool is made.
+double relax_per_us() {
+    static const double rate = [] {
+        using clock = std::chrono::steady_clock;
+        constexpr int k_probe = 4096;
+        double best = 0.0;
+        for (int round = 0; round < 3; ++round) {
+            const auto t0 = clock::now();
+            for (int i = 0; i < k_probe; ++i) cpu_relax();
+            const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+            if (us > 0.0) best = std::max(best, k_probe / us);
+        }
+        return best > 0.0 ? best : 100.0;
+    }();
+    return rate;
+}
+
+int spin_steps(double us) {
+    return std::clamp(static_cast<int>(us * relax_per_us()), 64, 1 << 24);
+}
+
 // One step of a spin-then-block wait; false when the caller should block.
 bool backoff(int & step, int limit) {
     if (step >= limit) return false;
-    if (step < k_relax) {
-        cpu_relax();
-    } else {
-        std::this_thread::yield();
-    }
+    cpu_relax();
     ++step;
     return true;
 }
@@ -66,7 +90,8 @@ void thread_pool::aligned_delete::operator()(std::byte * p) const {
     ::operator delete[](p, std::align_val_t(k_scratch_align));
 }
 
-thread_pool::thread_pool(int n_threads) : n_threads_(n_threads) {
+thread_pool::thread_pool(int n_threads)
+    : n_threads_(n_threads), spin_barrier_(spin_steps(k_spin_barrier_us)), spin_idle_(spin_steps(k_spin_idle_us)) {
     if (n_threads < 1 || n_threads > max_threads) {
         throw error("thread_pool: n_threads = " + std::to_string(n_threads) + " is outside 1.." +
                     std::to_string(max_threads));
@@ -113,7 +138,7 @@ uint64_t thread_pool::wait_for_job(uint64_t seen) {
             if (w != seen) return w;
             if (stop_flag_.load(std::memory_order_acquire)) return 0;
             if (paused_.load(std::memory_order_relaxed)) break;
-        } while (backoff(step, k_spin_idle));
+        } while (backoff(step, spin_idle_));
     }
     std::unique_lock<std::mutex> lk(state_mutex_);
     state_cv_.wait(lk, [&] { return stop_ || job_word_.load(std::memory_order_relaxed) != seen; });
@@ -144,7 +169,7 @@ void thread_pool::wait_for_arrivals(int n_others) {
     for (;;) {
         const int v = arrived_.load(std::memory_order_acquire);
         if (v == n_others) break;
-        if (!backoff(step, k_spin_barrier)) arrived_.wait(v, std::memory_order_acquire);
+        if (!backoff(step, spin_barrier_)) arrived_.wait(v, std::memory_order_acquire);
     }
     arrived_.store(0, std::memory_order_relaxed);
 }
@@ -176,7 +201,7 @@ void thread_pool::sync(int ith, void (*on_all_arrived)(void * ctx), void * ctx) 
         arrive();
         int step = 0;
         while (release_.load(std::memory_order_acquire) == g) {
-            if (!backoff(step, k_spin_barrier)) release_.wait(g, std::memory_order_acquire);
+            if (!backoff(step, spin_barrier_)) release_.wait(g, std::memory_order_acquire);
         }
         return;
     }

@@ -94,6 +94,8 @@ private:
     void wait_for_arrivals(int n_others);
 
     int n_threads_;
+    int spin_barrier_; // pause steps before a barrier waiter blocks
+    int spin_idle_;    // pause steps before an idle worker sleeps
     std::vector<std::thread> workers_;
     std::vector<scratch_block> scratch_;
 
