@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-      clang libclang-rt-14-dev qemu-user)
+      clang libclang-rt-14-dev qemu-user
+      libopenblas-dev) # optional: only bench/bench_blas.cpp (tessera vs OpenBLAS) uses it
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

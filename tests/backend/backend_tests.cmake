@@ -98,7 +98,7 @@ endif()
 # `tessera devices` end to end (needs the tessera program).
 if(TARGET tessera)
   add_executable(test_backend_cli ${CMAKE_CURRENT_LIST_DIR}/cli/devices_cli_test.cpp)
-  target_link_libraries(test_backend_cli PRIVATE GTest::gtest GTest::gtest_main)
+  target_link_libraries(test_backend_cli PRIVATE tessera_test_support GTest::gtest GTest::gtest_main)
   target_compile_definitions(test_backend_cli PRIVATE TESSERA_EXE_PATH="$<TARGET_FILE:tessera>")
   add_dependencies(test_backend_cli tessera)
   gtest_discover_tests(test_backend_cli DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)

@@ -3,37 +3,15 @@
 // variant that model supports and compute correctly — no illegal
 // instruction from scoring, static initializers or kernels.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "backend/test_support.hpp"
+#include "support/run_process.hpp"
 
 namespace tessera::test {
 namespace {
-
-struct run_result {
-    int status = -1;
-    std::string out;
-};
-
-run_result run(const std::string & cmd) {
-    run_result r;
-    FILE * p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    r.status = pclose(p);
-    return r;
-}
-
-std::string quote(const std::string & s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
 
 // Why qemu tests cannot run in this build, or "".
 std::string skip_reason() {
@@ -50,14 +28,18 @@ std::string skip_reason() {
     return "";
 }
 
-// Runs `program` (args appended) under qemu with `cpu_model`; checks it
-// exits 0 without an illegal instruction and returns its output.
+// Runs `program --gtest_brief=1` under qemu with `cpu_model` (extra
+// environment entries `env`); checks it exits 0 without an illegal
+// instruction and returns its output (stdout and stderr as written).
 std::string run_under_qemu(const std::string & cpu_model, const std::string & program,
-                           const std::string & env = "") {
-    const std::string cmd = env + " /usr/bin/qemu-x86_64 -cpu " + cpu_model + " " + program + " 2>&1";
-    const run_result r = run(cmd);
-    EXPECT_TRUE(WIFEXITED(r.status)) << cmd << "\n" << r.out;
-    EXPECT_EQ(WEXITSTATUS(r.status), 0) << cmd << "\n" << r.out;
+                           const std::vector<std::string> & env = {}) {
+    process_options opt;
+    opt.env = env;
+    opt.merge_stderr = true;
+    const process_result r = run_process("/usr/bin/qemu-x86_64", {"-cpu", cpu_model, program, "--gtest_brief=1"}, opt);
+    const std::string what = "qemu-x86_64 -cpu " + cpu_model + " " + program;
+    EXPECT_EQ(r.term_signal, 0) << what << "\n" << r.out;
+    EXPECT_EQ(r.exit_code, 0) << what << "\n" << r.out;
     EXPECT_EQ(r.out.find("Illegal instruction"), std::string::npos) << r.out;
     return r.out;
 }
@@ -65,8 +47,7 @@ std::string run_under_qemu(const std::string & cpu_model, const std::string & pr
 void expect_variant(const std::string & cpu_model, const std::string & variant) {
     if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
     const std::string out =
-        run_under_qemu(cpu_model, quote(TESSERA_PROBE_PATH) + " --gtest_brief=1",
-                       "TESSERA_PROBE_PLUGIN_DIR=" + quote(TESSERA_BINARY_DIR));
+        run_under_qemu(cpu_model, TESSERA_PROBE_PATH, {std::string("TESSERA_PROBE_PLUGIN_DIR=") + TESSERA_BINARY_DIR});
     EXPECT_NE(out.find("VARIANT=" + variant + "\n"), std::string::npos) << out;
 }
 
@@ -85,7 +66,7 @@ TEST(CpuQemu, OpSuiteOnNehalemRunsTheSse42Variant) {
     GTEST_SKIP() << "op suite through the registry not built";
 #else
     if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
-    const std::string out = run_under_qemu("Nehalem", quote(TESSERA_OPS_VIA_REGISTRY_PATH) + " --gtest_brief=1");
+    const std::string out = run_under_qemu("Nehalem", TESSERA_OPS_VIA_REGISTRY_PATH);
     EXPECT_NE(out.find("CPU ops run on variant sse42"), std::string::npos) << out;
     EXPECT_NE(out.find("[  PASSED  ]"), std::string::npos) << out;
 #endif

@@ -3,11 +3,9 @@
 // clear message on bad input. Skipped when the tessera program is not built.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/run_process.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/llm/quantize.hpp"
 
@@ -24,12 +23,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 const std::string vocab = std::string(TESSERA_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf";
-
-struct run_result {
-    int status = -1;
-    std::string out; // stdout
-    std::string err; // stderr
-};
 
 std::string slurp(const fs::path & p) {
     std::ifstream f(p, std::ios::binary);
@@ -51,20 +44,10 @@ struct temp_dir {
     std::string operator/(const std::string & s) const { return (path / s).string(); }
 };
 
-// Runs the program with `args`; stdout and stderr captured separately.
-run_result run_tessera(const std::string & args, const temp_dir & dir) {
-    run_result r;
-    const std::string err_file = dir / "stderr.txt";
-    const std::string cmd = std::string(TESSERA_BINARY_DIR) + "/tessera " + args + " 2>" + err_file;
-    FILE * p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.err = slurp(err_file);
-    fs::remove(err_file);
+// Runs the program with `args` (split at spaces; no shell), stdout and
+// stderr captured apart.
+tessera::test::process_result run_tessera(const std::string & args) {
+    auto r = tessera::test::run_process(std::string(TESSERA_BINARY_DIR) + "/tessera", tessera::test::split_args(args));
     // In sanitizer builds a report (which may also exit 1) must fail the test.
     EXPECT_EQ(r.err.find("Sanitizer"), std::string::npos) << args << "\n" << r.err;
     EXPECT_EQ(r.err.find("runtime error:"), std::string::npos) << args << "\n" << r.err;
@@ -102,10 +85,10 @@ std::vector<std::string> cells(const std::string & row) {
 TEST(QuantizeCli, ConvertsWithProgressAndMatchesSynth) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
-    auto r = run_tessera("gguf synth -q --preset tiny --type F32 --seed 9 --vocab " + vocab + " -o " + (d / "f32.gguf"), d);
-    ASSERT_EQ(r.status, 0) << r.err;
-    r = run_tessera("quantize " + (d / "f32.gguf") + " " + (d / "q8.gguf") + " q8_0", d);
-    ASSERT_EQ(r.status, 0) << r.err;
+    auto r = run_tessera("gguf synth -q --preset tiny --type F32 --seed 9 --vocab " + vocab + " -o " + (d / "f32.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_tessera("quantize " + (d / "f32.gguf") + " " + (d / "q8.gguf") + " q8_0");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     // One line per tensor: index/count, name, old -> new type.
     EXPECT_TRUE(contains(r.err, "[ 1/21] token_embd.weight")) << r.err;
     EXPECT_TRUE(contains(r.err, "F32 -> Q8_0")) << r.err;
@@ -114,8 +97,8 @@ TEST(QuantizeCli, ConvertsWithProgressAndMatchesSynth) {
     EXPECT_TRUE(contains(line_with(r.err, "blk.1.ffn_up.weight"), "F32 -> Q8_0  [64, 128]")) << r.err;
     EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q8_0")) << r.err;
     // Same bytes as the generator writing Q8_0 directly.
-    r = run_tessera("gguf synth -q --preset tiny --type Q8_0 --seed 9 --vocab " + vocab + " -o " + (d / "s8.gguf"), d);
-    ASSERT_EQ(r.status, 0) << r.err;
+    r = run_tessera("gguf synth -q --preset tiny --type Q8_0 --seed 9 --vocab " + vocab + " -o " + (d / "s8.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(slurp(d / "q8.gguf"), slurp(d / "s8.gguf"));
     const tessera::gguf::reader q8(d / "q8.gguf");
     EXPECT_EQ(q8.get_u32("general.file_type"), 7u);
@@ -125,23 +108,23 @@ TEST(QuantizeCli, ConvertsWithProgressAndMatchesSynth) {
 TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
-    auto r = run_tessera("quantize " + (d / "missing.gguf") + " " + (d / "out.gguf") + " Q4_0", d);
-    EXPECT_EQ(r.status, 1);
+    auto r = run_tessera("quantize " + (d / "missing.gguf") + " " + (d / "out.gguf") + " Q4_0");
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "missing.gguf: no such file")) << r.err;
     { std::ofstream(d / "text.gguf") << "hello, not gguf"; }
-    r = run_tessera("quantize " + (d / "text.gguf") + " " + (d / "out.gguf") + " Q4_0", d);
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("quantize " + (d / "text.gguf") + " " + (d / "out.gguf") + " Q4_0");
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
     EXPECT_TRUE(contains(r.err, "text.gguf")) << r.err;
-    r = run_tessera("gguf synth -q --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "m.gguf"), d);
-    ASSERT_EQ(r.status, 0) << r.err;
-    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q9_9", d);
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("gguf synth -q --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "m.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q9_9");
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q9_9'")) << r.err;
-    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q4_K", d);
-    EXPECT_EQ(r.status, 1);
-    r = run_tessera("quantize " + (d / "m.gguf"), d);
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q4_K");
+    EXPECT_EQ(r.exit_code, 1);
+    r = run_tessera("quantize " + (d / "m.gguf"));
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_FALSE(fs::exists(d / "out.gguf"));
 }
 
@@ -149,37 +132,37 @@ TEST(SynthCli, ReproducibleLoadableAndChecked) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
     const std::string base = "gguf synth -q --preset tiny --type Q4_0 --vocab " + vocab;
-    ASSERT_EQ(run_tessera(base + " --seed 3 -o " + (d / "a.gguf"), d).status, 0);
-    ASSERT_EQ(run_tessera(base + " --seed 3 -o " + (d / "b.gguf"), d).status, 0);
-    ASSERT_EQ(run_tessera(base + " --seed 4 -o " + (d / "c.gguf"), d).status, 0);
+    ASSERT_EQ(run_tessera(base + " --seed 3 -o " + (d / "a.gguf")).exit_code, 0);
+    ASSERT_EQ(run_tessera(base + " --seed 3 -o " + (d / "b.gguf")).exit_code, 0);
+    ASSERT_EQ(run_tessera(base + " --seed 4 -o " + (d / "c.gguf")).exit_code, 0);
     EXPECT_EQ(slurp(d / "a.gguf"), slurp(d / "b.gguf"));
     EXPECT_NE(slurp(d / "a.gguf"), slurp(d / "c.gguf"));
     // Progress and summary on stderr.
-    auto r = run_tessera("gguf synth --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "f16.gguf"), d);
-    ASSERT_EQ(r.status, 0) << r.err;
+    auto r = run_tessera("gguf synth --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "f16.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(contains(r.err, "[21/21] blk.1.ffn_down.weight")) << r.err;
     EXPECT_TRUE(contains(r.err, "synth-tiny F16 (n_embd 64, 2 layers, 4 heads, 2 kv heads, n_ff 128), seed 1")) << r.err;
 
-    r = run_tessera("gguf synth --preset 7b --vocab " + vocab + " -o " + (d / "x.gguf"), d);
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("gguf synth --preset 7b --vocab " + vocab + " -o " + (d / "x.gguf"));
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "unknown preset '7b'")) << r.err;
-    r = run_tessera("gguf synth --preset tiny --type Q6_K --vocab " + vocab + " -o " + (d / "x.gguf"), d);
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("gguf synth --preset tiny --type Q6_K --vocab " + vocab + " -o " + (d / "x.gguf"));
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "--type 'Q6_K' is not supported")) << r.err;
-    r = run_tessera("gguf synth --preset tiny --vocab " + (d / "none.gguf") + " -o " + (d / "x.gguf"), d);
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("gguf synth --preset tiny --vocab " + (d / "none.gguf") + " -o " + (d / "x.gguf"));
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "none.gguf: no such file")) << r.err;
-    r = run_tessera("gguf synth --preset tiny -o " + (d / "x.gguf"), d); // --vocab missing
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("gguf synth --preset tiny -o " + (d / "x.gguf")); // --vocab missing
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_FALSE(fs::exists(d / "x.gguf"));
 }
 
 TEST(BenchCli, JsonFieldsAndStatistics) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
-    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q4_0 --vocab " + vocab + " -o " + (d / "m.gguf"), d).status, 0);
-    const auto r = run_tessera("bench -m " + (d / "m.gguf") + " -p 8 -n 3 -t 1 -r 3 -o json", d);
-    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q4_0 --vocab " + vocab + " -o " + (d / "m.gguf")).exit_code, 0);
+    const auto r = run_tessera("bench -m " + (d / "m.gguf") + " -p 8 -n 3 -t 1 -r 3 -o json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = json::parse(r.out);
     ASSERT_TRUE(j.is_array());
     ASSERT_EQ(j.size(), 2u);
@@ -229,10 +212,10 @@ TEST(BenchCli, JsonFieldsAndStatistics) {
 TEST(BenchCli, MarkdownTableRows) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
-    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf"), d).status, 0);
-    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "b.gguf"), d).status, 0);
-    const auto r = run_tessera("bench -m " + (d / "a.gguf") + " -m " + (d / "b.gguf") + " -p 4 -n 2 -t 1,2 -r 1", d);
-    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "b.gguf")).exit_code, 0);
+    const auto r = run_tessera("bench -m " + (d / "a.gguf") + " -m " + (d / "b.gguf") + " -p 4 -n 2 -t 1,2 -r 1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     std::vector<std::string> lines;
     size_t at = 0;
     while (at < r.out.size()) {
@@ -259,23 +242,23 @@ TEST(BenchCli, MarkdownTableRows) {
 TEST(BenchCli, BadInputExitsOne) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
-    auto r = run_tessera("bench -m " + (d / "missing.gguf") + " -p 4 -n 2", d);
-    EXPECT_EQ(r.status, 1);
+    auto r = run_tessera("bench -m " + (d / "missing.gguf") + " -p 4 -n 2");
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "missing.gguf: no such file")) << r.err;
-    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf"), d).status, 0);
-    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -o csv", d);
-    EXPECT_EQ(r.status, 1);
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -o csv");
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "-o 'csv'")) << r.err;
-    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0", d);
-    EXPECT_EQ(r.status, 1);
-    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 0 -n 0", d);
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0");
+    EXPECT_EQ(r.exit_code, 1);
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 0 -n 0");
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "nothing to run")) << r.err;
-    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4000 -n 0", d); // beyond the 2048-token context
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4000 -n 0"); // beyond the 2048-token context
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "context")) << r.err;
-    r = run_tessera("bench -m " + vocab + " -p 4 -n 0", d); // vocab-only file: not a model
-    EXPECT_EQ(r.status, 1);
+    r = run_tessera("bench -m " + vocab + " -p 4 -n 0"); // vocab-only file: not a model
+    EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
     EXPECT_TRUE(r.out.empty() || contains(r.out, "| model")) << r.out;
 }

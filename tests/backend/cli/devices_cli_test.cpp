@@ -1,30 +1,22 @@
 // `tessera devices` and `--list-devices` on other subcommands: exit status
 // and the listing's content (runs the built tessera program).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "support/run_process.hpp"
+
 namespace {
 
-struct result {
-    int exit_code = -1;
-    std::string out;
-};
+using tessera::test::process_result;
 
-result run(const std::string & args) {
-    result r;
-    const std::string cmd = std::string("'") + TESSERA_EXE_PATH + "' " + args + " 2>&1";
-    FILE * p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int st = pclose(p);
-    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
+// Runs the tessera program with `args` (split at spaces; no shell); out
+// holds stdout and stderr as written.
+process_result run(const std::string & args) {
+    tessera::test::process_options opt;
+    opt.merge_stderr = true;
+    return tessera::test::run_process(TESSERA_EXE_PATH, tessera::test::split_args(args), opt);
 }
 
 std::string model_name() {
@@ -36,7 +28,7 @@ std::string model_name() {
 }
 
 TEST(DevicesCli, ListsTheCpuBackendAndDevice) {
-    const result r = run("devices");
+    const process_result r = run("devices");
     EXPECT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("backends (1):\n  cpu  API 1.0"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("devices (1):\n  CPU: " + model_name() + "\n    type: CPU\n"),
@@ -51,13 +43,13 @@ TEST(DevicesCli, ListsTheCpuBackendAndDevice) {
 std::string stable_part(const std::string & s) { return s.substr(0, s.find("    memory:")); }
 
 TEST(DevicesCli, ListDevicesFlagOnAnotherCommandExitsZero) {
-    const result devices = run("devices");
+    const process_result devices = run("devices");
     int checked = 0;
     for (const char * sub : {"run", "gguf"}) {
-        const result help = run(std::string(sub) + " --help");
+        const process_result help = run(std::string(sub) + " --help");
         if (help.out.find("--list-devices") == std::string::npos) continue; // not built
         ++checked;
-        const result r = run(std::string(sub) + " --list-devices"); // run's -m is not required then
+        const process_result r = run(std::string(sub) + " --list-devices"); // run's -m is not required then
         EXPECT_EQ(r.exit_code, 0) << sub << "\n" << r.out;
         EXPECT_EQ(stable_part(r.out), stable_part(devices.out)) << sub;
         EXPECT_NE(r.out.find("    memory:"), std::string::npos) << r.out;
@@ -66,7 +58,7 @@ TEST(DevicesCli, ListDevicesFlagOnAnotherCommandExitsZero) {
 }
 
 TEST(DevicesCli, BadFlagExitsOne) {
-    const result r = run("devices --no-such-flag");
+    const process_result r = run("devices --no-such-flag");
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("--no-such-flag"), std::string::npos) << r.out;
 }
