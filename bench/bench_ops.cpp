@@ -13,7 +13,8 @@
 //            AVX512-VNNI, else vpmaddubsw), of_read_bw (N = 1: weight bytes
 //            per second / streaming read bandwidth).
 //   Attention: the two MUL_MATs of one decode step over an F16 KV cache
-//            (K view with strided heads, transposed V view).
+//            (K view with strided heads, transposed V view); one layer's
+//            attention fused (FLASH_ATTN_EXT) vs unfused (BM_attention).
 // Built three times (bench/CMakeLists.txt): bench_ops (baseline kernels),
 // bench_ops_haswell (AVX2/FMA/F16C kernels), bench_ops_native
 // (-march=native kernels).
@@ -24,6 +25,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <cstring>
 #include <random>
@@ -214,6 +216,54 @@ void BM_attn_decode(benchmark::State & state) {
 }
 
 BENCHMARK(BM_attn_decode)->Args({512, 1})->Args({512, 2})->Args({4096, 1})->Args({4096, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Attention of one layer as the Llama graph computes it
+// (llm/llama_graph.cpp), fused (FLASH_ATTN_EXT) or unfused (MUL_MAT K.Q,
+// SOFT_MAX with the causal mask, MUL_MAT with the transposed V view, CONT of
+// the permuted result): head_dim 64, 9 query heads over 3 KV heads, F16 KV
+// cache of n_kv positions, T queries at the last T positions. Args: fused
+// (0/1), T, n_kv, threads.
+void BM_attention(benchmark::State & state) {
+    const bool fused = state.range(0) != 0;
+    const int64_t T = state.range(1), n_kv = state.range(2);
+    const int n_threads = static_cast<int>(state.range(3));
+    const int64_t head_dim = 64, n_head = 9, n_head_kv = 3;
+    context ctx(data_params());
+    std::mt19937 rng(4);
+    tensor * kc = ctx.new_tensor(TSR_TYPE_F16, {head_dim * n_head_kv, n_kv});
+    tensor * vc = ctx.new_tensor(TSR_TYPE_F16, {head_dim * n_head_kv, n_kv});
+    fill_weights(kc, rng);
+    fill_weights(vc, rng);
+    tensor * q = ctx.new_tensor(TSR_TYPE_F32, {head_dim, n_head, T});
+    fill_f32(q, rng);
+    tensor * mask = ctx.new_tensor(TSR_TYPE_F32, {n_kv, T});
+    auto * m = static_cast<float *>(mask->data);
+    for (int64_t i = 0; i < T; ++i) {
+        for (int64_t j = 0; j < n_kv; ++j) m[i * n_kv + j] = j <= n_kv - T + i ? 0.0f : -INFINITY;
+    }
+    const uint64_t row = kc->nb[1], esz = kc->nb[0];
+    const float scale = 0.125f;
+    tensor * K = view_3d(ctx, kc, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
+    tensor * Q = permute(ctx, q, 0, 2, 1, 3);
+    tensor * out = nullptr;
+    if (fused) {
+        tensor * V = view_3d(ctx, vc, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
+        out = flash_attn_ext(ctx, Q, K, V, mask, scale);
+    } else {
+        const int64_t v_ne[3] = {n_kv, head_dim, n_head_kv};
+        const uint64_t v_nb[3] = {row, esz, uint64_t(head_dim) * esz};
+        tensor * Vt = view(ctx, vc, v_ne, v_nb, 0);
+        tensor * kq = soft_max(ctx, mul_mat(ctx, K, Q), mask, scale);
+        out = cont(ctx, permute(ctx, mul_mat(ctx, Vt, kq), 0, 2, 1, 3));
+    }
+    state.SetLabel(std::string(fused ? "fused" : "unfused") + " T=" + std::to_string(T) + " n_kv=" + std::to_string(n_kv));
+    run_graph(state, out, n_threads);
+}
+
+BENCHMARK(BM_attention)
+    ->Args({0, 512, 512, 1})->Args({1, 512, 512, 1})->Args({0, 512, 512, 2})->Args({1, 512, 512, 2})
+    ->Args({0, 1, 2048, 1})->Args({1, 1, 2048, 1})->Args({0, 1, 2048, 2})->Args({1, 1, 2048, 2})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_rms_norm(benchmark::State & state) {
     const int64_t N = state.range(0);

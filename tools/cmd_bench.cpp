@@ -40,6 +40,8 @@ struct options {
     std::vector<int> n_prompt{512};
     std::vector<int> n_gen{128};
     std::vector<int> threads;
+    std::vector<int> flash_attn; // -fa values (0/1); empty = the session's automatic choice
+    std::vector<int> repack;     // --rp values (0/1): repacked weight layout; empty = on
     int reps = 5;
     int n_batch = 512;
     std::string output = "md";
@@ -57,6 +59,8 @@ struct result {
     int64_t n_params = 0;
     int n_threads = 0, n_prompt = 0, n_gen = 0, n_batch = 0;
     std::string kv_type, test_time;
+    bool flash_attn = false; // fused attention used (as resolved by the session)
+    bool repack = true;      // repacked weight layout asked for (--rp)
     std::vector<uint64_t> samples_ns;
 
     int n_tokens() const { return n_prompt + n_gen; }
@@ -139,19 +143,27 @@ std::string test_name(const result & r) {
 // Markdown table, one row per test, printed as results arrive.
 struct md_printer {
     static constexpr int w_model = 24, w_size = 10, w_params = 10, w_backend = 7, w_threads = 7, w_test = 12, w_ts = 20;
+    bool show_fa = false; // an "fa" column after "threads" (only when -fa was given)
+    bool show_rp = false; // an "rp" column after that (only when --rp was given)
     void header() const {
-        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} | {:>{}} | {:>{}} |\n", "model", w_model, "size", w_size,
-                   "params", w_params, "backend", w_backend, "threads", w_threads, "test", w_test, "t/s", w_ts);
-        fmt::print("| {:-<{}} | {:->{}}: | {:->{}}: | {:-<{}} | {:->{}}: | {:->{}}: | {:->{}}: |\n", "", w_model, "",
-                   w_size - 1, "", w_params - 1, "", w_backend, "", w_threads - 1, "", w_test - 1, "", w_ts - 1);
+        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |\n", "model", w_model, "size", w_size,
+                   "params", w_params, "backend", w_backend, "threads", w_threads,
+                   std::string(show_fa ? " fa |" : "") + (show_rp ? " rp |" : ""), "test",
+                   w_test, "t/s", w_ts);
+        fmt::print("| {:-<{}} | {:->{}}: | {:->{}}: | {:-<{}} | {:->{}}: |{} {:->{}}: | {:->{}}: |\n", "", w_model, "",
+                   w_size - 1, "", w_params - 1, "", w_backend, "", w_threads - 1,
+                   std::string(show_fa ? " -: |" : "") + (show_rp ? " -: |" : ""), "",
+                   w_test - 1, "", w_ts - 1);
         std::fflush(stdout);
     }
     void row(const result & r) const {
         const auto ts = r.samples_ts();
-        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} | {:>{}} | {:>{}} |\n", r.model_type, w_model,
+        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |\n", r.model_type, w_model,
                    size_text(r.model_size), w_size, params_text(r.n_params), w_params, r.backend, w_backend,
-                   r.n_threads, w_threads, test_name(r), w_test, fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts)),
-                   w_ts);
+                   r.n_threads, w_threads,
+                   std::string(show_fa ? (r.flash_attn ? "  1 |" : "  0 |") : "") + (show_rp ? (r.repack ? "  1 |" : "  0 |") : ""),
+                   test_name(r), w_test,
+                   fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts)), w_ts);
         std::fflush(stdout);
     }
 };
@@ -174,6 +186,8 @@ json to_json(const result & r) {
     j["n_threads"] = r.n_threads;
     j["type_k"] = lower(r.kv_type);
     j["type_v"] = lower(r.kv_type);
+    j["flash_attn"] = r.flash_attn;
+    j["repack"] = r.repack;
     j["n_gpu_layers"] = 0;
     j["n_prompt"] = r.n_prompt;
     j["n_gen"] = r.n_gen;
@@ -235,6 +249,12 @@ void check_options(const options & o) {
     for (int t : o.threads) {
         if (t < 1) throw error(fmt::format("-t {}: need at least one thread", t));
     }
+    for (int fa : o.flash_attn) {
+        if (fa != 0 && fa != 1) throw error(fmt::format("-fa {}: expected 0 (off) or 1 (on)", fa));
+    }
+    for (int rp : o.repack) {
+        if (rp != 0 && rp != 1) throw error(fmt::format("--rp {}: expected 0 (off) or 1 (on)", rp));
+    }
     const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
                      std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; });
     if (!any) throw error("nothing to run: every -p and -n value is 0");
@@ -253,7 +273,13 @@ int run_bench(const options & o) {
     const int max_n = *std::max_element(o.n_gen.begin(), o.n_gen.end());
 
     md_printer md;
+    md.show_fa = !o.flash_attn.empty();
+    md.show_rp = !o.repack.empty();
     if (o.output == "md") md.header();
+    std::vector<int> fa_values = o.flash_attn; // -1: automatic
+    if (fa_values.empty()) fa_values.push_back(-1);
+    std::vector<int> rp_values = o.repack;
+    if (rp_values.empty()) rp_values.push_back(1);
     json all = json::array();
     for (const std::string & path : o.models) {
         auto m = llm::model::load(path);
@@ -265,13 +291,16 @@ int run_bench(const options & o) {
                 src.bos = int32_t(*b);
             }
         }
-        for (int nt : threads) {
+        for (int nt : threads) for (int fa : fa_values) for (int rp : rp_values) {
             llm::session_params sp;
             sp.n_ctx = uint32_t(std::max({max_p, max_n, 1}));
             sp.n_batch = uint32_t(o.n_batch);
             sp.n_threads = nt;
             sp.device = o.device;
             sp.kv_type = type_from_name(o.kv_type);
+            using fa_mode = llm::session_params::flash_attn_mode;
+            sp.flash_attn = fa < 0 ? fa_mode::automatic : fa == 1 ? fa_mode::on : fa_mode::off;
+            sp.repack = rp != 0;
             llm::session s(*m, sp);
 
             auto run_test = [&](int p, int n) {
@@ -287,6 +316,8 @@ int run_bench(const options & o) {
                 r.n_gen = n;
                 r.n_batch = o.n_batch;
                 r.kv_type = o.kv_type;
+                r.flash_attn = s.flash_attn();
+                r.repack = rp != 0;
                 r.test_time = utc_now();
                 if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
@@ -334,6 +365,12 @@ command register_bench(CLI::App & app) {
     sub->add_option("-o,--output", o->output, "output format: md (table) or json")->capture_default_str();
     sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")->capture_default_str();
+    sub->add_option("--flash-attn", o->flash_attn, // also spelled -fa (tools/main.cpp)
+                    "fused attention (also -fa): 0 (off) and/or 1 (on), comma-separated; default: on where the device supports it")
+        ->delimiter(',');
+    sub->add_option("--rp,--repack", o->repack,
+                    "repacked weight layout (CPU_REPACK): 0 (off) and/or 1 (on), comma-separated; default: on")
+        ->delimiter(',');
     sub->add_option("--seed", o->seed, "seed of the random prompt tokens")->capture_default_str();
     sub->add_flag("--no-warmup", o->no_warmup, "skip the untimed warm-up run of each test");
     sub->add_flag("--progress", o->progress, "print progress on stderr");

@@ -40,6 +40,8 @@ struct run_options {
     int n_batch = 512;
     std::string device;
     std::string kv_type = "F32";
+    std::string flash_attn = "auto"; // on, off or auto (on where the device supports it)
+    std::string repack = "on";      // on or off: MUL_MAT weights in the device's repacked layout
     llm::sampler_params sp;
 };
 
@@ -53,6 +55,9 @@ int run_generate(const run_options & o) {
     ps.n_threads = o.n_threads;
     ps.device = o.device;
     ps.kv_type = type_from_name(o.kv_type);
+    using fa_mode = llm::session_params::flash_attn_mode;
+    ps.flash_attn = o.flash_attn == "on" ? fa_mode::on : o.flash_attn == "off" ? fa_mode::off : fa_mode::automatic;
+    ps.repack = o.repack == "on";
     llm::session s(*m, ps);
     const double load_ms = ms_since(t_load);
 
@@ -61,8 +66,9 @@ int run_generate(const run_options & o) {
                o.model_path, hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab, hp.n_ctx_train);
     fmt::print(stderr, "model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6,
                m->type_summary(), double(m->n_bytes()) / (1024.0 * 1024.0));
-    fmt::print(stderr, "device: {} ({}), {} threads, context {}, batch {}, KV cache {}\n", s.device_name(),
-               s.device_description(), s.n_threads(), s.n_ctx(), o.n_batch, o.kv_type);
+    fmt::print(stderr, "device: {} ({}), {} threads, context {}, batch {}, KV cache {}, flash attention {}\n",
+               s.device_name(), s.device_description(), s.n_threads(), s.n_ctx(), o.n_batch, o.kv_type,
+               s.flash_attn() ? "on" : "off");
     fmt::print(stderr, "load time: {:.1f} ms\n", load_ms);
 
     const std::vector<llm::token_id> prompt_ids = tok.encode(o.prompt, true, true);
@@ -135,6 +141,12 @@ command register_run(CLI::App & app) {
     sub->add_option("--seed", o->sp.seed, "random seed for sampling");
     sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type")->check(CLI::IsMember({"F32", "F16"}));
+    sub->add_option("--repack", o->repack, "repacked weight layout where the device has one (CPU_REPACK)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    sub->add_option("--flash-attn", o->flash_attn, "fused attention: on, off or auto (on where the device supports it)")
+        ->check(CLI::IsMember({"on", "off", "auto"}))
+        ->capture_default_str();
     return {sub, [o] { return run_generate(*o); }};
 }
 

@@ -1,6 +1,7 @@
 // tools/main.cpp — the `tessera` command line program.
 #include <cstdio>
 #include <exception>
+#include <string_view>
 #include <vector>
 
 #include <fmt/core.h>
@@ -38,8 +39,17 @@ int main(int argc, char ** argv) {
         if (c.sub->get_name() != "devices") add_list_devices_flag(c.sub);
     }
 #endif
+    // `bench -fa 0,1` (llama-bench's spelling): CLI11 has no one-dash
+    // multi-letter names, so the token is read as --flash-attn.
+    std::vector<char *> args(argv, argv + argc);
+    static char flash_attn_long[] = "--flash-attn";
+    static char repack_long[] = "--repack";
+    for (int i = 2; i < argc && std::string_view(argv[1]) == "bench"; ++i) {
+        if (std::string_view(argv[i]) == "-fa") args[size_t(i)] = flash_attn_long;
+        if (std::string_view(argv[i]) == "-rp") args[size_t(i)] = repack_long; // the same for -rp (repack)
+    }
     try {
-        app.parse(argc, argv);
+        app.parse(argc, args.data());
     } catch (const CLI::ParseError & e) {
         return app.exit(e) == 0 ? 0 : 1;
     }

@@ -94,6 +94,7 @@ typedef enum tsr_op {
     TSR_OP_PERMUTE,
     TSR_OP_TRANSPOSE,
     TSR_OP_ARGMAX,
+    TSR_OP_FLASH_ATTN_EXT,
     TSR_OP_COUNT
 } tsr_op;
 

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -300,6 +301,49 @@ tensor * soft_max(context & ctx, tensor * a, tensor * mask, float scale) {
     return r;
 }
 
+tensor * flash_attn_ext(context & ctx, tensor * q, tensor * k, tensor * v, tensor * mask, float scale) {
+    const int32_t op = TSR_OP_FLASH_ATTN_EXT;
+    need_type(op, "q", q, TSR_TYPE_F32);
+    for (const auto & [what, t] : {std::pair<const char *, tensor *>{"k", k}, {"v", v}}) {
+        traits_of(op, what, t);
+        if (t->type != TSR_TYPE_F32 && t->type != TSR_TYPE_F16) {
+            fail(op, fmt::format("{} {} must be F32 or F16, got {}", what, shape_str(t), type_name(t->type)));
+        }
+        if (t->nb[0] != get_type_traits(t->type).type_size) {
+            fail(op, fmt::format("{} {} must be packed along ne[0] (nb[0] = {}, expected {})", what, shape_str(t),
+                                 t->nb[0], get_type_traits(t->type).type_size));
+        }
+        need_dim_one(op, what, t, 3);
+    }
+    need_dim_one(op, "q", q, 3);
+    need_dim_eq(op, "q", q, 0, "k", k, 0);
+    need_dim_eq(op, "q", q, 0, "v", v, 0);
+    need_dim_eq(op, "k", k, 1, "v", v, 1);
+    need_dim_eq(op, "k", k, 2, "v", v, 2);
+    if (q->ne[2] % k->ne[2] != 0) {
+        fail(op, fmt::format("q {} and k {} disagree in ne[2]: q's {} heads are not a multiple of k's {} "
+                             "(grouped-query attention)",
+                             shape_str(q), shape_str(k), q->ne[2], k->ne[2]));
+    }
+    if (mask != nullptr) {
+        need_type(op, "mask", mask, TSR_TYPE_F32);
+        need_dim_eq(op, "mask", mask, 0, "k", k, 1);
+        if (mask->ne[1] < q->ne[1]) {
+            fail(op, fmt::format("mask {} and q {} disagree: mask.ne[1] = {} rows, fewer than q.ne[1] = {} queries",
+                                 shape_str(mask), shape_str(q), mask->ne[1], q->ne[1]));
+        }
+        need_dim_multiple(op, "q", q, "mask", mask, 2);
+        need_dim_one(op, "mask", mask, 3);
+    }
+    tensor * r = new_result(ctx, op, TSR_TYPE_F32, {q->ne[0], q->ne[2], q->ne[1], 1});
+    r->src[0] = q;
+    r->src[1] = k;
+    r->src[2] = v;
+    r->src[3] = mask;
+    set_op_param_f32(r, 0, scale);
+    return r;
+}
+
 tensor * cpy(context & ctx, tensor * a, tensor * b) {
     const int32_t op = TSR_OP_CPY;
     const type_traits & atr = traits_of(op, "a", a);
@@ -483,8 +527,9 @@ const char * op_name(int32_t op) {
     static constexpr const char * k_names[TSR_OP_COUNT] = {
         "NONE",   "ADD",  "MUL",  "SCALE", "RMS_NORM", "MUL_MAT", "GET_ROWS", "SET_ROWS", "ROPE",     "SOFT_MAX",
         "SILU",   "GELU", "CPY",  "CONT",  "VIEW",     "RESHAPE", "PERMUTE",  "TRANSPOSE", "ARGMAX",
+        "FLASH_ATTN_EXT",
     };
-    static_assert(TSR_OP_COUNT == 19, "update k_names when adding an op");
+    static_assert(TSR_OP_COUNT == 20, "update k_names when adding an op");
     if (op < 0 || op >= TSR_OP_COUNT) return "UNKNOWN";
     return k_names[op];
 }

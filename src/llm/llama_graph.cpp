@@ -6,7 +6,7 @@
 namespace tessera::llm {
 
 batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors & kv, uint32_t n_tokens,
-                              uint32_t n_kv, bool all_logits) {
+                              uint32_t n_kv, bool all_logits, bool flash_attn) {
     const hparams & hp = m.hp();
     const int64_t n_embd = hp.n_embd, head_dim = hp.head_dim(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
     const int64_t n_embd_kv = hp.n_embd_kv(), T = n_tokens;
@@ -38,16 +38,21 @@ batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors &
         const uint64_t row = kv.k[il]->nb[1];
         const uint64_t esz = kv.k[il]->nb[0];
         tensor * K = view_3d(ctx, k_store, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
-        // V as the weight operand of a product: element (j, d, hkv) = V[pos j, head hkv, dim d].
-        const int64_t v_ne[3] = {int64_t(n_kv), head_dim, n_head_kv};
-        const uint64_t v_nb[3] = {row, esz, uint64_t(head_dim) * esz};
-        tensor * Vt = view(ctx, v_store, v_ne, v_nb, 0);
-
-        tensor * Q = permute(ctx, q, 0, 2, 1, 3);     // [head_dim, T, n_head]
-        tensor * kq = mul_mat(ctx, K, Q);              // [n_kv, T, n_head]
-        kq = soft_max(ctx, kq, g.in.mask, kq_scale);
-        tensor * kqv = mul_mat(ctx, Vt, kq);           // [head_dim, T, n_head]
-        tensor * merged = cont(ctx, permute(ctx, kqv, 0, 2, 1, 3)); // [head_dim, n_head, T]
+        tensor * Q = permute(ctx, q, 0, 2, 1, 3); // [head_dim, T, n_head]
+        tensor * merged = nullptr;                // [head_dim, n_head, T]
+        if (flash_attn) {
+            tensor * V = view_3d(ctx, v_store, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
+            merged = flash_attn_ext(ctx, Q, K, V, g.in.mask, kq_scale);
+        } else {
+            // V as the weight operand of a product: element (j, d, hkv) = V[pos j, head hkv, dim d].
+            const int64_t v_ne[3] = {int64_t(n_kv), head_dim, n_head_kv};
+            const uint64_t v_nb[3] = {row, esz, uint64_t(head_dim) * esz};
+            tensor * Vt = view(ctx, v_store, v_ne, v_nb, 0);
+            tensor * kq = mul_mat(ctx, K, Q); // [n_kv, T, n_head]
+            kq = soft_max(ctx, kq, g.in.mask, kq_scale);
+            tensor * kqv = mul_mat(ctx, Vt, kq); // [head_dim, T, n_head]
+            merged = cont(ctx, permute(ctx, kqv, 0, 2, 1, 3));
+        }
         tensor * attn = mul_mat(ctx, l.wo, reshape(ctx, merged, {n_embd, T}));
         x = add(ctx, x, attn);
 

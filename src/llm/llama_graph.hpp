@@ -35,7 +35,10 @@ struct batch_graph {
 // projections, RoPE (normal mode), KV cache write, causal grouped-query
 // attention softmax(QK^T / sqrt(head_dim) + mask) V, output projection and
 // residual; RMS norm, SwiGLU feed-forward (Shazeer 2020) and residual.
+// flash_attn: the attention as one FLASH_ATTN_EXT node per layer (no
+// [n_kv, n_tokens, n_head] score matrix); else MUL_MAT, SOFT_MAX, MUL_MAT
+// and a CONT of the permuted result. Same values up to float rounding.
 batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors & kv, uint32_t n_tokens,
-                              uint32_t n_kv, bool all_logits);
+                              uint32_t n_kv, bool all_logits, bool flash_attn = false);
 
 } // namespace tessera::llm

@@ -191,4 +191,13 @@ std::vector<tensor *> model::weights() const {
     return out;
 }
 
+std::vector<tensor *> model::mul_mat_weights() const {
+    std::vector<tensor *> out;
+    for (const layer_weights & l : layers) {
+        for (tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) out.push_back(t);
+    }
+    if (output != tok_embd) out.push_back(output);
+    return out;
+}
+
 } // namespace tessera::llm

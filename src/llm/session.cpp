@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "llama_graph.hpp"
+#include "weight_repack.hpp"
 #include "tessera/backend/graph_allocator.hpp"
 #include "tessera/backend/registry.hpp"
 #include "tessera/core/error.hpp"
@@ -20,6 +22,9 @@ namespace {
 
 // Tensors a Llama graph creates per layer, with room to spare.
 size_t graph_tensor_budget(const hparams & hp) { return size_t(hp.n_layer) * 64 + 64; }
+
+// Granularity of the attention span of a decode graph (positions); see decode().
+constexpr uint32_t k_kv_graph_step = 256;
 
 device choose_device(registry & reg, const std::string & name) {
     if (name.empty()) {
@@ -39,10 +44,24 @@ struct session::impl {
     device dev;
     backend be;
     buffer weights_buf;
+    buffer repack_buf; // MUL_MAT matrices in the device's repacked layout (session_params::repack)
     std::unique_ptr<context> kv_ctx;
     buffer kv_buf;
     kv_tensors kv;
     std::unique_ptr<graph_allocator> galloc;
+
+    // The last graph computed, kept for the next decode step with the same
+    // key: token generation builds and places its graph once per
+    // k_kv_graph_step positions instead of once per token.
+    struct cached_graph {
+        std::unique_ptr<context> ctx;
+        std::unique_ptr<graph> g;
+        batch_graph bg;
+        uint32_t n_tokens = 0;
+        uint32_t n_kv = 0;
+        bool all_logits = false;
+    };
+    std::optional<cached_graph> last;
 };
 
 session::session(const model & m, session_params p) : impl_(std::make_unique<impl>()), model_(m), params_(p) {
@@ -66,6 +85,7 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
     if (impl_->be.has_n_threads()) impl_->be.set_n_threads(params_.n_threads);
 
     // Weights: zero-copy over the mapped file where the device can, else copied.
+    reset_weights(m); // a previous session may have moved them
     const auto mapping = m.file().file_mapping();
     std::vector<tensor *> weights = m.weights();
     size_t max_tensor = 0;
@@ -91,6 +111,7 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
         }
     }
     impl_->weights_buf.set_usage(TSR_BUFFER_USAGE_WEIGHTS);
+    if (params_.repack) impl_->repack_buf = place_repacked_weights(m, impl_->dev);
 
     // KV cache: per layer K and V of [n_embd_kv, n_ctx].
     context::params cp;
@@ -119,25 +140,41 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
     impl_->kv_buf.clear(0);
 
     // Compute buffer sized once for the largest graph (n_batch tokens, full context).
+    // Fused attention unless turned off; in automatic mode it is dropped
+    // again when the device cannot compute a FLASH_ATTN_EXT node.
     impl_->galloc = std::make_unique<graph_allocator>(buft);
-    {
+    using fa_mode = session_params::flash_attn_mode;
+    flash_attn_ = params_.flash_attn != fa_mode::off;
+    for (;;) {
         context::params gp;
         gp.max_tensors = graph_tensor_budget(hp);
         context gctx(gp);
-        batch_graph bg = build_llama_graph(gctx, m, kv, params_.n_batch, params_.n_ctx, true);
+        batch_graph bg = build_llama_graph(gctx, m, kv, params_.n_batch, params_.n_ctx, true, flash_attn_);
         graph g(gp.max_tensors);
         g.build_forward(bg.logits);
+        if (flash_attn_ && params_.flash_attn == fa_mode::automatic) {
+            bool fa_ok = true;
+            for (tensor * node : g.nodes()) {
+                if (node->op == TSR_OP_FLASH_ATTN_EXT && !impl_->dev.supports_op(node)) fa_ok = false;
+            }
+            if (!fa_ok) {
+                flash_attn_ = false;
+                continue;
+            }
+        }
         for (tensor * node : g.nodes()) {
             if (!impl_->dev.supports_op(node)) {
-                throw error(fmt::format("device {} cannot compute {} ({}, type {})", impl_->dev.name(),
-                                        op_name(node->op), node->name, type_name(node->type)));
+                throw error(fmt::format("device {} cannot compute {} ({}, type {}){}", impl_->dev.name(),
+                                        op_name(node->op), node->name, type_name(node->type),
+                                        node->op == TSR_OP_FLASH_ATTN_EXT ? "; turn flash attention off" : ""));
             }
         }
         impl_->galloc->reserve(g);
+        break;
     }
 }
 
-session::~session() = default;
+session::~session() { reset_weights(model_); } // the weights' buffers go with impl_
 
 std::string session::device_name() const { return impl_->dev.name(); }
 std::string session::device_description() const { return impl_->dev.description(); }
@@ -163,15 +200,32 @@ std::span<const float> session::decode(std::span<const int32_t> tokens, bool all
     for (size_t start = 0; start < tokens.size(); start += params_.n_batch) {
         const uint32_t n = uint32_t(std::min<size_t>(params_.n_batch, tokens.size() - start));
         const bool last_batch = start + n == tokens.size();
-        const uint32_t n_kv = n_past_ + n;
+        // The graph attends over n_kv positions, rounded up to a multiple of
+        // k_kv_graph_step (capped at the context size): the mask hides the
+        // positions past the batch (softmax gives them weight 0; the cache
+        // holds finite values there: zeros, or rows of an earlier sequence
+        // after reset()), so one graph serves k_kv_graph_step tokens.
+        const uint32_t n_kv_used = n_past_ + n;
+        const uint32_t n_kv = std::min<uint32_t>(params_.n_ctx, (n_kv_used + k_kv_graph_step - 1) / k_kv_graph_step * k_kv_graph_step);
 
-        context::params gp;
-        gp.max_tensors = graph_tensor_budget(hp);
-        context gctx(gp);
-        batch_graph bg = build_llama_graph(gctx, model_, impl_->kv, n, n_kv, all_logits);
-        graph g(gp.max_tensors);
-        g.build_forward(bg.logits);
-        impl_->galloc->allocate(g);
+        auto & last = impl_->last;
+        if (!last || last->n_tokens != n || last->n_kv != n_kv || last->all_logits != all_logits) {
+            last.reset();
+            impl::cached_graph cg;
+            context::params gp;
+            gp.max_tensors = graph_tensor_budget(hp);
+            cg.ctx = std::make_unique<context>(gp);
+            cg.bg = build_llama_graph(*cg.ctx, model_, impl_->kv, n, n_kv, all_logits, flash_attn_);
+            cg.g = std::make_unique<graph>(gp.max_tensors);
+            cg.g->build_forward(cg.bg.logits);
+            impl_->galloc->allocate(*cg.g);
+            cg.n_tokens = n;
+            cg.n_kv = n_kv;
+            cg.all_logits = all_logits;
+            last = std::move(cg);
+        }
+        graph & g = *last->g;
+        const batch_graph & bg = last->bg;
 
         std::vector<int32_t> pos(n);
         for (uint32_t i = 0; i < n; ++i) pos[i] = int32_t(n_past_ + i);

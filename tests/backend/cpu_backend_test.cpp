@@ -72,7 +72,10 @@ TEST_F(CpuCompiledIn, DeviceProperties) {
     EXPECT_STREQ(d.default_buffer_type().name(), "CPU");
     EXPECT_EQ(d.default_buffer_type().alignment(), 64u);
     EXPECT_TRUE(d.default_buffer_type().is_host());
-    EXPECT_TRUE(d.extra_buffer_types().empty());
+    ASSERT_EQ(d.extra_buffer_types().size(), 1u); // issue 6: the repacked weight layout
+    EXPECT_STREQ(d.extra_buffer_types()[0].name(), "CPU_REPACK");
+    EXPECT_FALSE(d.extra_buffer_types()[0].is_host());
+    EXPECT_TRUE(d.supports_buft(d.extra_buffer_types()[0]));
     EXPECT_EQ(feature(cpu, "THREAD_POOL"), "1");
     EXPECT_EQ(feature(cpu, "OPENMP"), "0");
     const std::string variant = feature(cpu, "VARIANT");

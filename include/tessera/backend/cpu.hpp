@@ -11,6 +11,13 @@
 // tsr_threadpool_new/free/pause/resume, tsr_backend_set_threadpool,
 // tsr_reg_get_features, tsr_dev_get_extra_bufts. Backend params:
 // "n_threads=N" (default: the number of hardware threads).
+//
+// Buffer types: "CPU" (default, host memory), "CPU_Mapped" (buffers over
+// caller-owned host memory) and one extra type, "CPU_REPACK": for weights;
+// a 2-D Q8_0/Q4_0 matrix with a multiple of 8 rows placed there is stored
+// with its rows interleaved for the MUL_MAT kernels (is_host false: read
+// and write it through tensor_get/tensor_set, which see the original
+// bytes); only MUL_MAT may use such a matrix, as its src[0].
 #pragma once
 
 #include "tessera/backend.h"

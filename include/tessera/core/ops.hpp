@@ -82,6 +82,27 @@ tensor * rope(context & ctx, tensor * x, tensor * pos, int n_dims, rope_mode mod
 // A row whose entries are all -inf gives zeros. op_params: [0] scale (f32).
 tensor * soft_max(context & ctx, tensor * a, tensor * mask, float scale);
 
+// Fused scaled-dot-product attention, softmax(scale * K^T q + mask) V per
+// query row and head, without materialising the [n_kv, T, n_head] score
+// matrix (computed blockwise with an online soft-max: Milakov & Gimelshein
+// 2018, "Online normalizer calculation for softmax"; Dao et al. 2022,
+// "FlashAttention"). The same values as
+//   permute(mul_mat(V^T, soft_max(mul_mat(K, q), mask, scale)), 0, 2, 1, 3)
+// up to float rounding, with heads and tokens already swapped.
+//   q:    F32 [head_dim, T, n_head, 1], any strides (e.g. the permuted view
+//         of a [head_dim, n_head, T] projection)
+//   k, v: F32 or F16 [head_dim, n_kv, n_head_kv, 1], elements packed along
+//         ne[0] (nb[0] = type size), any other strides (views of a KV
+//         cache whose rows hold the heads side by side)
+//   mask: null or F32 [n_kv, >= T, M2, 1] with n_head % M2 == 0 (row i of
+//         head h uses mask row (i, h % M2)); -inf hides a key
+// Grouped-query attention: n_head % n_head_kv == 0, head h reads K/V head
+// h / (n_head / n_head_kv). A row whose keys are all masked gives zeros.
+// Result: F32 [head_dim, n_head, T, 1] packed (reshape to
+// [head_dim * n_head, T] needs no copy). op_params: [0] scale (f32).
+// src: [0] q, [1] k, [2] v, [3] mask (may be null).
+tensor * flash_attn_ext(context & ctx, tensor * q, tensor * k, tensor * v, tensor * mask, float scale);
+
 // SiLU(x) = x * sigmoid(x) (Elfwing et al. 2017). F32 in, F32 out.
 tensor * silu(context & ctx, tensor * a);
 // GELU, tanh approximation (Hendrycks & Gimpel 2016, section 2):

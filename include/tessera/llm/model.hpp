@@ -74,6 +74,11 @@ public:
     std::string type_summary() const;
     // All weight tensors (for placing them in a device buffer).
     std::vector<tensor *> weights() const;
+    // The weights the graph uses only as MUL_MAT src[0]: every layer's
+    // attention and feed-forward matrices, and `output` unless it is tied to
+    // tok_embd (which GET_ROWS also reads). These may be stored in a
+    // device's repacked weight layout (session_params::repack).
+    std::vector<tensor *> mul_mat_weights() const;
 
     model(const model &) = delete;
     model & operator=(const model &) = delete;

@@ -18,6 +18,15 @@ struct session_params {
     int n_threads = 0;        // CPU threads; 0 = all hardware threads
     std::string device;       // device name (ASCII case-insensitive); empty = the best one
     type kv_type = TSR_TYPE_F32; // K/V cache element type: F32 (default) or F16
+    // Fused attention (one FLASH_ATTN_EXT node per layer instead of
+    // MUL_MAT + SOFT_MAX + MUL_MAT): automatic = on when the device supports
+    // it, else the unfused graph; on = required (the session constructor
+    // throws if the device cannot compute it); off = the unfused graph.
+    enum class flash_attn_mode { automatic, on, off };
+    flash_attn_mode flash_attn = flash_attn_mode::automatic;
+    // Store the MUL_MAT weight matrices in the device's repacked layout
+    // ("CPU_REPACK": rows interleaved for the CPU kernels) when it has one.
+    bool repack = true;
 };
 
 class session {
@@ -46,6 +55,8 @@ public:
     uint32_t n_ctx() const { return params_.n_ctx; }
     // CPU threads used for compute (the resolved value when 0 was asked).
     int n_threads() const { return params_.n_threads; }
+    // Whether the graphs use fused attention (flash_attn resolved for the device).
+    bool flash_attn() const { return flash_attn_; }
     // Forgets every cached position.
     void reset() { n_past_ = 0; }
     // Name and description of the device computing the model.
@@ -60,6 +71,7 @@ private:
     const model & model_;
     session_params params_;
     uint32_t n_past_ = 0;
+    bool flash_attn_ = false;
     std::vector<float> logits_;
 };
 

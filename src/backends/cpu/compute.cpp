@@ -3,6 +3,7 @@
 #include "backends/cpu/compute.hpp"
 
 #include "backends/cpu/ops/ops.hpp"
+#include "backends/cpu/ops/repack.hpp"
 #include "tessera/core/types.hpp"
 
 namespace tessera::cpu {
@@ -24,6 +25,7 @@ bool tensor_ok(const tsr_tensor * t) {
 int required_sources(int32_t op) {
     switch (op) {
     case TSR_OP_SET_ROWS: return 3; // dst, src, idx
+    case TSR_OP_FLASH_ATTN_EXT: return 3; // q, k, v (mask optional)
     case TSR_OP_ADD:
     case TSR_OP_MUL:
     case TSR_OP_MUL_MAT:
@@ -59,6 +61,7 @@ bool supports_op_checked(const tsr_tensor * node) {
     case TSR_OP_CPY: return cpy_supported(node);
     case TSR_OP_CONT: return cont_supported(node);
     case TSR_OP_ARGMAX: return argmax_supported(node);
+    case TSR_OP_FLASH_ATTN_EXT: return flash_attn_ext_supported(node);
     default: return false;
     }
 }
@@ -74,6 +77,7 @@ bool work_size_of(const tsr_tensor * node, size_t & out) noexcept {
         case TSR_OP_ROPE: out = rope_work_size(node); break;
         case TSR_OP_SOFT_MAX: out = soft_max_work_size(node); break;
         case TSR_OP_CPY: out = cpy_work_size(node); break;
+        case TSR_OP_FLASH_ATTN_EXT: out = flash_attn_ext_work_size(node); break;
         default: out = 0; break;
         }
         return true;
@@ -92,6 +96,7 @@ bool op_is_noop(int32_t op) {
 bool supports_op(const tsr_tensor * node) {
     if (node == nullptr || node->op < 0 || node->op >= TSR_OP_COUNT) return false;
     if (op_is_noop(node->op)) return true;
+    if (!repacked_sources_ok(node)) return false; // row-interleaved weights: MUL_MAT src[0] only
     try {
         return supports_op_checked(node);
     } catch (...) {
@@ -130,6 +135,7 @@ bool compute_forward(const compute_params & p, tsr_tensor * node) {
         case TSR_OP_CPY: return compute_cpy(p, node);
         case TSR_OP_CONT: return compute_cont(p, node);
         case TSR_OP_ARGMAX: return compute_argmax(p, node);
+        case TSR_OP_FLASH_ATTN_EXT: return compute_flash_attn_ext(p, node);
         default: return false;
         }
     } catch (...) {

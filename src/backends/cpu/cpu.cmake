@@ -38,7 +38,7 @@ set(_cpu_dir ${CMAKE_CURRENT_LIST_DIR})
 # Baseline objects shared by the static backend and every variant (compiled once).
 add_library(tessera_cpu_adapter OBJECT
             ${_cpu_dir}/cpu_buffer.cpp ${_cpu_dir}/cpu_device.cpp ${_cpu_dir}/cpu_backend.cpp
-            ${_cpu_dir}/features.cpp ${_cpu_dir}/score.cpp)
+            ${_cpu_dir}/cpu_repack_buffer.cpp ${_cpu_dir}/features.cpp ${_cpu_dir}/score.cpp)
 target_include_directories(tessera_cpu_adapter PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(tessera_cpu_adapter PRIVATE ${TESSERA_WARNINGS} -fno-gnu-unique)
 set_target_properties(tessera_cpu_adapter PROPERTIES CXX_VISIBILITY_PRESET hidden

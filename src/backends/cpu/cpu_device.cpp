@@ -75,19 +75,23 @@ uint32_t dev_caps(tsr_device *) { return TSR_DEVICE_CAP_BUFFER_FROM_HOST_PTR; }
 tsr_backend * dev_init(tsr_device * d, const char * params) { return backend_new(d, params); }
 tsr_buffer_type * dev_buffer_type(tsr_device *) { return host_buffer_type(); }
 
-// The kernels' answer, and every buffer involved must be host memory.
+// Host memory, or the CPU_REPACK type (whose repacked tensors the kernels
+// accept only as MUL_MAT src[0]: cpu::supports_op checks that).
+bool cpu_memory(tsr_buffer_type * bt) { return bt == repack_buffer_type() || is_host_buffer_type(bt); }
+
+// The kernels' answer, and every buffer involved must be CPU memory.
 bool dev_supports_op(tsr_device *, const tsr_tensor * op) {
     if (op == nullptr || !cpu::supports_op(op)) return false;
-    if (op->buffer != nullptr && !is_host_buffer_type(op->buffer->buft)) return false;
+    if (op->buffer != nullptr && !cpu_memory(op->buffer->buft)) return false;
     for (const tsr_tensor * s : op->src) {
-        if (s != nullptr && s->buffer != nullptr && !is_host_buffer_type(s->buffer->buft)) {
+        if (s != nullptr && s->buffer != nullptr && !cpu_memory(s->buffer->buft)) {
             return false;
         }
     }
     return true;
 }
 
-bool dev_supports_buft(tsr_device *, tsr_buffer_type * bt) { return is_host_buffer_type(bt); }
+bool dev_supports_buft(tsr_device *, tsr_buffer_type * bt) { return cpu_memory(bt); }
 
 tsr_buffer * dev_from_host_ptr(tsr_device *, void * ptr, size_t size, size_t) {
     return buffer_from_host_ptr(ptr, size);
@@ -164,8 +168,8 @@ const tsr_feature * reg_features(tsr_reg *) {
 }
 
 tsr_buffer_type ** dev_extra_bufts(tsr_device *) {
-    static tsr_buffer_type * none[] = {nullptr};
-    return none;
+    static tsr_buffer_type * list[] = {repack_buffer_type(), nullptr};
+    return list;
 }
 
 void * reg_proc(tsr_reg *, const char * name) {

@@ -4,13 +4,16 @@
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
-// Chooses the path for a node (mul_mat_impl.hpp): with AVX2/FMA/F16C the
-// vector paths when dst is packed along m, else the portable kernel. The
-// choice depends only on the node.
+// Chooses the path for a node (mul_mat_impl.hpp): weights repacked by the
+// CPU_REPACK buffer type (repack.hpp) always take mul_mat_repack.cpp; else
+// with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
+// portable kernel. The choice depends only on the node.
 #include <algorithm>
 #include <cstdint>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/mul_mat_repack.hpp"
+#include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/simd.hpp"
 #include "tessera/core/types.hpp"
@@ -19,13 +22,14 @@ namespace tessera::cpu {
 
 namespace {
 
-enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q };
+enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack };
 
 bool is_quant_weight(int32_t t) {
     return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
 }
 
 mm_path choose_path(const tsr_tensor * node) {
+    if (is_repacked(node->src[0])) return mm_path::repack; // row-interleaved weights (every variant)
 #ifdef TSR_CPU_AVX2
     const tsr_tensor * a = node->src[0];
     const tsr_tensor * b = node->src[1];
@@ -56,6 +60,7 @@ bool mul_mat_supported(const tsr_tensor * node) {
     if (!is_float_type(a->type) && !is_quant_weight(a->type)) return false;
     if (is_quant_weight(a->type) && a->nb[0] != get_type_traits(a->type).type_size) return false;
     if (a->ne[0] != b->ne[0]) return false;
+    if (is_repacked(a) && !mul_mat_repack_supported(node)) return false;
     if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
     return node->ne[0] == a->ne[1] && node->ne[1] == b->ne[1] && node->ne[2] == b->ne[2] && node->ne[3] == b->ne[3];
 }
@@ -67,6 +72,7 @@ size_t mul_mat_work_size(const tsr_tensor * node) {
     case mm_path::matvec_q: return matvec_q_work_size(mm_dims_of(dst));
     case mm_path::gemm_f: return gemm_f_work_size(mm_dims_of(dst));
     case mm_path::gemm_q: return gemm_q_work_size(mm_dims_of(dst));
+    case mm_path::repack: return mul_mat_repack_work_size(mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return mul_mat_generic_work_size(node);
@@ -78,6 +84,7 @@ bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
     case mm_path::matvec_q: return matvec_q(p, mm_dims_of(dst));
     case mm_path::gemm_f: return gemm_f(p, mm_dims_of(dst));
     case mm_path::gemm_q: return gemm_q(p, mm_dims_of(dst));
+    case mm_path::repack: return mul_mat_repack(p, mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return compute_mul_mat_generic(p, dst);

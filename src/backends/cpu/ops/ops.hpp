@@ -67,4 +67,9 @@ bool mul_mat_supported(const tsr_tensor * node);
 size_t mul_mat_work_size(const tsr_tensor * node);
 bool compute_mul_mat(const compute_params & p, tsr_tensor * node);
 
+// FLASH_ATTN_EXT (flash_attn.cpp)
+bool flash_attn_ext_supported(const tsr_tensor * node);
+size_t flash_attn_ext_work_size(const tsr_tensor * node);
+bool compute_flash_attn_ext(const compute_params & p, tsr_tensor * node);
+
 } // namespace tessera::cpu

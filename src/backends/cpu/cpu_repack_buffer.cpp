@@ -1,0 +1,150 @@
+// backends/cpu/cpu_repack_buffer.cpp — "CPU_REPACK", the CPU device's extra
+// buffer type for weights: host memory in which every Q8_0/Q4_0 matrix that
+// qualifies (ops/repack.hpp: 2-D, rows a multiple of 8, packed) is stored
+// with its rows interleaved for the MUL_MAT kernels (ops/mul_mat_repack.cpp).
+//
+// Users see no difference: set_tensor takes and get_tensor returns the
+// original (GGUF) bytes, memset and copies go through the same mapping;
+// tensors that do not qualify are stored plainly. The type reports
+// is_host = false because a repacked tensor's data cannot be read directly
+// through its data pointer; the device still computes on it (supports_buft).
+// Only MUL_MAT may read a repacked tensor, as its src[0] (compute.cpp).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "backends/cpu/cpu_adapter.hpp"
+#include "backends/cpu/ops/repack.hpp"
+#include "tessera/core/tensor.hpp"
+
+namespace tessera::cpu {
+
+extern tsr_device cpu_device_object; // cpu_device.cpp
+
+namespace {
+
+// ---- buffers (context = the data pointer) ----
+
+void * rb_base(tsr_buffer * b) { return b->context; }
+
+void rb_free(tsr_buffer * b) {
+    std::free(b->context);
+    delete b;
+}
+
+void rb_set(tsr_buffer *, tsr_tensor * t, const void * data, size_t off, size_t n) {
+    if (is_repacked(t)) {
+        repack_store(t, data, off, n);
+    } else {
+        std::memcpy(static_cast<char *>(t->data) + off, data, n);
+    }
+}
+
+void rb_get(tsr_buffer *, const tsr_tensor * t, void * data, size_t off, size_t n) {
+    if (is_repacked(t)) {
+        repack_load(t, data, off, n);
+    } else {
+        std::memcpy(data, static_cast<const char *>(t->data) + off, n);
+    }
+}
+
+void rb_clear(tsr_buffer * b, uint8_t v) { std::memset(b->context, v, b->size); }
+
+// Decides the layout of a tensor placed here (extra is this backend's).
+tsr_status rb_init(tsr_buffer *, tsr_tensor * t) {
+    t->extra = repack_eligible(t) ? const_cast<char *>(&k_repack_tag) : nullptr;
+    return TSR_STATUS_SUCCESS;
+}
+
+void rb_memset(tsr_buffer *, tsr_tensor * t, uint8_t v, size_t off, size_t n) {
+    if (!is_repacked(t)) {
+        std::memset(static_cast<char *>(t->data) + off, v, n);
+        return;
+    }
+    uint8_t chunk[4096];
+    std::memset(chunk, v, sizeof chunk);
+    for (size_t done = 0; done < n;) {
+        const size_t k = std::min(sizeof chunk, n - done);
+        repack_store(t, chunk, off + done, k);
+        done += k;
+    }
+}
+
+// From plain host memory (a host buffer's tensor, or memory owned elsewhere).
+bool rb_cpy(tsr_buffer * b, const tsr_tensor * src, tsr_tensor * dst) {
+    if (reads_repacked(src)) return false;
+    if (src->buffer != nullptr && !is_host_buffer_type(src->buffer->buft)) return false;
+    rb_set(b, dst, src->data, 0, nbytes(src));
+    return true;
+}
+
+constexpr tsr_buffer_i repack_buffer_iface = {
+    .size = sizeof(tsr_buffer_i),
+    .free_buffer = rb_free,
+    .get_base = rb_base,
+    .set_tensor = rb_set,
+    .get_tensor = rb_get,
+    .clear = rb_clear,
+    .init_tensor = rb_init,
+    .memset_tensor = rb_memset,
+    .cpy_tensor = rb_cpy,
+};
+
+// ---- buffer type ----
+
+const char * rt_name(tsr_buffer_type *) { return "CPU_REPACK"; }
+
+// Buffers from this size on are aligned to huge pages and advised to use
+// them (Linux transparent huge pages): a model's weights are faulted in
+// ~512x fewer page faults at load and read with fewer TLB misses.
+constexpr size_t k_huge_page = size_t(2) << 20;
+
+tsr_buffer * rt_alloc(tsr_buffer_type * bt, size_t size) {
+    const size_t align = size >= 2 * k_huge_page ? k_huge_page : buffer_alignment;
+    size_t rounded = 0;
+    if (__builtin_add_overflow(size, align - 1, &rounded)) return nullptr;
+    rounded = rounded / align * align;
+    if (rounded == 0) rounded = align;
+    void * mem = std::aligned_alloc(align, rounded);
+    if (mem == nullptr) return nullptr;
+#ifdef MADV_HUGEPAGE
+    if (align == k_huge_page) (void)madvise(mem, rounded, MADV_HUGEPAGE); // advice only: failure is harmless
+#endif
+    auto * b = new (std::nothrow) tsr_buffer{};
+    if (b == nullptr) {
+        std::free(mem);
+        return nullptr;
+    }
+    b->iface = &repack_buffer_iface;
+    b->buft = bt;
+    b->context = mem;
+    b->size = size;
+    return b;
+}
+
+size_t rt_alignment(tsr_buffer_type *) { return buffer_alignment; }
+bool rt_is_host(tsr_buffer_type *) { return false; }
+
+constexpr tsr_buffer_type_i repack_type_iface = {
+    .size = sizeof(tsr_buffer_type_i),
+    .get_name = rt_name,
+    .alloc_buffer = rt_alloc,
+    .get_alignment = rt_alignment,
+    .get_max_size = nullptr,
+    .get_alloc_size = nullptr, // the interleaved layout takes the original bytes
+    .is_host = rt_is_host,
+};
+
+// Constant-initialized; context = the tag the kernels recognize.
+tsr_buffer_type repack_type = {&repack_type_iface, &cpu_device_object,
+                               const_cast<char *>(&k_repack_tag)};
+
+} // namespace
+
+tsr_buffer_type * repack_buffer_type() { return &repack_type; }
+
+} // namespace tessera::cpu

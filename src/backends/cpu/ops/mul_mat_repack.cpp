@@ -1,0 +1,432 @@
+// backends/cpu/ops/mul_mat_repack.cpp — MUL_MAT on repacked Q8_0/Q4_0
+// weights (layout: repack.hpp), for any number of columns.
+//
+// Columns are quantized to Q8_0 (q8_act.hpp) into micro-tiles of k_c
+// columns (AVX-512 builds 8, others 4), per block [k_c x 32 quants][k_c
+// scales F32][k_c sums << shift]. The micro-kernel computes one group of 8
+// rows against C <= k_c columns (AVX-512 builds: two groups, 16 rows, in
+// 512-bit vectors when the product has at least k_gemm_min_n columns):
+// per block it loads the group's 8 scales (one F16x8 load) and each step
+// (four quant bytes of each of the 8 rows) once, and multiplies every step
+// with four activation quants of each column broadcast to all lanes, so
+// one weight load feeds the accumulators of 8 rows x C columns and int32
+// lane r ends with row r's exact block dot product:
+//   Q4_0      nibbles (w + 8, 0..15) as unsigned bytes: AND / shift+AND of
+//             a step give elements 4j..4j+3 and 16+4j..16+4j+3; vpmaddubsw
+//             pair sums (<= 2 * 15 * 127) of the 8 products per lane fit
+//             int16, one vpmaddwd widens them (with VNNI: vpdpbusd); then
+//             8 * (the activation block's quant sum) is subtracted.
+//   Q8_0      with VNNI: (w + 128) as unsigned bytes, vpdpbusd, minus 128 *
+//             sum; without: |w| times the activation quants with w's sign
+//             (vpsignb), vpmaddubsw (|w| <= 128, |q| <= 127: no
+//             saturation) + vpmaddwd per step.
+// Then term = float(isum) * (d_w * d_x) is added (FMA on the vector builds)
+// to one F32 accumulator per element, blocks in order: the 8- and 16-row
+// kernels do the same operations per lane, so the result of an element
+// never depends on the kernel, the tiling or the thread split. The scalar
+// build (no AVX2) computes the same integers and adds the same terms with a
+// multiply and an add.
+//
+// Work items are (batch, row block of 8 or 16 rows, column block of at
+// most cols_max_of columns), row blocks fastest, so a thread quantizes each
+// column block once (kept in L2) and then streams the weight groups past
+// it; with few columns (token generation) the 8-row kernel reads the
+// weights once, front to back, one stream per thread.
+#include "backends/cpu/ops/mul_mat_repack.hpp"
+
+#include <algorithm>
+
+#include "backends/cpu/ops/q8_act.hpp"
+#include "backends/cpu/ops/repack.hpp"
+#include "backends/cpu/ops/simd.hpp"
+
+namespace tessera::cpu {
+
+namespace {
+
+constexpr int k_rows = static_cast<int>(k_repack_rows); // rows per group (8 = one 256-bit vector of int32)
+#ifdef TSR_CPU_AVX512
+constexpr int k_c = 8; // columns per micro-tile
+constexpr int k_pair = 2; // groups per 512-bit micro-kernel call (16 rows)
+#else
+constexpr int k_c = 4;
+constexpr int k_pair = 1;
+#endif
+constexpr int64_t k_cols_limit = 256;                   // most columns per work item
+constexpr size_t k_act_budget = 256 * 1024;             // bytes of quantized columns per item (L2)
+constexpr size_t k_xblock = static_cast<size_t>(k_c) * 40;
+constexpr size_t k_xd = static_cast<size_t>(k_c) * 32;   // offset of the scales in a tile block
+constexpr size_t k_xsum = static_cast<size_t>(k_c) * 36; // offset of the sums
+
+template <int32_t T>
+constexpr size_t block_bytes() {
+    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : k_q8_0_block_bytes;
+}
+
+// Bytes of one group's block: 8 scales + the steps.
+template <int32_t T>
+constexpr size_t group_block() {
+    return static_cast<size_t>(k_rows) * block_bytes<T>();
+}
+
+// Steps of 4 quant bytes per row and block.
+template <int32_t T>
+constexpr int n_steps() {
+    return T == TSR_TYPE_Q4_0 ? 4 : 8;
+}
+
+// log2 of the unsigned offset the vector kernel gives the weights (the
+// activation sums are stored shifted by it), or 0 when none is used.
+template <int32_t T>
+constexpr int sum_shift() {
+#ifdef TSR_CPU_AVX2
+    if constexpr (T == TSR_TYPE_Q4_0) return 3;
+#ifdef TSR_CPU_VNNI256
+    return 7;
+#else
+    return 0;
+#endif
+#else
+    return 0;
+#endif
+}
+
+size_t tile_bytes_of(int64_t n_blocks) {
+    return align64(static_cast<size_t>(n_blocks) * k_xblock);
+}
+
+// Columns per work item: as many quantized columns as fit the budget (so
+// they stay in L2 while the weight groups stream past), a multiple of k_c
+// between 32 and k_cols_limit.
+int64_t cols_max_of(int64_t n_blocks) {
+    const auto fit = static_cast<int64_t>(k_act_budget / (static_cast<size_t>(n_blocks) * (k_xblock / k_c)));
+    return std::clamp<int64_t>(fit / k_c * k_c, 32, k_cols_limit);
+}
+
+inline int32_t load_i32(const char * p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#ifdef TSR_CPU_AVX2
+
+inline __m256i bcast4(const char * p) {
+    return _mm256_set1_epi32(load_i32(p));
+}
+
+// a + b in int16 lanes, as one instruction the compiler keeps in place:
+// GCC otherwise regroups a column's chain of wrapping integer adds, first
+// computing every product of a block and spilling them to the stack.
+inline __m256i add_epi16_in_order(__m256i a, __m256i b) {
+    __asm__("vpaddw %[b], %[a], %[a]" : [a] "+x"(a) : [b] "x"(b));
+    return a;
+}
+
+// The same for int32 lanes.
+inline __m256i add_epi32_in_order(__m256i a, __m256i b) {
+    __asm__("vpaddd %[b], %[a], %[a]" : [a] "+x"(a) : [b] "x"(b));
+    return a;
+}
+
+// out[c * 8 + r] = row r of the group at w . column c of the tile at xt.
+// (no-tree-reassoc: else GCC regroups the integer sums of a block into a
+// tree, computing every product first and spilling them to the stack.)
+template <int32_t T, int C>
+__attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out) {
+    __m256 acc[C];
+    #pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const char * pb = w + static_cast<size_t>(b) * group_block<T>();
+        const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+        const __m256 dw = simd::load_f16x8(pb);
+        __m256i is[C];
+        if constexpr (T == TSR_TYPE_Q4_0) {
+            // Step by step, every column: few live registers (no spills).
+            const __m256i m = _mm256_set1_epi8(0x0f);
+            __m256i s[C];
+#pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int j = 0; j < 4; ++j) {
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + 16 + 32 * j));
+                const __m256i lo = _mm256_and_si256(v, m);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+#pragma GCC unroll 8
+                for (int c = 0; c < C; ++c) {
+                    const char * xq = xp + c * 32;
+#if defined(TSR_CPU_VNNI256)
+                    s[c] = simd::dot4_u8s8(simd::dot4_u8s8(s[c], lo, bcast4(xq + 4 * j)), hi, bcast4(xq + 16 + 4 * j));
+#else
+                    // int16 pair sums: 8 of at most 2 * 15 * 127 per lane fit
+                    s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(lo, bcast4(xq + 4 * j)));
+                    s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * j)));
+#endif
+                }
+            }
+#pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) {
+#if defined(TSR_CPU_VNNI256)
+                is[c] = s[c];
+#else
+                is[c] = _mm256_madd_epi16(s[c], _mm256_set1_epi16(1));
+#endif
+            }
+        } else {
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) is[c] = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + 16 + 32 * j));
+#if defined(TSR_CPU_VNNI256)
+                const __m256i u = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
+                #pragma GCC unroll 8
+                for (int c = 0; c < C; ++c) is[c] = simd::dot4_u8s8(is[c], u, bcast4(xp + c * 32 + 4 * j));
+#else
+                const __m256i u = _mm256_abs_epi8(v);
+                #pragma GCC unroll 8
+                for (int c = 0; c < C; ++c) {
+                    const __m256i xs = _mm256_sign_epi8(bcast4(xp + c * 32 + 4 * j), v);
+                    is[c] = add_epi32_in_order(is[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xs), _mm256_set1_epi16(1)));
+                }
+#endif
+            }
+        }
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+            if constexpr (sum_shift<T>() > 0) is[c] = _mm256_sub_epi32(is[c], _mm256_set1_epi32(load_i32(xp + k_xsum + c * 4)));
+            const __m256 dx = _mm256_set1_ps(read_f32(xp + k_xd + c * 4));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, dx), acc[c]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * k_rows, acc[c]);
+}
+
+#ifdef TSR_CPU_AVX512
+
+// acc + the byte products of u (unsigned) with the four signed bytes at x4
+// repeated in every lane. With VNNI one vpdpbusd with an embedded-broadcast
+// memory operand (written out: the compiler would otherwise issue a
+// separate broadcast for each product).
+inline __m512i dot4_x(__m512i acc, __m512i u, const char * x4) {
+#if defined(TSR_CPU_VNNI512)
+    __asm__("vpdpbusd %[x]%{1to16%}, %[u], %[acc]" : [acc] "+v"(acc) : [u] "v"(u), [x] "m"(*reinterpret_cast<const int32_t *>(x4)));
+    return acc;
+#else
+    return simd::dot4_u8s8(acc, u, _mm512_set1_epi32(load_i32(x4)));
+#endif
+}
+
+// Step j of two groups (w0: rows 0..7, w1: rows 8..15) in one vector.
+inline __m512i step2(const char * p0, const char * p1) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p0));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p1)), 1);
+}
+
+// out[c * 16 + r] = row r of the two groups at w0 (rows 0..7) and w1 (rows
+// 8..15) . column c: per lane the same operations as micro_kernel. Q4_0
+// only (repack_type_supported: these builds keep Q8_0 plain).
+template <int32_t T, int C>
+__attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out) {
+    static_assert(T == TSR_TYPE_Q4_0, "AVX-512 builds interleave Q4_0 only");
+    __m512 acc[C];
+    #pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const size_t off = static_cast<size_t>(b) * group_block<T>();
+        const char * p0 = w0 + off;
+        const char * p1 = w1 + off;
+        const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+        const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p0))),
+                                                  _mm_loadu_si128(reinterpret_cast<const __m128i *>(p1)), 1);
+        const __m512 dw = _mm512_cvtph_ps(h);
+        __m512i is[C];
+        if constexpr (T == TSR_TYPE_Q4_0) {
+            const __m512i m = _mm512_set1_epi8(0x0f);
+            __m512i lo[4], hi[4];
+            #pragma GCC unroll 8
+            for (int j = 0; j < 4; ++j) {
+                const __m512i v = step2(p0 + 16 + 32 * j, p1 + 16 + 32 * j);
+                lo[j] = _mm512_and_si512(v, m);
+                hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+            }
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) {
+                const char * xq = xp + c * 32;
+#if defined(TSR_CPU_VNNI512)
+                __m512i s = _mm512_setzero_si512();
+                #pragma GCC unroll 8
+                for (int j = 0; j < 4; ++j) {
+                    s = dot4_x(s, lo[j], xq + 4 * j);
+                    s = dot4_x(s, hi[j], xq + 16 + 4 * j);
+                }
+                is[c] = s;
+#else
+                __m512i s16 = _mm512_setzero_si512();
+                #pragma GCC unroll 8
+                for (int j = 0; j < 4; ++j) {
+                    s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(lo[j], _mm512_set1_epi32(load_i32(xq + 4 * j))));
+                    s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(hi[j], _mm512_set1_epi32(load_i32(xq + 16 + 4 * j))));
+                }
+                is[c] = _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
+#endif
+            }
+        }
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+            if constexpr (sum_shift<T>() > 0) is[c] = _mm512_sub_epi32(is[c], _mm512_set1_epi32(load_i32(xp + k_xsum + c * 4)));
+            const __m512 dx = _mm512_set1_ps(read_f32(xp + k_xd + c * 4));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(dw, dx), acc[c]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * 2 * k_rows, acc[c]);
+}
+
+template <int32_t T, int C = k_c>
+void tile16(int cols, const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out) {
+    if constexpr (C > 1) {
+        if (cols < C) return tile16<T, C - 1>(cols, w0, w1, n_blocks, xt, out);
+    }
+    micro_kernel16<T, C>(w0, w1, n_blocks, xt, out);
+}
+
+#endif // TSR_CPU_AVX512
+
+#else
+
+// The portable micro-kernel: the same integers, element by element.
+template <int32_t T, int C>
+void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out) {
+    float acc[C][k_rows] = {};
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const char * pb = w + static_cast<size_t>(b) * group_block<T>();
+        const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+        float dw[k_rows];
+        for (int r = 0; r < k_rows; ++r) dw[r] = f16_to_f32_inline(read_u16(pb + 2 * r));
+        for (int c = 0; c < C; ++c) {
+            const auto * xq = reinterpret_cast<const int8_t *>(xp + c * 32);
+            const float dx = read_f32(xp + k_xd + c * 4);
+            for (int r = 0; r < k_rows; ++r) {
+                int32_t isum = 0;
+                for (int j = 0; j < n_steps<T>(); ++j) {
+                    for (int k = 0; k < 4; ++k) {
+                        const auto byte = static_cast<uint8_t>(pb[16 + 32 * j + 4 * r + k]);
+                        if constexpr (T == TSR_TYPE_Q4_0) {
+                            isum += ((byte & 0x0f) - 8) * xq[4 * j + k] + ((byte >> 4) - 8) * xq[16 + 4 * j + k];
+                        } else {
+                            isum += static_cast<int8_t>(byte) * xq[4 * j + k];
+                        }
+                    }
+                }
+                const float scale = dw[r] * dx;
+                const float term = static_cast<float>(isum) * scale;
+                acc[c][r] += term;
+            }
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        for (int r = 0; r < k_rows; ++r) out[c * k_rows + r] = acc[c][r];
+    }
+}
+
+#endif
+
+template <int32_t T, int C = k_c>
+void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out) {
+    if constexpr (C > 1) {
+        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out);
+    }
+    micro_kernel<T, C>(w, n_blocks, xt, out);
+}
+
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+    const int64_t n_blocks = d.K / k_qblock;
+    const size_t tile_bytes = tile_bytes_of(n_blocks);
+    char * tiles = static_cast<char *>(p.wdata);
+    const int64_t cols_max = cols_max_of(n_blocks);
+    auto * xbuf = reinterpret_cast<float *>(tiles + static_cast<size_t>(cols_max / k_c) * tile_bytes);
+    const bool in_place = b_in_place(d);
+    const auto * a = static_cast<const char *>(d.a->data); // 2-D: one matrix for every batch
+    const size_t group_bytes = static_cast<size_t>(n_blocks) * group_block<T>();
+    const mm_grid g = make_mm_grid(d, p.nth, k_rows, k_pair * k_rows, k_c, cols_max);
+    const item_range items = split_items(g.n_items, p.ith, p.nth);
+    alignas(64) float otile[k_c * k_pair * k_rows];
+    int64_t have_cols = -1; // (batch, column block) quantized in tiles
+    for (int64_t it = items.begin; it < items.end; ++it) {
+        const int64_t rb = it % g.n_rblocks;
+        const int64_t bc = it / g.n_rblocks;
+        const int64_t cb = bc % g.n_cblocks;
+        const int64_t batch = bc / g.n_cblocks;
+        const int64_t m0 = rb * g.rows_per_item, m1 = std::min(d.M, m0 + g.rows_per_item);
+        const int64_t n0 = cb * g.cols_per_item, n1 = std::min(d.N, n0 + g.cols_per_item);
+        if (bc != have_cols) {
+            // Column n goes to tile (n - n0) / k_c, slot (n - n0) % k_c.
+            for (int64_t n = n0; n < n1; ++n) {
+                char * t = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
+                const auto c = static_cast<size_t>((n - n0) % k_c);
+                q8_col col{};
+                col.qs = reinterpret_cast<int8_t *>(t + c * 32);
+                col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
+                col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
+                col.qs_stride = col.aux_stride = k_xblock;
+                quantize_q8_act(b_column(d, in_place, batch, n, xbuf), n_blocks, col, sum_shift<T>());
+            }
+            have_cols = bc;
+        }
+        for (int64_t mg = m0; mg < m1; mg += k_rows) {
+            const char * w = a + static_cast<size_t>(mg / k_rows) * group_bytes;
+#ifdef TSR_CPU_AVX512
+            if constexpr (T == TSR_TYPE_Q4_0) {
+                if (d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) { // GEMM: two groups in 512-bit vectors
+                    for (int64_t n = n0; n < n1; n += k_c) {
+                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                        tile16<T>(ncols, w, w + group_bytes, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                        for (int c = 0; c < ncols; ++c) {
+                            float * y = dst_column(d, batch, n + c) + mg;
+                            std::copy(otile + c * 2 * k_rows, otile + (c + 1) * 2 * k_rows, y);
+                        }
+                    }
+                    mg += k_rows;
+                    continue;
+                }
+            }
+#endif
+            for (int64_t n = n0; n < n1; n += k_c) {
+                const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                for (int c = 0; c < ncols; ++c) {
+                    float * y = dst_column(d, batch, n + c) + mg;
+                    std::copy(otile + c * k_rows, otile + (c + 1) * k_rows, y);
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+bool mul_mat_repack_supported(const tsr_tensor * node) {
+    const auto aligned = [](uint64_t v) { return v % alignof(float) == 0; };
+    return node->nb[0] == sizeof(float) && aligned(reinterpret_cast<uintptr_t>(node->data)) &&
+           aligned(node->nb[1]) && aligned(node->nb[2]) && aligned(node->nb[3]) && repack_eligible(node->src[0]);
+}
+
+size_t mul_mat_repack_work_size(const mm_dims & d) {
+    const int64_t n_blocks = d.K / k_qblock;
+    return static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks) +
+           align64(static_cast<size_t>(d.K) * sizeof(float));
+}
+
+bool mul_mat_repack(const compute_params & p, const mm_dims & d) {
+    switch (d.a->type) {
+    case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
+    case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
+    default: return false;
+    }
+}
+
+} // namespace tessera::cpu

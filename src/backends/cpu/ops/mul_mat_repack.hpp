@@ -1,0 +1,30 @@
+// backends/cpu/ops/mul_mat_repack.hpp — MUL_MAT whose weights (src[0]) are
+// repacked (row-interleaved, ops/repack.hpp): both token generation (few
+// columns) and prompt processing (GEMM) read the interleaved groups of 8
+// rows directly. mul_mat.cpp dispatches here exactly when is_repacked(a).
+// Internal to the CPU kernels.
+#pragma once
+
+#include <cstddef>
+
+#include "backends/cpu/ops/mul_mat_impl.hpp"
+
+namespace tessera::cpu {
+
+// Extra conditions of this path on a MUL_MAT node whose src[0] is
+// repacked (mul_mat_supported has checked the rest): dst packed along m
+// (nb[0] = 4) with 4-byte aligned data and strides.
+bool mul_mat_repack_supported(const tsr_tensor * node);
+
+// Per-thread scratch bytes (independent of the thread count).
+size_t mul_mat_repack_work_size(const mm_dims & d);
+
+// Thread p.ith's share of dst = a^T b for repacked a (Q8_0 or Q4_0).
+// Activations are quantized to Q8_0 (q8_act.hpp); per output element the
+// block terms float(isum_b) * (d_w * d_x) are added in block order into one
+// F32 accumulator, the same arithmetic for any split of the work, any
+// number of columns and every instruction set. Returns false for another
+// weight type.
+bool mul_mat_repack(const compute_params & p, const mm_dims & d);
+
+} // namespace tessera::cpu

@@ -1,0 +1,89 @@
+// backends/cpu/ops/repack.hpp — the row-interleaved ("repacked") layout of
+// Q8_0/Q4_0 weight matrices kept by the CPU_REPACK buffer type
+// (cpu_repack_buffer.cpp) and read by the MUL_MAT kernels of
+// mul_mat_repack.cpp.
+//
+// Layout (this project's own design). A qualifying matrix (repack_eligible)
+// of M rows, K columns, nblk = K / 32 blocks per row of bb bytes (GGUF block
+// layouts, core/types.hpp: Q8_0 bb = 34 = F16 d + 32 int8; Q4_0 bb = 18 =
+// F16 d + 16 bytes of nibbles, byte i holding element i in its low and
+// element 16 + i in its high nibble) is cut into groups of k_repack_rows = 8
+// consecutive rows. Group g, block b occupies the 8 * bb bytes at
+// (g * nblk + b) * 8 * bb:
+//
+//   [0, 16)          the 8 rows' F16 scales d, row r at byte 2 r
+//   [16 + 32 j, ...) step j (Q8_0: j = 0..7, Q4_0: j = 0..3): quant bytes
+//                    4 j .. 4 j + 3 of row r at byte 16 + 32 j + 4 r
+//
+// So one 32-byte load of a step holds four quant bytes of each of the 8
+// rows (one 32-bit lane per row), and the 8 scales are one 16-byte load:
+// a kernel multiplies a step by four activation quants broadcast to every
+// lane and accumulates 8 rows' block dot products in the lanes of one
+// vector, with no horizontal sums and no gathers. Q4_0 keeps its nibbles
+// packed: a step's low nibbles are elements 4 j .. 4 j + 3 of each row,
+// its high nibbles elements 16 + 4 j .. 16 + 4 j + 3. The layout takes
+// exactly the bytes of the original matrix and is the same for every
+// instruction-set variant.
+//
+// A tensor is "repacked" when it lives in a CPU_REPACK buffer and that
+// buffer type's init_tensor found it eligible: t->extra == repack_tag() and
+// t->buffer->buft->context == repack_tag(). Every other tensor of such a
+// buffer keeps the plain layout.
+//
+// Everything here is out of line (no inline code shared between the
+// baseline adapter and the per-variant kernels, see features.hpp).
+// Internal to the CPU backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/tensor.h"
+
+namespace tessera::cpu {
+
+// Rows per interleaved group.
+inline constexpr int64_t k_repack_rows = 8;
+
+// Its address marks repacked tensors (t->extra) and the CPU_REPACK buffer
+// type (its context); the value is never read. (A variable, so that the
+// buffer type can be constant-initialized with its address.)
+extern const char k_repack_tag;
+
+// &k_repack_tag.
+const void * repack_tag();
+
+// True for the types this build stores interleaved: Q4_0 always; Q8_0
+// except in the AVX-512 builds, where the plain path's 16-row panels of
+// pre-biased quants make prompt processing faster than the interleaved
+// layout allows (measured: pp512 about 0.75x with repacking, token
+// generation 1.1-1.5x), so there Q8_0 matrices stay plain.
+bool repack_type_supported(int32_t type);
+
+// True when t can be stored interleaved: repack_type_supported, not a view,
+// 2-D (ne[2] = ne[3] = 1), ne[1] a multiple of k_repack_rows, rows packed
+// (nb[0] = block bytes, nb[1] = nb[0] * ne[0] / 32).
+bool repack_eligible(const tsr_tensor * t);
+
+// True when t's data is in the interleaved layout (see above).
+bool is_repacked(const tsr_tensor * t);
+
+// True when reading t's data means reading a repacked tensor's bytes:
+// t is repacked or is a view of one.
+bool reads_repacked(const tsr_tensor * t);
+
+// False when `node` would read or write repacked data other than as
+// MUL_MAT's src[0] (the tensor itself, not a view): every other kernel
+// expects the plain layout. True for nodes touching no repacked tensor.
+bool repacked_sources_ok(const tsr_tensor * node);
+
+// Writes bytes [offset, offset + size) of t's ORIGINAL (GGUF) byte image,
+// taken from src, into t->data in the interleaved layout. t must be
+// repack_eligible; the range must lie within its bytes (the host checks).
+void repack_store(const tsr_tensor * t, const void * src, size_t offset, size_t size);
+
+// Reads bytes [offset, offset + size) of t's ORIGINAL byte image from the
+// interleaved data into dst (the inverse of repack_store).
+void repack_load(const tsr_tensor * t, void * dst, size_t offset, size_t size);
+
+} // namespace tessera::cpu

@@ -1,0 +1,29 @@
+// llm/weight_repack.hpp — placing a model's matrices in a device's repacked
+// weight layout (issue 6: the CPU device's "CPU_REPACK" buffer type stores
+// Q8_0/Q4_0 matrices row-interleaved for its MUL_MAT kernels). Internal to
+// the llm layer (used by session.cpp).
+#pragma once
+
+#include "tessera/backend/buffer.hpp"
+#include "tessera/backend/device.hpp"
+#include "tessera/llm/model.hpp"
+
+namespace tessera::llm {
+
+// Name of the extra buffer type that holds repacked weights.
+inline constexpr const char * k_repack_buffer_type_name = "CPU_REPACK";
+
+// Places m.mul_mat_weights() of type Q8_0 or Q4_0 in a new buffer of dev's
+// "CPU_REPACK" extra buffer type and copies their bytes there from the
+// model file (the buffer type decides which of them it interleaves; the
+// others it stores plainly). Returns an empty buffer when dev has no such
+// type or no weight qualifies. Throws tessera::error when the allocation
+// fails. The weights must point at their bytes in the model file
+// (reset_weights) before the call.
+buffer place_repacked_weights(const model & m, const device & dev);
+
+// Points every weight of m back at its bytes in the memory-mapped file, in
+// no buffer (the state model::load leaves them in).
+void reset_weights(const model & m);
+
+} // namespace tessera::llm

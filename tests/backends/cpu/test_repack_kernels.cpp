@@ -1,0 +1,239 @@
+// Repacked (row-interleaved) Q8_0/Q4_0 weights (src/backends/cpu/ops/
+// repack.hpp) against the kernels directly: the layout's byte mapping as
+// documented, round trips of whole and partial byte ranges, and MUL_MAT
+// products with repacking on and off. Built against every kernel variant
+// (test_backends_cpu, _haswell, _alderlake, _skylakex, _zen4), so each
+// repack micro-kernel is checked where this machine can run it (AVX-512
+// builds interleave Q4_0 only: repack_type_supported). The same
+// through the registry and the CPU_REPACK buffer type of every variant
+// plugin: tests/backend/cpu_repack_test.cpp.
+//
+// A tensor counts as repacked when its buffer's type has the repack tag as
+// context and its extra is the tag (what CPU_REPACK's init_tensor sets);
+// the test builds that state with a stand-in buffer.
+//
+// Expected values come from the ORIGINAL bytes, decoded test-side
+// (ref_util.hpp), in double: want = sum_k w_k x_k. Tolerances:
+//   vs want:  the activation quantization bound of test_ops_mul_mat.cpp,
+//             sum_k |w_k| * 0.6 * amax_block(k) / 127, + 1e-5 * sum |w_k x_k|
+//   vs plain: the plain and repacked paths add the same exact block terms
+//             float(isum_b) * (d_w * d_x) in different orders (plain: chains
+//             of 16 or 4 accumulators; repacked: one chain), so they differ
+//             by at most 2 * gamma_(nblk+6) * sum_b |term_b| <=
+//             2.4e-7 * (nblk + 6) * (sum |w_k x_k| + quantization bound).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/compute.hpp"
+#include "backends/cpu/ops/repack.hpp"
+#include "backends/cpu/ref_util.hpp"
+#include "tessera/backend.h"
+
+namespace tessera::cpu::test {
+namespace {
+
+// A stand-in for a CPU_REPACK buffer: only buft->context is read.
+struct fake_repack_buffer {
+    tsr_buffer_type bt{nullptr, nullptr, const_cast<void *>(repack_tag())};
+    tsr_buffer buf{};
+    fake_repack_buffer() { buf.buft = &bt; }
+
+    // Puts t "in" the buffer the way CPU_REPACK's init_tensor and set_tensor
+    // would: interleaved when eligible, else plain. t->data must hold
+    // nbytes(t) of memory; src is the original image.
+    void place(tsr_tensor * t, const void * src) {
+        t->buffer = &buf;
+        t->extra = repack_eligible(t) ? const_cast<void *>(repack_tag()) : nullptr;
+        if (is_repacked(t)) {
+            repack_store(t, src, 0, nbytes(t));
+        } else {
+            std::memcpy(t->data, src, nbytes(t));
+        }
+    }
+};
+
+size_t block_bytes(int32_t type) {
+    return type == TSR_TYPE_Q8_0 ? 34 : 18;
+}
+
+TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
+    context ctx(data_ctx());
+    EXPECT_TRUE(repack_type_supported(TSR_TYPE_Q4_0));
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8})));
+    // Q8_0: every build but the AVX-512 ones (repack.hpp)
+    EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_Q8_0, {4096, 40})), repack_type_supported(TSR_TYPE_Q8_0));
+    EXPECT_FALSE(repack_type_supported(TSR_TYPE_F16));
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 12})));     // rows not a multiple of 8
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8, 2})));   // 3-D
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F16, {64, 8})));       // type not covered
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F32, {64, 8})));
+    tsr_tensor * q = ctx.new_tensor(TSR_TYPE_Q4_0, {64, 16});
+    EXPECT_FALSE(repack_eligible(view_2d(ctx, q, 64, 8, q->nb[1], 0))); // a view
+    EXPECT_FALSE(is_repacked(q)); // no buffer, no tag
+    EXPECT_FALSE(repack_eligible(nullptr));
+}
+
+// The documented mapping: original byte (row, block b, byte i) of a group
+// g = row / 8, r = row % 8 lies at (g * nblk + b) * 8 * bb + (i < 2 ? 2r + i
+// : 16 + 32 ((i-2)/4) + 4r + (i-2)%4).
+TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        SCOPED_TRACE(type_name(type));
+        context ctx(data_ctx());
+        const int64_t K = 96, M = 16;
+        tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {K, M});
+        const size_t bb = block_bytes(type), nblk = K / 32, n = nbytes(t);
+        std::vector<uint8_t> orig(n);
+        std::mt19937 rng(7);
+        for (auto & v : orig) v = static_cast<uint8_t>(rng());
+        repack_store(t, orig.data(), 0, n); // the layout functions, for both types in every build
+        const auto * packed = static_cast<const uint8_t *>(t->data);
+        for (size_t row = 0; row < static_cast<size_t>(M); ++row) {
+            for (size_t b = 0; b < nblk; ++b) {
+                for (size_t i = 0; i < bb; ++i) {
+                    const size_t g = row / 8, r = row % 8;
+                    const size_t at = (g * nblk + b) * 8 * bb + (i < 2 ? 2 * r + i : 16 + 32 * ((i - 2) / 4) + 4 * r + (i - 2) % 4);
+                    ASSERT_EQ(packed[at], orig[row * nblk * bb + b * bb + i]) << "row " << row << " block " << b << " byte " << i;
+                }
+            }
+        }
+    }
+}
+
+TEST(RepackLayout, WholeAndPartialRangesRoundTripExactly) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+        SCOPED_TRACE(type_name(type));
+        context ctx(data_ctx());
+        tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {256, 24});
+        const size_t n = nbytes(t);
+        std::vector<uint8_t> orig(n), back(n);
+        std::mt19937 rng(11);
+        for (auto & v : orig) v = static_cast<uint8_t>(rng());
+        repack_store(t, orig.data(), 0, n);
+        repack_load(t, back.data(), 0, n);
+        ASSERT_EQ(back, orig);
+        // Partial writes and reads at odd offsets and lengths (crossing
+        // scale/quant units, blocks, rows and groups).
+        std::uniform_int_distribution<size_t> pos(0, n - 1);
+        for (int iter = 0; iter < 200; ++iter) {
+            size_t off = pos(rng), len = pos(rng) % 700;
+            len = std::min(len, n - off);
+            std::vector<uint8_t> patch(len);
+            for (auto & v : patch) v = static_cast<uint8_t>(rng());
+            repack_store(t, patch.data(), off, len);
+            std::copy(patch.begin(), patch.end(), orig.begin() + static_cast<ptrdiff_t>(off));
+            const size_t roff = pos(rng), rlen = std::min(n - roff, pos(rng) % 700);
+            std::vector<uint8_t> got(rlen);
+            repack_load(t, got.data(), roff, rlen);
+            ASSERT_TRUE(std::equal(got.begin(), got.end(), orig.begin() + static_cast<ptrdiff_t>(roff))) << off << "+" << len;
+        }
+        repack_load(t, back.data(), 0, n);
+        EXPECT_EQ(back, orig);
+    }
+}
+
+struct rp_case {
+    int32_t type;
+    int64_t K, M;
+};
+
+class RepackMulMat : public ::testing::TestWithParam<rp_case> {};
+
+TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
+    const rp_case c = GetParam();
+    for (int64_t N : {1, 2, 3, 4, 7, 70}) {
+        SCOPED_TRACE("N=" + std::to_string(N));
+        context ctx(data_ctx());
+        std::mt19937 rng(static_cast<unsigned>(c.K * 31 + c.M * 7 + N));
+        tsr_tensor * a = ctx.new_tensor(static_cast<tessera::type>(c.type), {c.K, c.M});
+        fill_weights(a, rng);
+        const std::vector<uint8_t> orig(static_cast<uint8_t *>(a->data), static_cast<uint8_t *>(a->data) + nbytes(a));
+        tsr_tensor * ar = ctx.new_tensor(static_cast<tessera::type>(c.type), {c.K, c.M});
+        fake_repack_buffer fb;
+        fb.place(ar, orig.data());
+        const bool eligible = c.M % 8 == 0 && repack_type_supported(c.type);
+        ASSERT_EQ(is_repacked(ar), eligible);
+        if (eligible) ASSERT_NE(std::memcmp(ar->data, orig.data(), orig.size()), 0) << "layout unchanged";
+        std::vector<uint8_t> back(orig.size());
+        (is_repacked(ar) ? repack_load(ar, back.data(), 0, back.size()) : (void)std::memcpy(back.data(), ar->data, back.size()));
+        ASSERT_EQ(back, orig);
+
+        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {c.K, N});
+        fill_uniform(b, rng);
+        tsr_tensor * plain = mul_mat(ctx, a, b);
+        tsr_tensor * packed = mul_mat(ctx, ar, b);
+        ASSERT_TRUE(supports_op(packed));
+        ASSERT_EQ(compute(plain, 1), TSR_STATUS_SUCCESS);
+        ASSERT_EQ(compute(packed, 1), TSR_STATUS_SUCCESS);
+        const std::vector<char> one(static_cast<char *>(packed->data), static_cast<char *>(packed->data) + nbytes(packed));
+        for (int nth : {2, 3}) {
+            std::memset(packed->data, 0, nbytes(packed));
+            ASSERT_EQ(compute(packed, nth), TSR_STATUS_SUCCESS);
+            ASSERT_EQ(std::memcmp(one.data(), packed->data, one.size()), 0) << nth << " threads differ from 1";
+        }
+
+        // Expected values from the original bytes (the plain tensor a).
+        const int64_t nblk = c.K / 32;
+        std::vector<double> w(static_cast<size_t>(c.K)), x(static_cast<size_t>(c.K)), amax;
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t k = 0; k < c.K; ++k) x[k] = get(b, k, n);
+            block_amax(x, amax);
+            for (int64_t m = 0; m < c.M; ++m) {
+                double want = 0, abs_sum = 0, q_err = 0;
+                for (int64_t k = 0; k < c.K; ++k) {
+                    w[k] = get(a, k, m);
+                    want += w[k] * x[k];
+                    abs_sum += std::fabs(w[k] * x[k]);
+                    q_err += std::fabs(w[k]) * 0.6 * amax[k] / 127.0;
+                }
+                const double got = get(packed, m, n), ref_plain = get(plain, m, n);
+                ASSERT_NEAR(got, want, q_err + 1e-5 * abs_sum) << "m=" << m << " n=" << n;
+                ASSERT_NEAR(got, ref_plain, 2.4e-7 * static_cast<double>(nblk + 6) * (abs_sum + q_err) + 1e-30)
+                    << "repacked vs plain, m=" << m << " n=" << n;
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
+                         ::testing::Values(rp_case{TSR_TYPE_Q8_0, 64, 8}, rp_case{TSR_TYPE_Q8_0, 256, 24},
+                                           rp_case{TSR_TYPE_Q8_0, 4096, 40}, rp_case{TSR_TYPE_Q8_0, 64, 12},
+                                           rp_case{TSR_TYPE_Q4_0, 64, 8}, rp_case{TSR_TYPE_Q4_0, 256, 24},
+                                           rp_case{TSR_TYPE_Q4_0, 4096, 40}, rp_case{TSR_TYPE_Q4_0, 64, 12}),
+                         [](const ::testing::TestParamInfo<rp_case> & info) {
+                             return std::string(type_name(info.param.type)) + "_K" + std::to_string(info.param.K) +
+                                    "_M" + std::to_string(info.param.M);
+                         });
+
+// Only MUL_MAT may read a repacked tensor, and only as src[0] itself.
+TEST(RepackSupport, OtherReadersOfRepackedDataAreRefused) {
+    context ctx(data_ctx());
+    std::mt19937 rng(3);
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q4_0, {64, 16});
+    fill_weights(a, rng);
+    const std::vector<uint8_t> orig(static_cast<uint8_t *>(a->data), static_cast<uint8_t *>(a->data) + nbytes(a));
+    fake_repack_buffer fb;
+    fb.place(a, orig.data());
+    ASSERT_TRUE(is_repacked(a));
+    tsr_tensor * idx = ctx.new_tensor(TSR_TYPE_I32, {2});
+    set_i32(idx, 0, 0);
+    set_i32(idx, 5, 1);
+    tsr_tensor * rows = get_rows(ctx, a, idx);
+    EXPECT_FALSE(supports_op(rows));
+    EXPECT_EQ(compute(rows, 1), TSR_STATUS_FAILED); // refused, not computed on the wrong layout
+    tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {64, 2});
+    fill_uniform(b, rng);
+    EXPECT_TRUE(supports_op(mul_mat(ctx, a, b)));
+    EXPECT_FALSE(supports_op(mul_mat(ctx, view_2d(ctx, a, 64, 8, a->nb[1], 0), b))); // a view of it
+    // dst not packed along m: the repacked kernels do not write strided output.
+    tsr_tensor * ok = mul_mat(ctx, a, b);
+    ok->nb[0] = 8;
+    EXPECT_FALSE(supports_op(ok));
+}
+
+} // namespace
+} // namespace tessera::cpu::test

@@ -1,0 +1,171 @@
+// Repacked weights (session_params::repack: the MUL_MAT matrices in the CPU
+// device's CPU_REPACK buffer type, rows interleaved) against the plain
+// layout on whole models: Q4_0 and Q8_0 synth models of the "tiny" preset
+// (64 embd, 2 layers, 4 heads, 2 KV heads, 128 ff; the shared stories260K
+// is F32, which the repacked layout does not cover) with the Llama SPM
+// vocabulary from ../shared/vocab (32000 tokens, so `output` is a
+// [64, 32000] matrix). Checks: which weights went to CPU_REPACK (the
+// layer matrices and output; never token_embd, which GET_ROWS reads), the
+// logits of every prompt position and of every greedy step, the greedy
+// tokens, and that destroying the session points the weights back at the
+// file.
+// Tolerance: the two layouts compute the same exact integer block sums and
+// the same block terms; only the order in which F32 adds them differs
+// (repacked: one chain per element; plain: 4 or 16 chains), a relative
+// difference of a few 1e-7 per MUL_MAT that the two layers carry into the
+// logits (with at most 16 blocks per row the GEMM orders even agree, so the
+// prompt logits come out identical). Measured at most 4.8e-7 on logits of
+// magnitude up to ~10; the bound used is 2e-5 * (1 + |logit|).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "tessera/backend.h"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/session.hpp"
+#include "tessera/llm/synth.hpp"
+
+namespace {
+
+using namespace tessera;
+namespace fs = std::filesystem;
+
+const std::string shared_dir = TESSERA_SHARED_DIR;
+
+// A per-process temporary directory, removed at exit.
+const fs::path & temp_dir() {
+    struct holder {
+        fs::path dir = fs::temp_directory_path() / ("tessera-repack-" + std::to_string(getpid()));
+        holder() { fs::create_directories(dir); }
+        ~holder() {
+            std::error_code ec;
+            fs::remove_all(dir, ec);
+        }
+    };
+    static const holder h;
+    return h.dir;
+}
+
+fs::path synth_tiny(type t) {
+    const fs::path & dir = temp_dir();
+    const fs::path out = dir / (std::string("tiny-") + std::string(type_name(t)) + ".gguf");
+    if (!fs::exists(out)) {
+        llm::synth_params p;
+        p.shape = llm::synth_preset("tiny");
+        p.wtype = t;
+        p.vocab = shared_dir + "/vocab/ggml-vocab-llama-spm.gguf";
+        p.seed = 5;
+        llm::synth_model(p, out);
+    }
+    return out;
+}
+
+struct run_result {
+    std::vector<float> prompt_logits; // every prompt position
+    std::vector<float> step_logits;   // each greedy step
+    std::vector<int32_t> tokens;      // greedy tokens
+};
+
+std::string buft_name(const tsr_tensor * t) {
+    if (t->buffer == nullptr || t->buffer->buft == nullptr) return "(none)";
+    return t->buffer->buft->iface->get_name(t->buffer->buft);
+}
+
+run_result run(const llm::model & m, bool repack, int n_threads) {
+    llm::session_params sp;
+    sp.n_ctx = 64;
+    sp.n_batch = 7; // several micro-batches: the GEMM and mat-vec paths both run
+    sp.n_threads = n_threads;
+    sp.repack = repack;
+    llm::session s(m, sp);
+    // Placement: the MUL_MAT matrices (and only they) in CPU_REPACK when on.
+    const std::string want = repack ? "CPU_REPACK" : "CPU_Mapped";
+    for (const tensor * t : m.mul_mat_weights()) EXPECT_EQ(buft_name(t), want) << t->name;
+    EXPECT_NE(buft_name(m.tok_embd), "CPU_REPACK");
+    EXPECT_NE(buft_name(m.layers[0].attn_norm), "CPU_REPACK");
+
+    run_result r;
+    const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889, 13, 3};
+    const auto all = s.decode(prompt, true);
+    r.prompt_logits.assign(all.begin(), all.end());
+    int32_t tok = 0;
+    {
+        const float * last = all.data() + (prompt.size() - 1) * m.hp().n_vocab;
+        tok = int32_t(std::max_element(last, last + m.hp().n_vocab) - last);
+    }
+    for (int step = 0; step < 12; ++step) {
+        r.tokens.push_back(tok);
+        const auto lg = s.decode(std::vector<int32_t>{tok});
+        r.step_logits.insert(r.step_logits.end(), lg.begin(), lg.end());
+        tok = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    }
+    return r;
+}
+
+void expect_close(const std::vector<float> & a, const std::vector<float> & b, const char * what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(a[i]) && std::isfinite(b[i])) << what << " " << i;
+        const double d = std::fabs(double(a[i]) - double(b[i]));
+        worst = std::max(worst, d);
+        ASSERT_LE(d, 2e-5 * (1.0 + std::fabs(double(b[i])))) << what << " element " << i;
+    }
+    std::printf("[ repack   ] %s: largest |repacked - plain| %.3g\n", what, worst);
+}
+
+class ModelRepack : public ::testing::TestWithParam<type> {};
+
+TEST_P(ModelRepack, SameGreedyTokensAndLogitsWithRepackingOnAndOff) {
+    const auto m = llm::model::load(synth_tiny(GetParam()));
+    ASSERT_NE(m->output, m->tok_embd);
+    for (int n_threads : {1, 2}) {
+        SCOPED_TRACE("threads " + std::to_string(n_threads));
+        const run_result plain = run(*m, false, n_threads);
+        const run_result packed = run(*m, true, n_threads);
+        EXPECT_EQ(packed.tokens, plain.tokens);
+        expect_close(packed.prompt_logits, plain.prompt_logits, "prompt logits");
+        expect_close(packed.step_logits, plain.step_logits, "greedy-step logits");
+        // The logits are not all alike (the comparison means something).
+        const auto [lo, hi] = std::minmax_element(plain.prompt_logits.begin(), plain.prompt_logits.end());
+        EXPECT_GT(*hi - *lo, 0.1f);
+    }
+    // A destroyed session leaves the weights at their file bytes, in no buffer.
+    for (const tensor * t : m->weights()) {
+        EXPECT_EQ(t->buffer, nullptr) << t->name;
+        EXPECT_EQ(t->data, m->file().find_tensor(t->name)->data) << t->name;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TSR_TYPE_Q8_0),
+                         [](const ::testing::TestParamInfo<type> & info) { return std::string(type_name(info.param)); });
+
+// Repacking is a no-op for a model without Q8_0/Q4_0 matrices (F32 stories260K).
+TEST(ModelRepackF32, NothingToRepackGivesTheSameLogits) {
+    const auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
+    llm::session_params sp;
+    sp.n_ctx = 32;
+    sp.n_threads = 1;
+    std::vector<float> a, b;
+    {
+        sp.repack = true;
+        llm::session s(*m, sp);
+        for (const tensor * t : m->weights()) EXPECT_NE(buft_name(t), "CPU_REPACK") << t->name;
+        const auto l = s.decode(std::vector<int32_t>{1, 100, 200});
+        a.assign(l.begin(), l.end());
+    }
+    {
+        sp.repack = false;
+        llm::session s(*m, sp);
+        const auto l = s.decode(std::vector<int32_t>{1, 100, 200});
+        b.assign(l.begin(), l.end());
+    }
+    EXPECT_EQ(a, b);
+}
+
+} // namespace
