@@ -17,7 +17,7 @@ buffer place_repacked_weights(const model & m, const device & dev) {
     if (!buft) return {};
     std::vector<tensor *> chosen;
     for (tensor * t : m.mul_mat_weights()) {
-        if (t->type == TSR_TYPE_Q8_0 || t->type == TSR_TYPE_Q4_0) chosen.push_back(t);
+        chosen.push_back(t);
     }
     if (chosen.empty()) return {};
     const size_t align = buft.alignment();

@@ -24,8 +24,10 @@ struct session_params {
     // throws if the device cannot compute it); off = the unfused graph.
     enum class flash_attn_mode { automatic, on, off };
     flash_attn_mode flash_attn = flash_attn_mode::automatic;
-    // Store the MUL_MAT weight matrices in the device's repacked layout
-    // ("CPU_REPACK": rows interleaved for the CPU kernels) when it has one.
+    // Copy the MUL_MAT weight matrices into the device's repacked-weight
+    // buffer ("CPU_REPACK": on 2 MiB pages, Q4_0/Q8_0 rows interleaved for
+    // the CPU kernels where the build has such kernels) when it has one;
+    // off: the kernels read the memory-mapped file.
     bool repack = true;
 };
 

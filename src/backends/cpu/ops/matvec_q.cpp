@@ -28,6 +28,7 @@ namespace tessera::cpu {
 
 namespace {
 
+constexpr size_t k_prefetch = 768; // bytes ahead in each weight row (software prefetch)
 constexpr size_t k_act_block = 64; // bytes of one quantized activation block: [32 quants][d][sum], padded to a cache line
 
 inline int32_t load_i32(const char * p) {
@@ -164,6 +165,15 @@ __m256 dot8(const rows8 & r, int64_t n_blocks, const char * x) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     int64_t b = 0;
     for (; b + 4 <= n_blocks; b += 4) {
+        // Software prefetch k_prefetch bytes ahead in each of the eight rows
+        // (eight concurrent streams are more than the hardware prefetcher
+        // keeps ahead of: without it the kernel ran at ~0.57 of the read
+        // bandwidth on Zen 5).
+        const size_t ahead = static_cast<size_t>(b) * block_bytes<T>() + k_prefetch;
+        for (int i = 0; i < 8; ++i) {
+            _mm_prefetch(r.w[i] + ahead, _MM_HINT_T0);
+            if constexpr (4 * block_bytes<T>() > 64) _mm_prefetch(r.w[i] + ahead + 64, _MM_HINT_T0);
+        }
         acc0 = block8<T>(r, b, x, acc0);
         acc1 = block8<T>(r, b + 1, x, acc1);
         acc2 = block8<T>(r, b + 2, x, acc2);
