@@ -280,12 +280,9 @@ void run(const compute_params & p, const mm_dims & d) {
     alignas(64) float ctile[k_nr * k_mr];
     int64_t have_cols = -1; // (batch, column block) gathered into sc.bg
     for (int64_t it = items.begin; it < items.end; ++it) {
-        const int64_t rb = it % g.n_rblocks;
-        const int64_t bc = it / g.n_rblocks; // batch * n_cblocks + column block
-        const int64_t cb = bc % g.n_cblocks;
-        const int64_t batch = bc / g.n_cblocks;
-        const int64_t m0 = rb * g.rows_per_item, m1 = std::min(d.M, m0 + g.rows_per_item);
-        const int64_t n0 = cb * g.cols_per_item, n1 = std::min(d.N, n0 + g.cols_per_item);
+        const mm_item item = item_of(g, d, it);
+        const int64_t bc = item.bc, batch = item.batch;
+        const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
         // Column pointers (gathered once per column block when strided).
         const float * col0 = nullptr;
         int64_t ldb = 0;

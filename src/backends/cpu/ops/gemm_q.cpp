@@ -121,20 +121,6 @@ constexpr int bias_shift() {
 
 #ifdef TSR_CPU_AVX512
 
-// acc + the byte products of w (unsigned) with the four signed bytes at x4
-// repeated across the vector. With VNNI one vpdpbusd with an embedded
-// broadcast memory operand (GCC does not fold the broadcast into the
-// instruction by itself, and the extra instruction per product costs
-// front-end bandwidth in the micro-kernel).
-inline __m512i dot4_bcast(__m512i acc, __m512i w, const char * x4) {
-#if defined(TSR_CPU_VNNI512)
-    __asm__("vpdpbusd %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*reinterpret_cast<const int32_t *>(x4)));
-    return acc;
-#else
-    return simd::dot4_u8s8(acc, w, _mm512_set1_epi32(quad(x4)));
-#endif
-}
-
 // out[c][0..15] = the 16 panel rows . column c, for C columns.
 template <int C, mode M>
 void micro_kernel(const uint8_t * panel, int64_t n_blocks, const char * xt, float * out) {
@@ -177,7 +163,7 @@ void micro_kernel(const uint8_t * panel, int64_t n_blocks, const char * xt, floa
                             is[c] = simd::dot4_u8s8(is[c], aw, _mm512_mask_sub_epi8(xb, neg, _mm512_setzero_si512(), xb));
                         }
                     } else {
-                        for (int c = 0; c < C; ++c) is[c] = dot4_bcast(is[c], w, xp + c * 32 + j * 4);
+                        for (int c = 0; c < C; ++c) is[c] = simd::dot4_u8s8_bcast(is[c], w, xp + c * 32 + j * 4);
                     }
                 }
             }
@@ -303,12 +289,9 @@ void run(const compute_params & p, const mm_dims & d) {
     alignas(64) float otile[k_c * k_p];
     int64_t have_cols = -1; // (batch, column block) quantized in sc.cols
     for (int64_t it = items.begin; it < items.end; ++it) {
-        const int64_t rb = it % g.n_rblocks;
-        const int64_t bc = it / g.n_rblocks;
-        const int64_t cb = bc % g.n_cblocks;
-        const int64_t batch = bc / g.n_cblocks;
-        const int64_t m0 = rb * g.rows_per_item, m1 = std::min(d.M, m0 + g.rows_per_item);
-        const int64_t n0 = cb * g.cols_per_item, n1 = std::min(d.N, n0 + g.cols_per_item);
+        const mm_item item = item_of(g, d, it);
+        const int64_t bc = item.bc, batch = item.batch;
+        const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
         if (bc != have_cols) {
             // Column n goes to micro-tile (n - n0) / k_c, slot (n - n0) % k_c.
             for (int64_t n = n0; n < n1; ++n) {

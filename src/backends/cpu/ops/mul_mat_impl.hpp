@@ -18,6 +18,8 @@
 // bit-identical for any number of threads. Internal to the CPU kernels.
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -117,5 +119,25 @@ struct mm_grid {
 // (down to the granules) when there would be fewer than 4 per thread.
 mm_grid make_mm_grid(const mm_dims & d, int nth, int64_t row_granule, int64_t rows_max, int64_t col_granule,
                      int64_t cols_max);
+
+// Item `it` of grid g: dst rows [m0, m1) x columns [n0, n1) of batch
+// `batch`; items of one column block (`bc`, unique across batches) follow
+// each other, so a kernel prepares a block's columns once for all its rows.
+struct mm_item {
+    int64_t batch, bc;
+    int64_t m0, m1, n0, n1;
+};
+inline mm_item item_of(const mm_grid & g, const mm_dims & d, int64_t it) {
+    mm_item r{};
+    const int64_t rb = it % g.n_rblocks;
+    r.bc = it / g.n_rblocks; // batch * n_cblocks + column block
+    const int64_t cb = r.bc % g.n_cblocks;
+    r.batch = r.bc / g.n_cblocks;
+    r.m0 = rb * g.rows_per_item;
+    r.m1 = std::min(d.M, r.m0 + g.rows_per_item);
+    r.n0 = cb * g.cols_per_item;
+    r.n1 = std::min(d.N, r.n0 + g.cols_per_item);
+    return r;
+}
 
 } // namespace tessera::cpu

@@ -210,19 +210,6 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
 
 #ifdef TSR_CPU_AVX512
 
-// acc + the byte products of u (unsigned) with the four signed bytes at x4
-// repeated in every lane. With VNNI one vpdpbusd with an embedded-broadcast
-// memory operand (written out: the compiler would otherwise issue a
-// separate broadcast for each product).
-inline __m512i dot4_x(__m512i acc, __m512i u, const char * x4) {
-#if defined(TSR_CPU_VNNI512)
-    __asm__("vpdpbusd %[x]%{1to16%}, %[u], %[acc]" : [acc] "+v"(acc) : [u] "v"(u), [x] "m"(*reinterpret_cast<const int32_t *>(x4)));
-    return acc;
-#else
-    return simd::dot4_u8s8(acc, u, _mm512_set1_epi32(load_i32(x4)));
-#endif
-}
-
 // Step j of two groups (w0: rows 0..7, w1: rows 8..15) in one vector.
 inline __m512i step2(const char * p0, const char * p1) {
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p0));
@@ -263,8 +250,8 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
                 __m512i s = _mm512_setzero_si512();
                 #pragma GCC unroll 8
                 for (int j = 0; j < 4; ++j) {
-                    s = dot4_x(s, lo[j], xq + 4 * j);
-                    s = dot4_x(s, hi[j], xq + 16 + 4 * j);
+                    s = simd::dot4_u8s8_bcast(s, lo[j], xq + 4 * j);
+                    s = simd::dot4_u8s8_bcast(s, hi[j], xq + 16 + 4 * j);
                 }
                 is[c] = s;
 #else
@@ -361,12 +348,9 @@ void run(const compute_params & p, const mm_dims & d) {
     alignas(64) float otile[k_c * k_pair * k_rows];
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
     for (int64_t it = items.begin; it < items.end; ++it) {
-        const int64_t rb = it % g.n_rblocks;
-        const int64_t bc = it / g.n_rblocks;
-        const int64_t cb = bc % g.n_cblocks;
-        const int64_t batch = bc / g.n_cblocks;
-        const int64_t m0 = rb * g.rows_per_item, m1 = std::min(d.M, m0 + g.rows_per_item);
-        const int64_t n0 = cb * g.cols_per_item, n1 = std::min(d.N, n0 + g.cols_per_item);
+        const mm_item item = item_of(g, d, it);
+        const int64_t bc = item.bc, batch = item.batch;
+        const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
         if (bc != have_cols) {
             // Column n goes to tile (n - n0) / k_c, slot (n - n0) % k_c.
             for (int64_t n = n0; n < n1; ++n) {

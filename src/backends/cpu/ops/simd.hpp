@@ -150,6 +150,22 @@ inline __m512i dot4_u8s8(__m512i acc, __m512i u, __m512i s) {
 #endif
 }
 
+// acc + the byte products of u (unsigned) with the four signed bytes at x4
+// repeated in every 32-bit lane. With VNNI one vpdpbusd with an
+// embedded-broadcast memory operand, written out: GCC does not fold the
+// broadcast into the instruction by itself, and the extra instruction per
+// product costs front-end bandwidth in the quantized micro-kernels.
+inline __m512i dot4_u8s8_bcast(__m512i acc, __m512i u, const char * x4) {
+#if defined(TSR_CPU_VNNI512)
+    __asm__("vpdpbusd %[x]%{1to16%}, %[u], %[acc]" : [acc] "+v"(acc) : [u] "v"(u), [x] "m"(*reinterpret_cast<const int32_t *>(x4)));
+    return acc;
+#else
+    int32_t q;
+    std::memcpy(&q, x4, sizeof q);
+    return dot4_u8s8(acc, u, _mm512_set1_epi32(q));
+#endif
+}
+
 #endif // TSR_CPU_AVX512
 
 } // namespace tessera::cpu::simd
