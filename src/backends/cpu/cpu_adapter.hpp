@@ -32,6 +32,19 @@ bool is_host_buffer_type(tsr_buffer_type * buft);
 // A buffer over `size` bytes at `ptr`, never freeing it; null on failure.
 tsr_buffer * buffer_from_host_ptr(void * ptr, size_t size);
 
+// Shared by the buffers that own their memory (context = the memory from
+// aligned_alloc): a new buffer of `size` bytes with table `iface`, aligned
+// to buffer_alignment; with huge_pages, one of 4 MiB or more is aligned to
+// 2 MiB and advised to use transparent huge pages (fewer page faults and
+// TLB misses when weights stream through it). Null when the size overflows
+// or memory is short.
+tsr_buffer * alloc_owned_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt, size_t size, bool huge_pages);
+// The matching tsr_buffer_i slots: the base pointer, free (memory and
+// buffer), and clear (every byte of the buffer's size).
+void * owned_buffer_base(tsr_buffer * b);
+void free_owned_buffer(tsr_buffer * b);
+void clear_owned_buffer(tsr_buffer * b, uint8_t value);
+
 // A new CPU backend on `dev`. params: null, "" or "n_threads=N" (';' or ','
 // separated key=value pairs); null for unknown keys or bad values.
 tsr_backend * backend_new(tsr_device * dev, const char * params);

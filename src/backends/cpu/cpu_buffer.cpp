@@ -1,6 +1,8 @@
 // backends/cpu/cpu_buffer.cpp — the CPU backend's buffer types and buffers:
 // aligned host allocations ("CPU") and wrappers over caller-owned host
 // memory such as a memory-mapped model file ("CPU_Mapped").
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -16,13 +18,6 @@ namespace {
 
 // ---- buffers (context = the data pointer) ----
 
-void * buf_base(tsr_buffer * b) { return b->context; }
-
-void buf_free_owned(tsr_buffer * b) {
-    std::free(b->context);
-    delete b;
-}
-
 void buf_free_wrapped(tsr_buffer * b) { delete b; }
 
 void buf_set(tsr_buffer *, tsr_tensor * t, const void * data, size_t off, size_t n) {
@@ -37,8 +32,6 @@ void buf_memset(tsr_buffer *, tsr_tensor * t, uint8_t v, size_t off, size_t n) {
     std::memset(static_cast<char *>(t->data) + off, v, n);
 }
 
-void buf_clear(tsr_buffer * b, uint8_t v) { std::memset(b->context, v, b->size); }
-
 // Copies from any host-memory source (src->buffer null means host memory).
 bool buf_cpy(tsr_buffer *, const tsr_tensor * src, tsr_tensor * dst) {
     if (src->buffer != nullptr && !is_host_buffer_type(src->buffer->buft)) return false;
@@ -48,11 +41,11 @@ bool buf_cpy(tsr_buffer *, const tsr_tensor * src, tsr_tensor * dst) {
 
 constexpr tsr_buffer_i owned_iface = {
     .size = sizeof(tsr_buffer_i),
-    .free_buffer = buf_free_owned,
-    .get_base = buf_base,
+    .free_buffer = free_owned_buffer,
+    .get_base = owned_buffer_base,
     .set_tensor = buf_set,
     .get_tensor = buf_get,
-    .clear = buf_clear,
+    .clear = clear_owned_buffer,
     .init_tensor = nullptr,
     .memset_tensor = buf_memset,
     .cpy_tensor = buf_cpy,
@@ -61,10 +54,10 @@ constexpr tsr_buffer_i owned_iface = {
 constexpr tsr_buffer_i wrapped_iface = {
     .size = sizeof(tsr_buffer_i),
     .free_buffer = buf_free_wrapped,
-    .get_base = buf_base,
+    .get_base = owned_buffer_base, // context = the caller's memory
     .set_tensor = buf_set,
     .get_tensor = buf_get,
-    .clear = buf_clear,
+    .clear = clear_owned_buffer,
     .init_tensor = nullptr,
     .memset_tensor = buf_memset,
     .cpy_tensor = buf_cpy,
@@ -86,17 +79,7 @@ const char * host_name(tsr_buffer_type *) { return "CPU"; }
 const char * mapped_name(tsr_buffer_type *) { return "CPU_Mapped"; }
 
 tsr_buffer * alloc_host(tsr_buffer_type * bt, size_t size) {
-    // aligned_alloc needs a size that is a multiple of the alignment, and
-    // the base must be non-null even for an empty buffer.
-    size_t rounded = 0;
-    if (__builtin_add_overflow(size, buffer_alignment - 1, &rounded)) return nullptr;
-    rounded = rounded / buffer_alignment * buffer_alignment;
-    if (rounded == 0) rounded = buffer_alignment;
-    void * mem = std::aligned_alloc(buffer_alignment, rounded);
-    if (mem == nullptr) return nullptr;
-    tsr_buffer * b = new_buffer(&owned_iface, bt, mem, size);
-    if (b == nullptr) std::free(mem);
-    return b;
+    return alloc_owned_buffer(&owned_iface, bt, size, false);
 }
 
 size_t host_alignment(tsr_buffer_type *) { return buffer_alignment; }
@@ -129,6 +112,34 @@ tsr_buffer_type host_type = {&host_iface, &cpu_device_object, nullptr};
 tsr_buffer_type mapped_type = {&mapped_iface, &cpu_device_object, nullptr};
 
 } // namespace
+
+void * owned_buffer_base(tsr_buffer * b) { return b->context; }
+
+void free_owned_buffer(tsr_buffer * b) {
+    std::free(b->context);
+    delete b;
+}
+
+void clear_owned_buffer(tsr_buffer * b, uint8_t value) { std::memset(b->context, value, b->size); }
+
+tsr_buffer * alloc_owned_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt, size_t size, bool huge_pages) {
+    constexpr size_t k_huge_page = size_t(2) << 20;
+    const size_t align = huge_pages && size >= 2 * k_huge_page ? k_huge_page : buffer_alignment;
+    // aligned_alloc needs a size that is a multiple of the alignment, and
+    // the base must be non-null even for an empty buffer.
+    size_t rounded = 0;
+    if (__builtin_add_overflow(size, align - 1, &rounded)) return nullptr;
+    rounded = rounded / align * align;
+    if (rounded == 0) rounded = align;
+    void * mem = std::aligned_alloc(align, rounded);
+    if (mem == nullptr) return nullptr;
+#ifdef MADV_HUGEPAGE
+    if (align == k_huge_page) (void)madvise(mem, rounded, MADV_HUGEPAGE); // advice only: failure is harmless
+#endif
+    tsr_buffer * b = new_buffer(iface, bt, mem, size);
+    if (b == nullptr) std::free(mem);
+    return b;
+}
 
 tsr_buffer_type * host_buffer_type() { return &host_type; }
 

@@ -9,13 +9,8 @@
 // is_host = false because a repacked tensor's data cannot be read directly
 // through its data pointer; the device still computes on it (supports_buft).
 // Only MUL_MAT may read a repacked tensor, as its src[0] (compute.cpp).
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <new>
-#include <vector>
 
 #include "backends/cpu/cpu_adapter.hpp"
 #include "backends/cpu/ops/repack.hpp"
@@ -28,13 +23,6 @@ extern tsr_device cpu_device_object; // cpu_device.cpp
 namespace {
 
 // ---- buffers (context = the data pointer) ----
-
-void * rb_base(tsr_buffer * b) { return b->context; }
-
-void rb_free(tsr_buffer * b) {
-    std::free(b->context);
-    delete b;
-}
 
 void rb_set(tsr_buffer *, tsr_tensor * t, const void * data, size_t off, size_t n) {
     if (is_repacked(t)) {
@@ -51,8 +39,6 @@ void rb_get(tsr_buffer *, const tsr_tensor * t, void * data, size_t off, size_t 
         std::memcpy(data, static_cast<const char *>(t->data) + off, n);
     }
 }
-
-void rb_clear(tsr_buffer * b, uint8_t v) { std::memset(b->context, v, b->size); }
 
 // Decides the layout of a tensor placed here (extra is this backend's).
 tsr_status rb_init(tsr_buffer *, tsr_tensor * t) {
@@ -84,11 +70,11 @@ bool rb_cpy(tsr_buffer * b, const tsr_tensor * src, tsr_tensor * dst) {
 
 constexpr tsr_buffer_i repack_buffer_iface = {
     .size = sizeof(tsr_buffer_i),
-    .free_buffer = rb_free,
-    .get_base = rb_base,
+    .free_buffer = free_owned_buffer,
+    .get_base = owned_buffer_base,
     .set_tensor = rb_set,
     .get_tensor = rb_get,
-    .clear = rb_clear,
+    .clear = clear_owned_buffer,
     .init_tensor = rb_init,
     .memset_tensor = rb_memset,
     .cpy_tensor = rb_cpy,
@@ -98,32 +84,11 @@ constexpr tsr_buffer_i repack_buffer_iface = {
 
 const char * rt_name(tsr_buffer_type *) { return "CPU_REPACK"; }
 
-// Buffers from this size on are aligned to huge pages and advised to use
-// them (Linux transparent huge pages): a model's weights are faulted in
-// ~512x fewer page faults at load and read with fewer TLB misses.
-constexpr size_t k_huge_page = size_t(2) << 20;
-
+// Large buffers sit on 2 MiB pages (alloc_owned_buffer): a model's weights
+// are faulted in with ~512x fewer page faults at load and streamed with
+// fewer TLB misses.
 tsr_buffer * rt_alloc(tsr_buffer_type * bt, size_t size) {
-    const size_t align = size >= 2 * k_huge_page ? k_huge_page : buffer_alignment;
-    size_t rounded = 0;
-    if (__builtin_add_overflow(size, align - 1, &rounded)) return nullptr;
-    rounded = rounded / align * align;
-    if (rounded == 0) rounded = align;
-    void * mem = std::aligned_alloc(align, rounded);
-    if (mem == nullptr) return nullptr;
-#ifdef MADV_HUGEPAGE
-    if (align == k_huge_page) (void)madvise(mem, rounded, MADV_HUGEPAGE); // advice only: failure is harmless
-#endif
-    auto * b = new (std::nothrow) tsr_buffer{};
-    if (b == nullptr) {
-        std::free(mem);
-        return nullptr;
-    }
-    b->iface = &repack_buffer_iface;
-    b->buft = bt;
-    b->context = mem;
-    b->size = size;
-    return b;
+    return alloc_owned_buffer(&repack_buffer_iface, bt, size, true);
 }
 
 size_t rt_alignment(tsr_buffer_type *) { return buffer_alignment; }
