@@ -23,51 +23,18 @@
 #include <random>
 
 #include "backends/cpu/ops/q8_act.hpp"
+#include "backends/cpu/mul_mat_check.hpp"
 #include "backends/cpu/ref_util.hpp"
 #include "tessera/core/types.hpp"
 
 namespace tessera::cpu::test {
 namespace {
 
-bool is_quant(int32_t t) {
-    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
-}
-
-// out = a x b with broadcasting, element by element against double.
-void check_product(const tsr_tensor * a, const tsr_tensor * b, const tsr_tensor * out) {
-    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    const bool quant = is_quant(a->type);
-    std::vector<double> x(static_cast<size_t>(K)), amax(static_cast<size_t>(K));
-    const double chain = static_cast<double>(std::min<int64_t>(K, 256) + (K + 255) / 256 + 6);
-    for (int64_t i3 = 0; i3 < b->ne[3]; ++i3) {
-        for (int64_t i2 = 0; i2 < b->ne[2]; ++i2) {
-            for (int64_t n = 0; n < N; ++n) {
-                for (int64_t k = 0; k < K; ++k) x[k] = get(b, k, n, i2, i3);
-                if (quant) block_amax(x, amax);
-                for (int64_t m = 0; m < M; ++m) {
-                    double want = 0, abs_sum = 0, q_err = 0;
-                    for (int64_t k = 0; k < K; ++k) {
-                        const double w = get(a, k, m, i2 / r2, i3 / r3);
-                        want += w * x[k];
-                        abs_sum += std::fabs(w * x[k]);
-                        if (quant) q_err += std::fabs(w) * 0.6 * amax[k] / 127.0;
-                    }
-                    const double tol = quant ? q_err + 1e-5 * abs_sum : 1.2e-7 * chain * abs_sum + 1e-30;
-                    ASSERT_NEAR(get(out, m, n, i2, i3), want, tol)
-                        << "type " << a->type << " K=" << K << " M=" << M << " N=" << N << " m=" << m << " n=" << n
-                        << " batch " << i2 << "," << i3;
-                }
-            }
-        }
-    }
-}
-
 // Computes out with 1 thread, checks it, and checks that 2 and 5 threads
 // give the same bytes.
 void compute_check_and_compare(tsr_tensor * a, tsr_tensor * b, tsr_tensor * out) {
     ASSERT_EQ(compute(out, 1), TSR_STATUS_SUCCESS);
-    check_product(a, b, out);
+    check_mul_mat(a, b, out);
     const std::vector<char> one(static_cast<char *>(out->data), static_cast<char *>(out->data) + nbytes(out));
     for (int nth : {2, 5}) {
         std::memset(out->data, 0, nbytes(out));
