@@ -23,15 +23,18 @@ batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors &
         const layer_weights & l = m.layers[il];
         tensor * h = mul(ctx, rms_norm(ctx, x, hp.rms_eps), l.attn_norm);
 
-        tensor * q = reshape(ctx, mul_mat(ctx, l.wq, h), {head_dim, n_head, T});
-        tensor * k = reshape(ctx, mul_mat(ctx, l.wk, h), {head_dim, n_head_kv, T});
+        tensor * q_mm = mul_mat(ctx, l.wq, h);
+        tensor * k_mm = mul_mat(ctx, l.wk, h);
         tensor * v = mul_mat(ctx, l.wv, h); // [n_embd_kv, T]
-        q = rope(ctx, q, g.in.pos, int(hp.n_rot), ROPE_NORMAL, hp.rope_freq_base, hp.rope_freq_scale);
-        k = rope(ctx, k, g.in.pos, int(hp.n_rot), ROPE_NORMAL, hp.rope_freq_base, hp.rope_freq_scale);
+        tensor * q = rope(ctx, reshape(ctx, q_mm, {head_dim, n_head, T}), g.in.pos, int(hp.n_rot), ROPE_NORMAL,
+                          hp.rope_freq_base, hp.rope_freq_scale);
+        tensor * k = rope(ctx, reshape(ctx, k_mm, {head_dim, n_head_kv, T}), g.in.pos, int(hp.n_rot), ROPE_NORMAL,
+                          hp.rope_freq_base, hp.rope_freq_scale);
 
         // Write this batch's K and V rows into the cache at their positions.
         tensor * k_store = set_rows(ctx, kv.k[il], reshape(ctx, k, {n_embd_kv, T}), g.in.pos);
         tensor * v_store = set_rows(ctx, kv.v[il], v, g.in.pos);
+        g.order.insert(g.order.end(), {q_mm, k_mm, v, v_store, k, q, k_store});
 
         // Views over the first n_kv cached positions; they depend on the
         // stores so the writes happen first.
@@ -57,8 +60,10 @@ batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors &
         x = add(ctx, x, attn);
 
         tensor * f = mul(ctx, rms_norm(ctx, x, hp.rms_eps), l.ffn_norm);
-        tensor * gate = silu(ctx, mul_mat(ctx, l.ffn_gate, f));
+        tensor * gate_mm = mul_mat(ctx, l.ffn_gate, f);
         tensor * up = mul_mat(ctx, l.ffn_up, f);
+        g.order.insert(g.order.end(), {gate_mm, up});
+        tensor * gate = silu(ctx, gate_mm);
         x = add(ctx, x, mul_mat(ctx, l.ffn_down, mul(ctx, gate, up)));
     }
     if (!all_logits && T > 1) {
@@ -68,6 +73,11 @@ batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors &
     g.logits = context::set_name(mul_mat(ctx, m.output, x), "logits");
     g.logits->flags |= TSR_FLAG_OUTPUT;
     return g;
+}
+
+void build_forward(graph & g, const batch_graph & bg) {
+    for (tensor * t : bg.order) g.build_forward(t);
+    g.build_forward(bg.logits);
 }
 
 } // namespace tessera::llm

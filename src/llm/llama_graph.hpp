@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "tessera/core/graph.hpp"
 #include "tessera/core/ops.hpp"
 #include "tessera/llm/model.hpp"
 
@@ -27,7 +29,17 @@ struct batch_inputs {
 struct batch_graph {
     batch_inputs in;
     tensor * logits = nullptr; // F32 [n_vocab, n_out]: n_out = n_tokens (all) or 1 (last)
+    // Nodes to add to a graph before the logits, in this order: per layer
+    // the Q, K and V products, then the V store and the Q and K rotations,
+    // then the K store; the gate and up products. Independent nodes next to
+    // each other can share one barrier on a multi-threaded backend (the CPU
+    // backend's graph walk), where depth-first order would interleave them
+    // with their consumers.
+    std::vector<tensor *> order;
 };
+
+// Adds bg's nodes to g: bg.order first, then everything the logits need.
+void build_forward(graph & g, const batch_graph & bg);
 
 // Builds the graph for n_tokens new tokens whose attention spans the first
 // n_kv cache positions (n_kv = positions already cached + n_tokens).

@@ -151,7 +151,7 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
         context gctx(gp);
         batch_graph bg = build_llama_graph(gctx, m, kv, params_.n_batch, params_.n_ctx, true, flash_attn_);
         graph g(gp.max_tensors);
-        g.build_forward(bg.logits);
+        build_forward(g, bg);
         if (flash_attn_ && params_.flash_attn == fa_mode::automatic) {
             bool fa_ok = true;
             for (tensor * node : g.nodes()) {
@@ -217,7 +217,7 @@ std::span<const float> session::decode(std::span<const int32_t> tokens, bool all
             cg.ctx = std::make_unique<context>(gp);
             cg.bg = build_llama_graph(*cg.ctx, model_, impl_->kv, n, n_kv, all_logits, flash_attn_);
             cg.g = std::make_unique<graph>(gp.max_tensors);
-            cg.g->build_forward(cg.bg.logits);
+            build_forward(*cg.g, cg.bg);
             impl_->galloc->allocate(*cg.g);
             cg.n_tokens = n;
             cg.n_kv = n_kv;

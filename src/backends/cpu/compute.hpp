@@ -2,6 +2,7 @@
 // walk. Internal to the CPU backend (not a public header).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -9,12 +10,22 @@
 
 namespace tessera::cpu {
 
+// One thread's remaining work items in a node, [front, back) packed as
+// front | back << 32; on its own cache line (ops/work_queue.hpp).
+struct alignas(64) work_slot {
+    std::atomic<uint64_t> range{0};
+};
+
 // What one thread sees while computing one node.
 struct compute_params {
     int ith = 0;            // this thread's index, 0..nth-1
     int nth = 1;            // threads working on this node
     void * wdata = nullptr; // this thread's scratch, wsize bytes, 64-byte aligned
     size_t wsize = 0;
+    // nth slots shared by the node's threads, all zero when the node starts:
+    // the work items each thread has left (ops/work_queue.hpp). Null: each
+    // thread computes a fixed share.
+    work_slot * slots = nullptr;
 };
 
 // True for ops that compute nothing: NONE (leafs) and the views VIEW,

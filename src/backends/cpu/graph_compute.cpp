@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
 #include <vector>
 
 #include "backends/cpu/compute.hpp"
+#include "tessera/core/types.hpp"
 
 namespace tessera::cpu {
 
@@ -22,9 +25,69 @@ bool node_ready(const tsr_tensor * node) {
     return true;
 }
 
+// The bytes [lo, hi) a tensor's elements can occupy (its strides' bounding
+// interval); {0, UINTPTR_MAX} when that does not fit in an address.
+struct byte_range {
+    uintptr_t lo = 0, hi = 0;
+    bool overlaps(const byte_range & o) const { return lo < o.hi && o.lo < hi; }
+};
+
+byte_range range_of(const tsr_tensor * t) {
+    constexpr byte_range everything{0, UINTPTR_MAX};
+    const type_traits & tr = get_type_traits(t->type);
+    uint64_t last = 0; // offset of the last block
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        const uint64_t n = static_cast<uint64_t>(i == 0 ? t->ne[0] / tr.block_size : t->ne[i]) - 1;
+        uint64_t step = 0;
+        if (__builtin_mul_overflow(n, t->nb[i], &step) || __builtin_add_overflow(last, step, &last)) return everything;
+    }
+    byte_range r;
+    r.lo = reinterpret_cast<uintptr_t>(t->data);
+    if (__builtin_add_overflow(r.lo, last, &r.hi) || __builtin_add_overflow(r.hi, tr.type_size, &r.hi)) return everything;
+    return r;
+}
+
+} // namespace
+
+// Threads split each node's output between them, so a node may start while
+// other threads still work on earlier ones only when it touches none of
+// their bytes (the graph allocator reuses memory of dead tensors, hence the
+// write-after-read check). Quadratic only within one barrier's nodes.
+std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
+    std::vector<char> sync(nodes.size(), 1);
+    std::vector<byte_range> written, read; // since the last barrier
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const tsr_tensor * node = nodes[i];
+        const byte_range w = range_of(node);
+        byte_range r[TSR_MAX_SRC];
+        int n_r = 0;
+        for (const tsr_tensor * s : node->src) {
+            if (s != nullptr) r[n_r++] = range_of(s);
+        }
+        bool hazard = i == 0;
+        for (const byte_range & x : written) {
+            hazard = hazard || x.overlaps(w);
+            for (int j = 0; j < n_r && !hazard; ++j) hazard = x.overlaps(r[j]);
+        }
+        for (const byte_range & x : read) hazard = hazard || x.overlaps(w);
+        if (hazard) {
+            written.clear();
+            read.clear();
+        }
+        sync[i] = hazard ? 1 : 0;
+        written.push_back(w);
+        read.insert(read.end(), r, r + n_r);
+    }
+    return sync;
+}
+
+namespace {
+
 // State shared by the threads of one graph run.
 struct graph_run {
     std::vector<tsr_tensor *> nodes; // the nodes that compute something
+    std::vector<char> sync;          // per node: wait at a barrier first
+    std::unique_ptr<work_slot[]> slots; // n_threads per node: compute_params::slots
     thread_pool * pool = nullptr;
     int n_threads = 1;
     tsr_abort_callback cb = nullptr;
@@ -63,10 +126,13 @@ void walk_nodes(int ith, void * ctx) {
     p.nth = run->n_threads;
     p.wdata = run->pool->scratch(ith);
     p.wsize = run->pool->scratch_size(ith);
-    for (tsr_tensor * node : run->nodes) {
-        run->pool->sync(ith, decide, run);
-        if (run->stop) break;
-        if (!compute_forward(p, node)) run->failed.store(true, std::memory_order_relaxed);
+    for (size_t i = 0; i < run->nodes.size(); ++i) {
+        if (run->sync[i] != 0) {
+            run->pool->sync(ith, decide, run);
+            if (run->stop) break;
+        }
+        p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];
+        if (!compute_forward(p, run->nodes[i])) run->failed.store(true, std::memory_order_relaxed);
     }
 }
 
@@ -92,6 +158,14 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
 
     run.pool = &pool;
     run.n_threads = std::clamp(n_threads, 1, pool.size());
+    try {
+        run.slots.reset(new work_slot[run.nodes.size() * static_cast<size_t>(run.n_threads)]); // zero
+        // With an abort callback every node keeps its barrier: the callback
+        // is documented to run before each node, with all threads stopped.
+        run.sync = cb != nullptr || run.n_threads == 1 ? std::vector<char>(run.nodes.size(), 1) : barriers_before(run.nodes);
+    } catch (const std::bad_alloc &) {
+        return TSR_STATUS_ALLOC_FAILED;
+    }
     run.cb = cb;
     run.cb_data = cb_data;
     try {

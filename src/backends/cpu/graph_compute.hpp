@@ -1,7 +1,10 @@
 // backends/cpu/graph_compute.hpp — computing a graph's nodes on the CPU:
 // all threads walk the nodes in order, each node split between them
-// (compute.hpp), with a barrier between nodes. Internal to the CPU backend.
+// (compute.hpp), with a barrier before every node that depends on the
+// nodes since the previous barrier. Internal to the CPU backend.
 #pragma once
+
+#include <vector>
 
 #include "backends/cpu/thread_pool.hpp"
 #include "tessera/tensor.h"
@@ -21,8 +24,12 @@ namespace tessera::cpu {
 //     node, after every thread has finished the previous one; when it
 //     returns true, no further node starts and the result is
 //     TSR_STATUS_ABORTED (nodes already computed keep their results).
-//   - A data error in a node (e.g. an index out of range) => the remaining
-//     nodes are skipped and the result is TSR_STATUS_FAILED.
+//   - Without cb, on more than one thread, a node that neither reads nor
+//     writes memory written since the last barrier, nor writes memory read
+//     since then, starts without a barrier (e.g. the Q, K and V products
+//     of one layer share one).
+//   - A data error in a node (e.g. an index out of range) => the nodes after
+//     the next barrier are skipped and the result is TSR_STATUS_FAILED.
 // The pool stays usable after any outcome. Results are bit-identical for
 // any n_threads. Not reentrant on one pool (calls are serialized).
 tsr_status graph_compute(thread_pool & pool, const tsr_graph_view & g, int n_threads,
@@ -33,5 +40,13 @@ tsr_status graph_compute(thread_pool & pool, const tsr_graph_view & g, int n_thr
 // TSR_STATUS_FAILED when the threads cannot be started.
 tsr_status graph_compute(const tsr_graph_view & g, int n_threads, tsr_abort_callback cb = nullptr,
                          void * cb_data = nullptr);
+
+// For each node (nodes that compute something, in order): 1 when it must
+// wait at a barrier for every thread to finish the nodes before it, 0 when
+// it may start at once: it neither reads nor writes bytes written by a node
+// since the last barrier, nor writes bytes such a node reads. The first
+// node always waits. Used by graph_compute on more than one thread without
+// an abort callback.
+std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes);
 
 } // namespace tessera::cpu

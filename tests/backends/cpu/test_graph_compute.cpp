@@ -4,6 +4,7 @@
 // (unsupported ops, null data, data errors) giving FAILED, never a crash.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,8 @@
 #include <thread>
 
 #include "backends/cpu/compute.hpp"
+#include "backends/cpu/graph_compute.hpp"
+#include "backends/cpu/ops/work_queue.hpp"
 #include "backends/cpu/ref_util.hpp"
 #include "tessera/core/error.hpp"
 
@@ -40,6 +43,7 @@ struct block_graph {
     context ctx{data_ctx()};
     graph g;
     std::vector<tsr_tensor *> outputs; // every computed node, in graph order
+    std::vector<std::array<tsr_tensor *, 3>> projections; // per layer: the Q, K, V products
 
     explicit block_graph(int layers = 2) {
         std::mt19937 rng(2024);
@@ -68,9 +72,15 @@ struct block_graph {
             tsr_tensor * norm_w = ctx.new_tensor(TSR_TYPE_F32, {n_embd});
             fill_uniform(norm_w, rng, 0.5f, 1.5f);
             tsr_tensor * h = mul(ctx, rms_norm(ctx, x, 1e-5f), norm_w);
-            tsr_tensor * q = reshape(ctx, mul_mat(ctx, weight(n_embd, n_embd), h), {head_dim, n_head, n_tokens});
-            tsr_tensor * k = reshape(ctx, mul_mat(ctx, weight(n_embd, n_embd), h), {head_dim, n_head, n_tokens});
+            tsr_tensor * q_mm = mul_mat(ctx, weight(n_embd, n_embd), h);
+            tsr_tensor * k_mm = mul_mat(ctx, weight(n_embd, n_embd), h);
             tsr_tensor * v = mul_mat(ctx, weight(n_embd, n_embd), h);
+            // The three products next to each other: independent nodes that
+            // share one barrier (graph_compute.hpp).
+            for (tsr_tensor * t : {q_mm, k_mm, v}) g.build_forward(t);
+            projections.push_back({q_mm, k_mm, v});
+            tsr_tensor * q = reshape(ctx, q_mm, {head_dim, n_head, n_tokens});
+            tsr_tensor * k = reshape(ctx, k_mm, {head_dim, n_head, n_tokens});
             q = rope(ctx, q, pos, head_dim, ROPE_NEOX, 10000.0f, 1.0f);
             k = rope(ctx, k, pos, head_dim / 2, ROPE_NORMAL, 10000.0f, 1.0f);
             tsr_tensor * k_cache = ctx.new_tensor(TSR_TYPE_F16, {n_embd, n_kv});
@@ -159,6 +169,128 @@ TEST(GraphCompute, BitIdenticalFor1_2And7Threads) {
     bg.poison();
     ASSERT_EQ(graph_compute(bg.g.view(), 2), TSR_STATUS_SUCCESS);
     EXPECT_TRUE(bg.snapshot() == ref);
+}
+
+TEST(GraphCompute, IndependentNodesShareABarrier) {
+    block_graph bg;
+    const std::vector<tsr_tensor *> & nodes = bg.outputs;
+    const std::vector<char> sync = barriers_before(nodes);
+    ASSERT_EQ(sync.size(), nodes.size());
+    EXPECT_EQ(sync[0], 1) << "the first node waits";
+    auto index_of = [&](const tsr_tensor * t) {
+        return static_cast<size_t>(std::find(nodes.begin(), nodes.end(), t) - nodes.begin());
+    };
+    int shared = 0;
+    for (const auto & qkv : bg.projections) {
+        const size_t iq = index_of(qkv[0]);
+        ASSERT_LT(iq + 2, nodes.size());
+        ASSERT_EQ(nodes[iq + 1], qkv[1]);
+        ASSERT_EQ(nodes[iq + 2], qkv[2]);
+        EXPECT_EQ(sync[iq], 1) << "Q reads the norm computed just before";
+        EXPECT_EQ(sync[iq + 1], 0) << "K is independent of Q";
+        EXPECT_EQ(sync[iq + 2], 0) << "V is independent of Q and K";
+        shared += 2;
+    }
+    EXPECT_EQ(shared, 4);
+    // A node reading the previous node's output waits: every node that
+    // reads an earlier computed node written since the last barrier.
+    for (size_t i = 1; i < nodes.size(); ++i) {
+        if (sync[i] != 0) continue;
+        for (size_t j = i; j-- > 0;) {
+            for (const tsr_tensor * s : nodes[i]->src) {
+                EXPECT_NE(s, nodes[j]) << "node " << i << " reads node " << j << " without a barrier";
+            }
+            if (sync[j] != 0) break;
+        }
+    }
+}
+
+TEST(GraphCompute, ReusedMemoryGetsABarrier) {
+    // Three nodes on separate memory, then one whose output lands where the
+    // first one read (as the graph allocator reuses a dead tensor's bytes):
+    // it must wait until no thread still reads there.
+    context ctx(data_ctx());
+    std::mt19937 rng(5);
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    fill_uniform(a, rng);
+    fill_uniform(b, rng);
+    tsr_tensor * s1 = scale(ctx, a, 2.0f, 0.0f);  // reads a
+    tsr_tensor * s2 = scale(ctx, b, 3.0f, 0.0f);  // independent of s1
+    tsr_tensor * s3 = scale(ctx, b, 4.0f, 0.0f);  // independent, but written over a
+    tsr_tensor * s4 = add(ctx, s1, s2);           // reads s1 and s2, done before s3's barrier
+    s3->data = a->data;
+    const std::vector<char> sync = barriers_before({s1, s2, s3, s4});
+    EXPECT_EQ(sync, (std::vector<char>{1, 0, 1, 0})) << "s4 reads what was written before the barrier at s3";
+    // Two nodes writing the same bytes: the second waits.
+    s3->data = s2->data;
+    EXPECT_EQ(barriers_before({s1, s2, s3}), (std::vector<char>{1, 0, 1}));
+}
+
+TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {
+    for (int nth : {2, 3, 8}) {
+        for (int64_t n : {0, 1, 5, 1000}) {
+            for (int64_t chunk : {1, 7}) {
+                SCOPED_TRACE(testing::Message() << nth << " threads, " << n << " items, chunk " << chunk);
+                std::unique_ptr<work_slot[]> slots(new work_slot[static_cast<size_t>(nth)]);
+                std::vector<std::atomic<int>> taken(static_cast<size_t>(n));
+                std::vector<std::thread> threads;
+                for (int ith = 0; ith < nth; ++ith) {
+                    threads.emplace_back([&, ith] {
+                        compute_params p;
+                        p.ith = ith;
+                        p.nth = nth;
+                        p.slots = slots.get();
+                        work_queue q(p, n, chunk);
+                        for (item_range r{}; q.next(r);) {
+                            for (int64_t i = r.begin; i < r.end; ++i) taken[static_cast<size_t>(i)].fetch_add(1);
+                        }
+                    });
+                }
+                for (std::thread & t : threads) t.join();
+                for (int64_t i = 0; i < n; ++i) ASSERT_EQ(taken[static_cast<size_t>(i)].load(), 1) << "item " << i;
+            }
+        }
+    }
+}
+
+TEST(WorkQueue, AFinishedThreadTakesFromASlowOne) {
+    // Thread 0 needs 2 ms per item, thread 1 none: thread 1 finishes its
+    // half at once and then takes items from the back of thread 0's half.
+    constexpr int64_t n = 64;
+    std::unique_ptr<work_slot[]> slots(new work_slot[2]);
+    std::atomic<int64_t> count[2] = {0, 0};
+    std::vector<std::atomic<int>> taken(n);
+    auto body = [&](int ith) {
+        compute_params p;
+        p.ith = ith;
+        p.nth = 2;
+        p.slots = slots.get();
+        work_queue q(p, n, 1);
+        for (item_range r{}; q.next(r);) {
+            for (int64_t i = r.begin; i < r.end; ++i) {
+                taken[static_cast<size_t>(i)].fetch_add(1);
+                count[ith].fetch_add(1);
+                if (ith == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            }
+        }
+    };
+    std::thread slow(body, 0), fast(body, 1);
+    slow.join();
+    fast.join();
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(taken[static_cast<size_t>(i)].load(), 1) << "item " << i;
+    EXPECT_LT(count[0].load(), n / 2) << "the slow thread kept its whole half";
+    EXPECT_GT(count[1].load(), n / 2);
+    // Without shared slots each thread takes exactly its half.
+    compute_params p;
+    p.ith = 1;
+    p.nth = 2;
+    work_queue q(p, n, 1);
+    item_range r{};
+    ASSERT_TRUE(q.next(r));
+    EXPECT_EQ(r.begin, n / 2);
+    EXPECT_EQ(r.end, n);
+    EXPECT_FALSE(q.next(r));
 }
 
 struct abort_after {

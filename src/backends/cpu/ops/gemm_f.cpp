@@ -275,52 +275,54 @@ void run(const compute_params & p, const mm_dims & d) {
     const scratch sc = carve(p.wdata);
     const bool in_place = b_in_place(d);
     const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, in_place ? k_nc : k_nc_gather);
-    const item_range items = split_items(g.n_items, p.ith, p.nth);
+    work_queue queue(p, g.n_items, 1);
     const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
     alignas(64) float ctile[k_nr * k_mr];
     int64_t have_cols = -1; // (batch, column block) gathered into sc.bg
-    for (int64_t it = items.begin; it < items.end; ++it) {
-        const mm_item item = item_of(g, d, it);
-        const int64_t bc = item.bc, batch = item.batch;
-        const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
-        // Column pointers (gathered once per column block when strided).
-        const float * col0 = nullptr;
-        int64_t ldb = 0;
-        if (in_place) {
-            col0 = b_column(d, true, batch, n0, nullptr);
-            ldb = static_cast<int64_t>(d.b->nb[1] / sizeof(float));
-        } else {
-            if (bc != have_cols) {
-                for (int64_t n = n0; n < n1; ++n) b_column(d, false, batch, n, sc.bg + (n - n0) * d.K);
-                have_cols = bc;
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            const int64_t bc = item.bc, batch = item.batch;
+            const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
+            // Column pointers (gathered once per column block when strided).
+            const float * col0 = nullptr;
+            int64_t ldb = 0;
+            if (in_place) {
+                col0 = b_column(d, true, batch, n0, nullptr);
+                ldb = static_cast<int64_t>(d.b->nb[1] / sizeof(float));
+            } else {
+                if (bc != have_cols) {
+                    for (int64_t n = n0; n < n1; ++n) b_column(d, false, batch, n, sc.bg + (n - n0) * d.K);
+                    have_cols = bc;
+                }
+                col0 = sc.bg;
+                ldb = d.K;
             }
-            col0 = sc.bg;
-            ldb = d.K;
-        }
-        const char * a = a_matrix(d, batch);
-        for (int64_t mb = m0; mb < m1; mb += k_mc) {
-            const int64_t rows = std::min(k_mc, m1 - mb);
-            for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
-                const int64_t kc = std::min(k_kc, d.K - k0);
-                pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, sc.ap);
-                for (int64_t n = n0; n < n1; n += k_nr) {
-                    const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
-                    const float * bp[k_nr];
-                    float * y[k_nr];
-                    for (int j = 0; j < k_nr; ++j) {
-                        const int64_t jj = std::min(j, cols - 1); // short tile: repeat the last column
-                        bp[j] = col0 + (n - n0 + jj) * ldb + k0;
-                        y[j] = dst_column(d, batch, n + jj);
-                    }
-                    pack_b(bp, kc, sc.bp);
-                    for (int64_t r = 0; r < rows; r += k_mr) {
-                        const float * ap = sc.ap + (r / k_mr) * kc * k_mr;
-                        const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
-                        if (valid == k_mr && cols == k_nr) {
-                            micro_kernel(ap, sc.bp, kc, tile_to_dst{y, mb + r, k0 == 0});
-                        } else {
-                            micro_kernel(ap, sc.bp, kc, tile_to_scratch{ctile});
-                            store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
+            const char * a = a_matrix(d, batch);
+            for (int64_t mb = m0; mb < m1; mb += k_mc) {
+                const int64_t rows = std::min(k_mc, m1 - mb);
+                for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
+                    const int64_t kc = std::min(k_kc, d.K - k0);
+                    pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, sc.ap);
+                    for (int64_t n = n0; n < n1; n += k_nr) {
+                        const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
+                        const float * bp[k_nr];
+                        float * y[k_nr];
+                        for (int j = 0; j < k_nr; ++j) {
+                            const int64_t jj = std::min(j, cols - 1); // short tile: repeat the last column
+                            bp[j] = col0 + (n - n0 + jj) * ldb + k0;
+                            y[j] = dst_column(d, batch, n + jj);
+                        }
+                        pack_b(bp, kc, sc.bp);
+                        for (int64_t r = 0; r < rows; r += k_mr) {
+                            const float * ap = sc.ap + (r / k_mr) * kc * k_mr;
+                            const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
+                            if (valid == k_mr && cols == k_nr) {
+                                micro_kernel(ap, sc.bp, kc, tile_to_dst{y, mb + r, k0 == 0});
+                            } else {
+                                micro_kernel(ap, sc.bp, kc, tile_to_scratch{ctile});
+                                store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
+                            }
                         }
                     }
                 }

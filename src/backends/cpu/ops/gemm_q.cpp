@@ -285,37 +285,39 @@ void run(const compute_params & p, const mm_dims & d) {
     const scratch sc = carve(p.wdata, n_blocks);
     const bool in_place = b_in_place(d);
     const mm_grid g = make_mm_grid(d, p.nth, k_p, k_p, k_c, k_nq);
-    const item_range items = split_items(g.n_items, p.ith, p.nth);
+    work_queue queue(p, g.n_items, 1);
     alignas(64) float otile[k_c * k_p];
     int64_t have_cols = -1; // (batch, column block) quantized in sc.cols
-    for (int64_t it = items.begin; it < items.end; ++it) {
-        const mm_item item = item_of(g, d, it);
-        const int64_t bc = item.bc, batch = item.batch;
-        const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
-        if (bc != have_cols) {
-            // Column n goes to micro-tile (n - n0) / k_c, slot (n - n0) % k_c.
-            for (int64_t n = n0; n < n1; ++n) {
-                char * t = sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
-                const auto c = static_cast<size_t>((n - n0) % k_c);
-                q8_col col{};
-                col.qs = reinterpret_cast<int8_t *>(t + c * 32);
-                col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
-                col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
-                col.qs_stride = col.aux_stride = k_xblock;
-                quantize_q8_act(b_column(d, in_place, batch, n, sc.xbuf), n_blocks, col, std::max(bias_shift<M>(), 0));
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            const int64_t bc = item.bc, batch = item.batch;
+            const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
+            if (bc != have_cols) {
+                // Column n goes to micro-tile (n - n0) / k_c, slot (n - n0) % k_c.
+                for (int64_t n = n0; n < n1; ++n) {
+                    char * t = sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
+                    const auto c = static_cast<size_t>((n - n0) % k_c);
+                    q8_col col{};
+                    col.qs = reinterpret_cast<int8_t *>(t + c * 32);
+                    col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
+                    col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
+                    col.qs_stride = col.aux_stride = k_xblock;
+                    quantize_q8_act(b_column(d, in_place, batch, n, sc.xbuf), n_blocks, col, std::max(bias_shift<M>(), 0));
+                }
+                have_cols = bc;
             }
-            have_cols = bc;
-        }
-        const char * a = a_matrix(d, batch);
-        for (int64_t mp = m0; mp < m1; mp += k_p) {
-            const int64_t rows = std::min<int64_t>(k_p, m1 - mp);
-            pack_panel<T>(a, d.a->nb[1], mp, rows, n_blocks, sc.panel);
-            for (int64_t n = n0; n < n1; n += k_c) {
-                const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                tile<M>(ncols, sc.panel, n_blocks, sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
-                for (int c = 0; c < ncols; ++c) {
-                    float * y = dst_column(d, batch, n + c);
-                    std::copy(otile + c * k_p, otile + c * k_p + rows, y + mp);
+            const char * a = a_matrix(d, batch);
+            for (int64_t mp = m0; mp < m1; mp += k_p) {
+                const int64_t rows = std::min<int64_t>(k_p, m1 - mp);
+                pack_panel<T>(a, d.a->nb[1], mp, rows, n_blocks, sc.panel);
+                for (int64_t n = n0; n < n1; n += k_c) {
+                    const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                    tile<M>(ncols, sc.panel, n_blocks, sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                    for (int c = 0; c < ncols; ++c) {
+                        float * y = dst_column(d, batch, n + c);
+                        std::copy(otile + c * k_p, otile + c * k_p + rows, y + mp);
+                    }
                 }
             }
         }

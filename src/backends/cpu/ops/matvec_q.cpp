@@ -204,36 +204,39 @@ void run(const compute_params & p, const mm_dims & d) {
 
     const bool in_place = b_in_place(d);
     const int64_t n_groups = (d.M + 7) / 8;
-    const item_range items = split_items(d.n_batch * n_groups, p.ith, p.nth);
+    const int64_t n_items = d.n_batch * n_groups;
+    work_queue queue(p, n_items, chunk_for_bytes(8 * static_cast<size_t>(d.a->nb[1])));
     int64_t have_batch = -1;
-    for (int64_t it = items.begin; it < items.end; ++it) {
-        const int64_t batch = it / n_groups;
-        const int64_t m0 = (it % n_groups) * 8;
-        if (batch != have_batch) {
-            for (int64_t n = 0; n < d.N; ++n) quantize_q8_act(b_column(d, in_place, batch, n, xbuf), n_blocks, cols[n], std::max(bias_shift<T>(), 0));
-            have_batch = batch;
-        }
-        rows8 r{};
-        r.w0 = a_matrix(d, batch) + static_cast<size_t>(m0) * d.a->nb[1];
-        alignas(32) int32_t off[8];
-        for (int i = 0; i < 8; ++i) {
-            const int64_t m = std::min<int64_t>(i, d.M - 1 - m0); // short last group: repeat the last row
-            off[i] = static_cast<int32_t>(m * static_cast<int64_t>(d.a->nb[1]));
-            r.w[i] = r.w0 + off[i];
-        }
-        alignas(32) int32_t lane_off[8];
-        int lane_row[8];
-        for (int l = 0; l < 8; ++l) {
-            lane_row[l] = T == TSR_TYPE_Q4_0 ? k_q4_lane_rows[l] : l;
-            lane_off[l] = off[lane_row[l]];
-        }
-        r.off = _mm256_load_si256(reinterpret_cast<const __m256i *>(lane_off));
-        for (int64_t n = 0; n < d.N; ++n) {
-            alignas(32) float out[8];
-            _mm256_store_ps(out, dot8<T>(r, n_blocks, reinterpret_cast<const char *>(cols[n].qs)));
-            float * y = dst_column(d, batch, n);
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const int64_t batch = it / n_groups;
+            const int64_t m0 = (it % n_groups) * 8;
+            if (batch != have_batch) {
+                for (int64_t n = 0; n < d.N; ++n) quantize_q8_act(b_column(d, in_place, batch, n, xbuf), n_blocks, cols[n], std::max(bias_shift<T>(), 0));
+                have_batch = batch;
+            }
+            rows8 r{};
+            r.w0 = a_matrix(d, batch) + static_cast<size_t>(m0) * d.a->nb[1];
+            alignas(32) int32_t off[8];
+            for (int i = 0; i < 8; ++i) {
+                const int64_t m = std::min<int64_t>(i, d.M - 1 - m0); // short last group: repeat the last row
+                off[i] = static_cast<int32_t>(m * static_cast<int64_t>(d.a->nb[1]));
+                r.w[i] = r.w0 + off[i];
+            }
+            alignas(32) int32_t lane_off[8];
+            int lane_row[8];
             for (int l = 0; l < 8; ++l) {
-                if (m0 + lane_row[l] < d.M) y[m0 + lane_row[l]] = out[l];
+                lane_row[l] = T == TSR_TYPE_Q4_0 ? k_q4_lane_rows[l] : l;
+                lane_off[l] = off[lane_row[l]];
+            }
+            r.off = _mm256_load_si256(reinterpret_cast<const __m256i *>(lane_off));
+            for (int64_t n = 0; n < d.N; ++n) {
+                alignas(32) float out[8];
+                _mm256_store_ps(out, dot8<T>(r, n_blocks, reinterpret_cast<const char *>(cols[n].qs)));
+                float * y = dst_column(d, batch, n);
+                for (int l = 0; l < 8; ++l) {
+                    if (m0 + lane_row[l] < d.M) y[m0 + lane_row[l]] = out[l];
+                }
             }
         }
     }

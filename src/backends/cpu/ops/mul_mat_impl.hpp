@@ -25,6 +25,7 @@
 
 #include "backends/cpu/compute.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
+#include "backends/cpu/ops/work_queue.hpp"
 
 namespace tessera::cpu {
 

@@ -344,51 +344,55 @@ void run(const compute_params & p, const mm_dims & d) {
     const auto * a = static_cast<const char *>(d.a->data); // 2-D: one matrix for every batch
     const size_t group_bytes = static_cast<size_t>(n_blocks) * group_block<T>();
     const mm_grid g = make_mm_grid(d, p.nth, k_rows, k_pair * k_rows, k_c, cols_max);
-    const item_range items = split_items(g.n_items, p.ith, p.nth);
+    // GEMM items are compute-bound; mat-vec items stream their row groups.
+    const size_t item_bytes = d.N >= k_gemm_min_n ? 0 : static_cast<size_t>(g.rows_per_item / k_rows) * group_bytes;
+    work_queue queue(p, g.n_items, chunk_for_bytes(item_bytes));
     alignas(64) float otile[k_c * k_pair * k_rows];
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
-    for (int64_t it = items.begin; it < items.end; ++it) {
-        const mm_item item = item_of(g, d, it);
-        const int64_t bc = item.bc, batch = item.batch;
-        const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
-        if (bc != have_cols) {
-            // Column n goes to tile (n - n0) / k_c, slot (n - n0) % k_c.
-            for (int64_t n = n0; n < n1; ++n) {
-                char * t = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
-                const auto c = static_cast<size_t>((n - n0) % k_c);
-                q8_col col{};
-                col.qs = reinterpret_cast<int8_t *>(t + c * 32);
-                col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
-                col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
-                col.qs_stride = col.aux_stride = k_xblock;
-                quantize_q8_act(b_column(d, in_place, batch, n, xbuf), n_blocks, col, sum_shift<T>());
-            }
-            have_cols = bc;
-        }
-        for (int64_t mg = m0; mg < m1; mg += k_rows) {
-            const char * w = a + static_cast<size_t>(mg / k_rows) * group_bytes;
-#ifdef TSR_CPU_AVX512
-            if constexpr (T == TSR_TYPE_Q4_0) {
-                if (d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) { // GEMM: two groups in 512-bit vectors
-                    for (int64_t n = n0; n < n1; n += k_c) {
-                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                        tile16<T>(ncols, w, w + group_bytes, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
-                        for (int c = 0; c < ncols; ++c) {
-                            float * y = dst_column(d, batch, n + c) + mg;
-                            std::copy(otile + c * 2 * k_rows, otile + (c + 1) * 2 * k_rows, y);
-                        }
-                    }
-                    mg += k_rows;
-                    continue;
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            const int64_t bc = item.bc, batch = item.batch;
+            const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
+            if (bc != have_cols) {
+                // Column n goes to tile (n - n0) / k_c, slot (n - n0) % k_c.
+                for (int64_t n = n0; n < n1; ++n) {
+                    char * t = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
+                    const auto c = static_cast<size_t>((n - n0) % k_c);
+                    q8_col col{};
+                    col.qs = reinterpret_cast<int8_t *>(t + c * 32);
+                    col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
+                    col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
+                    col.qs_stride = col.aux_stride = k_xblock;
+                    quantize_q8_act(b_column(d, in_place, batch, n, xbuf), n_blocks, col, sum_shift<T>());
                 }
+                have_cols = bc;
             }
+            for (int64_t mg = m0; mg < m1; mg += k_rows) {
+                const char * w = a + static_cast<size_t>(mg / k_rows) * group_bytes;
+#ifdef TSR_CPU_AVX512
+                if constexpr (T == TSR_TYPE_Q4_0) {
+                    if (d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) { // GEMM: two groups in 512-bit vectors
+                        for (int64_t n = n0; n < n1; n += k_c) {
+                            const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                            tile16<T>(ncols, w, w + group_bytes, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                            for (int c = 0; c < ncols; ++c) {
+                                float * y = dst_column(d, batch, n + c) + mg;
+                                std::copy(otile + c * 2 * k_rows, otile + (c + 1) * 2 * k_rows, y);
+                            }
+                        }
+                        mg += k_rows;
+                        continue;
+                    }
+                }
 #endif
-            for (int64_t n = n0; n < n1; n += k_c) {
-                const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
-                for (int c = 0; c < ncols; ++c) {
-                    float * y = dst_column(d, batch, n + c) + mg;
-                    std::copy(otile + c * k_rows, otile + (c + 1) * k_rows, y);
+                for (int64_t n = n0; n < n1; n += k_c) {
+                    const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                    tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                    for (int c = 0; c < ncols; ++c) {
+                        float * y = dst_column(d, batch, n + c) + mg;
+                        std::copy(otile + c * k_rows, otile + (c + 1) * k_rows, y);
+                    }
                 }
             }
         }

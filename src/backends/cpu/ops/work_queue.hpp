@@ -1,0 +1,84 @@
+// backends/cpu/ops/work_queue.hpp — a node's work items split between its
+// threads so that they finish together even when one core runs slower
+// (a core shared with another guest, an interrupt): each thread computes
+// its fixed share front to back, and a thread that has finished takes
+// chunks from the back of another thread's share (work stealing). Internal
+// to the CPU kernels.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/compute.hpp"
+#include "backends/cpu/ops/tensor_access.hpp"
+
+namespace tessera::cpu {
+
+// Items per chunk for n items that each stream item_bytes bytes of
+// weights: at least k_min_chunk_bytes (a chunk boundary restarts the
+// prefetchers' streams). item_bytes == 0 (compute-bound items, e.g. GEMM
+// blocks): one item a chunk.
+constexpr size_t k_min_chunk_bytes = size_t{64} << 10;
+inline int64_t chunk_for_bytes(size_t item_bytes) {
+    if (item_bytes == 0) return 1;
+    return static_cast<int64_t>(std::max<size_t>(1, (k_min_chunk_bytes + item_bytes - 1) / item_bytes));
+}
+
+// The items [0, n) of one node. Thread ith owns split_items(n, ith, nth)
+// and takes it front to back, `chunk` items at a time; once its share is
+// used up it takes chunks from the back of the other threads' shares.
+// Every item is taken exactly once (each share is one atomic [front, back)
+// pair, changed only by compare-and-swap). What a kernel computes for an
+// item must not depend on the thread that takes it: that keeps results
+// bit-identical for any split. Without shared slots (p.slots null), on one
+// thread, or for n >= 2^31 items, thread ith takes exactly its share.
+class work_queue {
+public:
+    work_queue(const compute_params & p, int64_t n, int64_t chunk)
+        : slots_(p.nth > 1 && n < (int64_t{1} << 31) ? p.slots : nullptr), n_(n), chunk_(std::max<int64_t>(1, chunk)),
+          ith_(p.ith), nth_(p.nth) {
+        const item_range own = split_items(n, p.ith, p.nth);
+        if (slots_ != nullptr) slots_[ith_].range.store(pack(own.begin, own.end), std::memory_order_relaxed);
+        else fixed_ = own;
+    }
+
+    // The next range of items for this thread; false when none are left.
+    bool next(item_range & r) {
+        if (slots_ == nullptr) {
+            r = fixed_;
+            fixed_ = {0, 0};
+            return r.begin < r.end;
+        }
+        if (take(slots_[ith_].range, true, r)) return true;
+        for (int k = 1; k < nth_; ++k) {
+            if (take(slots_[(ith_ + k) % nth_].range, false, r)) return true;
+        }
+        return false;
+    }
+
+private:
+    static uint64_t pack(int64_t front, int64_t back) {
+        return static_cast<uint64_t>(front) | static_cast<uint64_t>(back) << 32;
+    }
+
+    // Takes up to chunk_ items from the front (owner) or back (thief) of a share.
+    bool take(std::atomic<uint64_t> & slot, bool front, item_range & r) const {
+        uint64_t v = slot.load(std::memory_order_relaxed);
+        for (;;) {
+            const auto f = static_cast<int64_t>(v & 0xffffffffu), b = static_cast<int64_t>(v >> 32);
+            if (f >= b) return false;
+            r = front ? item_range{f, std::min(b, f + chunk_)} : item_range{std::max(f, b - chunk_), b};
+            const uint64_t nv = front ? pack(r.end, b) : pack(f, r.begin);
+            if (slot.compare_exchange_weak(v, nv, std::memory_order_relaxed)) return true;
+        }
+    }
+
+    work_slot * slots_;
+    int64_t n_, chunk_;
+    int ith_, nth_;
+    item_range fixed_{0, 0};
+};
+
+} // namespace tessera::cpu
