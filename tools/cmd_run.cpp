@@ -108,8 +108,14 @@ int run_generate(const run_options & o) {
     fmt::print(stderr, "\n");
     fmt::print(stderr, "prompt: {} tokens in {:.1f} ms, {:.2f} tokens/s\n", prompt_ids.size(), pp_ms,
                pp_ms > 0 ? 1000.0 * double(prompt_ids.size()) / pp_ms : 0.0);
-    fmt::print(stderr, "generation: {} tokens in {:.1f} ms, {:.2f} tokens/s\n", n_gen, tg_ms,
-               tg_ms > 0 && n_gen > 1 ? 1000.0 * double(n_gen - 1) / tg_ms : 0.0);
+    // The first generated token comes from the prompt's logits: the rate
+    // counts the n_gen - 1 decode steps after it.
+    if (n_gen > 1 && tg_ms > 0) {
+        fmt::print(stderr, "generation: {} tokens in {:.1f} ms, {:.2f} tokens/s\n", n_gen, tg_ms,
+                   1000.0 * double(n_gen - 1) / tg_ms);
+    } else {
+        fmt::print(stderr, "generation: {} tokens in {:.1f} ms\n", n_gen, tg_ms);
+    }
     if (context_full) {
         throw error(fmt::format("the context of {} tokens is full after {} generated tokens (raise it with -c, "
                                 "up to the model's {})",

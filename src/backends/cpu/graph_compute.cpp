@@ -99,7 +99,8 @@ struct graph_run {
     bool aborted = false;
 };
 
-// Runs on thread 0 while the others wait at the barrier before a node.
+// Runs while the other threads wait at the barrier before a node: on
+// thread 0 when there is an abort callback, else on the last to arrive.
 void decide(void * ctx) {
     auto * run = static_cast<graph_run *>(ctx);
     if (run->failed.load(std::memory_order_relaxed)) {
@@ -128,7 +129,10 @@ void walk_nodes(int ith, void * ctx) {
     p.wsize = run->pool->scratch_size(ith);
     for (size_t i = 0; i < run->nodes.size(); ++i) {
         if (run->sync[i] != 0) {
-            run->pool->sync(ith, decide, run);
+            // The abort callback runs on the calling thread (thread 0);
+            // without one, decide() may run on any thread.
+            if (run->cb != nullptr) run->pool->sync(ith, decide, run);
+            else run->pool->sync_any(decide, run);
             if (run->stop) break;
         }
         p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];

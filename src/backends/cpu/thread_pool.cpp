@@ -211,6 +211,28 @@ void thread_pool::sync(int ith, void (*on_all_arrived)(void * ctx), void * ctx) 
     release_.notify_all();
 }
 
+void thread_pool::sync_any(void (*on_all_arrived)(void * ctx), void * ctx) {
+    const int n = run_threads_;
+    if (n == 1) {
+        if (on_all_arrived != nullptr) on_all_arrived(ctx);
+        return;
+    }
+    // Read the generation before arriving: once the last thread arrives it
+    // may be bumped at any moment.
+    const uint32_t g = release_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+        arrived_.store(0, std::memory_order_relaxed); // no thread arrives again before the release
+        if (on_all_arrived != nullptr) on_all_arrived(ctx);
+        release_.fetch_add(1, std::memory_order_release);
+        release_.notify_all();
+        return;
+    }
+    int step = 0;
+    while (release_.load(std::memory_order_acquire) == g) {
+        if (!backoff(step, spin_barrier_)) release_.wait(g, std::memory_order_acquire);
+    }
+}
+
 void thread_pool::reserve_scratch(int n_threads, size_t bytes) {
     const int n = std::clamp(n_threads, 1, n_threads_);
     const size_t rounded = (bytes + 4095) & ~static_cast<size_t>(4095);

@@ -425,6 +425,45 @@ TEST(ThreadPool, RunGivesEachThreadItsIndexAndScratch) {
     EXPECT_EQ(pool.size(), 5);
 }
 
+TEST(ThreadPool, SyncAnyRunsTheCallbackOnceWithEveryThreadArrived) {
+    // Each round every thread writes its slot, meets the others at
+    // sync_any, and then must see every slot of the round; the callback
+    // runs once per barrier, after all writes of the round (plain int
+    // slots: TSan checks the barrier orders them).
+    for (int nth : {1, 2, 3, 7}) {
+        thread_pool pool(nth);
+        constexpr int rounds = 2000;
+        struct ctx_t {
+            thread_pool * pool;
+            int nth;
+            int slot[8] = {};
+            int calls = 0;  // written only by the callback
+            int checked = 0; // rounds the callback found complete
+            std::atomic<int> bad{0};
+        } c{&pool, nth};
+        pool.run(nth, 0, [](int ith, void * p) {
+            auto * c = static_cast<ctx_t *>(p);
+            for (int r = 1; r <= rounds; ++r) {
+                c->slot[ith] = r;
+                c->pool->sync_any([](void * q) {
+                    auto * c = static_cast<ctx_t *>(q);
+                    ++c->calls;
+                    bool all = true;
+                    for (int i = 0; i < c->nth; ++i) all = all && c->slot[i] == c->calls;
+                    if (all) ++c->checked;
+                }, c);
+                for (int i = 0; i < c->nth; ++i) {
+                    if (c->slot[i] != r) c->bad.fetch_add(1);
+                }
+                c->pool->sync_any(nullptr, nullptr); // nobody writes round r + 1 before all have read round r
+            }
+        }, &c);
+        EXPECT_EQ(c.calls, rounds) << nth << " threads";
+        EXPECT_EQ(c.checked, rounds) << nth << " threads";
+        EXPECT_EQ(c.bad.load(), 0) << nth << " threads";
+    }
+}
+
 TEST(ThreadPool, RejectsBadThreadCounts) {
     EXPECT_THROW(thread_pool(0), tessera::error);
     EXPECT_THROW(thread_pool(thread_pool::max_threads + 1), tessera::error);
