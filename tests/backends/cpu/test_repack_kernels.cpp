@@ -3,8 +3,8 @@
 // documented, round trips of whole and partial byte ranges, and MUL_MAT
 // products with repacking on and off. Built against every kernel variant
 // (test_backends_cpu, _haswell, _alderlake, _skylakex, _zen4), so each
-// repack micro-kernel is checked where this machine can run it (AVX-512
-// builds interleave Q4_0 only: repack_type_supported). The same
+// repack micro-kernel is checked where this machine can run it (the
+// AVX-512 builds' 16-row GEMM kernels for Q4_0 and Q8_0 at N = 70). The same
 // through the registry and the CPU_REPACK buffer type of every variant
 // plugin: tests/backend/cpu_repack_test.cpp.
 //
@@ -63,6 +63,7 @@ size_t block_bytes(int32_t type) {
 TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
     context ctx(data_ctx());
     EXPECT_TRUE(repack_type_supported(TSR_TYPE_Q4_0));
+    EXPECT_TRUE(repack_type_supported(TSR_TYPE_Q8_0));
     EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8})));
     // Q8_0: every build but the AVX-512 ones (repack.hpp)
     EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_Q8_0, {4096, 40})), repack_type_supported(TSR_TYPE_Q8_0));

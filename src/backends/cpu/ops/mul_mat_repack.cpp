@@ -217,11 +217,10 @@ inline __m512i step2(const char * p0, const char * p1) {
 }
 
 // out[c * 16 + r] = row r of the two groups at w0 (rows 0..7) and w1 (rows
-// 8..15) . column c: per lane the same operations as micro_kernel. Q4_0
-// only (repack_type_supported: these builds keep Q8_0 plain).
+// 8..15) . column c: per lane the same operations as micro_kernel (integer
+// sums are exact, so their order does not matter).
 template <int32_t T, int C>
 __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out) {
-    static_assert(T == TSR_TYPE_Q4_0, "AVX-512 builds interleave Q4_0 only");
     __m512 acc[C];
     #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
@@ -262,6 +261,29 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
                     s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(hi[j], _mm512_set1_epi32(load_i32(xq + 16 + 4 * j))));
                 }
                 is[c] = _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
+#endif
+            }
+        } else {
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const __m512i v = step2(p0 + 16 + 32 * j, p1 + 16 + 32 * j);
+#if defined(TSR_CPU_VNNI512)
+                const __m512i u = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+                #pragma GCC unroll 8
+                for (int c = 0; c < C; ++c) is[c] = simd::dot4_u8s8_bcast(is[c], u, xp + c * 32 + 4 * j);
+#else
+                // |w| times x with w's sign (AVX-512 has no vpsignb): pair
+                // sums of at most 2 * 128 * 127 fit int16.
+                const __m512i u = _mm512_abs_epi8(v);
+                const __mmask64 neg = _mm512_movepi8_mask(v);
+                #pragma GCC unroll 8
+                for (int c = 0; c < C; ++c) {
+                    const __m512i xb = _mm512_set1_epi32(load_i32(xp + c * 32 + 4 * j));
+                    const __m512i xs = _mm512_mask_sub_epi8(xb, neg, _mm512_setzero_si512(), xb);
+                    is[c] = _mm512_add_epi32(is[c], _mm512_madd_epi16(_mm512_maddubs_epi16(u, xs), _mm512_set1_epi16(1)));
+                }
 #endif
             }
         }
@@ -371,7 +393,7 @@ void run(const compute_params & p, const mm_dims & d) {
             for (int64_t mg = m0; mg < m1; mg += k_rows) {
                 const char * w = a + static_cast<size_t>(mg / k_rows) * group_bytes;
 #ifdef TSR_CPU_AVX512
-                if constexpr (T == TSR_TYPE_Q4_0) {
+                {
                     if (d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) { // GEMM: two groups in 512-bit vectors
                         for (int64_t n = n0; n < n1; n += k_c) {
                             const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));

@@ -98,11 +98,7 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
 const void * repack_tag() { return &k_repack_tag; }
 
 bool repack_type_supported(int32_t type) {
-#ifdef TSR_CPU_AVX512
-    return type == TSR_TYPE_Q4_0;
-#else
     return type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q8_0;
-#endif
 }
 
 bool repack_eligible(const tsr_tensor * t) {
