@@ -153,6 +153,21 @@ void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, f
 }
 #endif
 
+// One batch's columns (gathered to xbuf when strided), destination columns
+// and weight matrix.
+struct batch_view {
+    const float * x[k_gemm_min_n] = {};
+    float * y[k_gemm_min_n] = {};
+    const char * a = nullptr;
+    void load(const mm_dims & d, bool in_place, int64_t batch, float * xbuf) {
+        for (int64_t n = 0; n < d.N; ++n) {
+            x[n] = b_column(d, in_place, batch, n, xbuf + n * d.K);
+            y[n] = dst_column(d, batch, n);
+        }
+        a = a_matrix(d, batch);
+    }
+};
+
 // Row-contiguous weights (or rows gathered to F32): items of 4 rows, walked
 // in order without divisions per item (they cost more than a short row's
 // dot product, e.g. a K row of an attention head).
@@ -170,9 +185,7 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
     const size_t row_bytes = esize<T>() * static_cast<size_t>(d.K);
     const size_t prefetch = row_bytes >= 4 * k_prefetch ? k_prefetch : nb1 == row_bytes ? 4 * nb1 : 0;
     int64_t batch = 0, m0 = 0;
-    const float * x[k_gemm_min_n] = {};
-    float * y[k_gemm_min_n] = {};
-    const char * a = nullptr;
+    batch_view bv;
     bool new_batch = false;
     for (item_range items{}; queue.next(items);) {
         batch = items.begin / n_groups;
@@ -180,17 +193,13 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
         new_batch = true;
         for (int64_t it = items.begin; it < items.end; ++it) {
             if (new_batch) {
-                for (int64_t n = 0; n < d.N; ++n) {
-                    x[n] = b_column(d, in_place, batch, n, xbuf + n * d.K);
-                    y[n] = dst_column(d, batch, n);
-                }
-                a = a_matrix(d, batch);
+                bv.load(d, in_place, batch, xbuf);
                 new_batch = false;
             }
             const char * w[4];
             for (int r = 0; r < 4; ++r) {
                 const int64_t m = std::min(m0 + r, d.M - 1); // short last group: repeat the last row
-                w[r] = a + static_cast<size_t>(m) * nb1;
+                w[r] = bv.a + static_cast<size_t>(m) * nb1;
             }
             const bool full = m0 + 4 <= d.M;
             alignas(16) float out[4];
@@ -203,16 +212,16 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
                         const char * wr[4] = {reinterpret_cast<const char *>(rowbuf), reinterpret_cast<const char *>(rowbuf),
                                               reinterpret_cast<const char *>(rowbuf), reinterpret_cast<const char *>(rowbuf)};
                         float o[4];
-                        dot4<TSR_TYPE_F32>(wr, x[n], d.K, 0, o);
+                        dot4<TSR_TYPE_F32>(wr, bv.x[n], d.K, 0, o);
                         out[r] = o[0];
                     }
                 } else {
-                    dot4<T>(w, x[n], d.K, prefetch, out);
+                    dot4<T>(w, bv.x[n], d.K, prefetch, out);
                 }
                 if (full) {
-                    _mm_storeu_ps(y[n] + m0, _mm_load_ps(out));
+                    _mm_storeu_ps(bv.y[n] + m0, _mm_load_ps(out));
                 } else {
-                    for (int r = 0; m0 + r < d.M; ++r) y[n][m0 + r] = out[r];
+                    for (int r = 0; m0 + r < d.M; ++r) bv.y[n][m0 + r] = out[r];
                 }
             }
             m0 += 4;
@@ -305,9 +314,7 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
     const int64_t n_items = d.n_batch * n_strips;
     work_queue queue(p, n_items, chunk_for_bytes(k_strip * esize<T>() * static_cast<size_t>(d.K)));
     int64_t batch = 0, m0 = 0;
-    const float * x[k_gemm_min_n] = {};
-    float * y[k_gemm_min_n] = {};
-    const char * a = nullptr;
+    batch_view bv;
     bool new_batch = false;
     for (item_range items{}; queue.next(items);) {
         batch = items.begin / n_strips;
@@ -315,15 +322,11 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
         new_batch = true;
         for (int64_t it = items.begin; it < items.end; ++it) {
             if (new_batch) {
-                for (int64_t n = 0; n < d.N; ++n) {
-                    x[n] = b_column(d, in_place, batch, n, xbuf + n * d.K);
-                    y[n] = dst_column(d, batch, n);
-                }
-                a = a_matrix(d, batch);
+                bv.load(d, in_place, batch, xbuf);
                 new_batch = false;
             }
             for (int64_t n = 0; n < d.N; ++n) {
-                strip<T>(a, d.a->nb[0], m0, std::min(k_strip, d.M - m0), x[n], d.K, y[n]);
+                strip<T>(bv.a, d.a->nb[0], m0, std::min(k_strip, d.M - m0), bv.x[n], d.K, bv.y[n]);
             }
             m0 += k_strip;
             if (m0 >= d.M) {
