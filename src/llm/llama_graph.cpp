@@ -5,9 +5,8 @@
 
 namespace tessera::llm {
 
-batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors & kv, uint32_t n_tokens,
+batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_set & m, const kv_tensors & kv, uint32_t n_tokens,
                               uint32_t n_kv, bool all_logits, bool flash_attn) {
-    const hparams & hp = m.hp();
     const int64_t n_embd = hp.n_embd, head_dim = hp.head_dim(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
     const int64_t n_embd_kv = hp.n_embd_kv(), T = n_tokens;
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));

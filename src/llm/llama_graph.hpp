@@ -50,7 +50,8 @@ void build_forward(graph & g, const batch_graph & bg);
 // flash_attn: the attention as one FLASH_ATTN_EXT node per layer (no
 // [n_kv, n_tokens, n_head] score matrix); else MUL_MAT, SOFT_MAX, MUL_MAT
 // and a CONT of the permuted result. Same values up to float rounding.
-batch_graph build_llama_graph(context & ctx, const model & m, const kv_tensors & kv, uint32_t n_tokens,
-                              uint32_t n_kv, bool all_logits, bool flash_attn = false);
+// w: the weights of a model with hyper-parameters hp (a session's copies).
+batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_set & w, const kv_tensors & kv,
+                              uint32_t n_tokens, uint32_t n_kv, bool all_logits, bool flash_attn = false);
 
 } // namespace tessera::llm

@@ -5,7 +5,10 @@
 // "Standardized tensor names").
 #include "tessera/llm/model.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -191,13 +194,56 @@ std::vector<tensor *> model::weights() const {
     return out;
 }
 
-std::vector<tensor *> model::mul_mat_weights() const {
+std::vector<tensor *> weight_set::all() const {
+    std::vector<tensor *> out{tok_embd, output_norm};
+    if (output != tok_embd) out.push_back(output);
+    for (const layer_weights & l : layers) {
+        for (tensor * t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down}) out.push_back(t);
+    }
+    return out;
+}
+
+std::vector<tensor *> weight_set::mul_mat() const {
     std::vector<tensor *> out;
     for (const layer_weights & l : layers) {
         for (tensor * t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) out.push_back(t);
     }
     if (output != tok_embd) out.push_back(output);
     return out;
+}
+
+weight_set model::copy_weights(context & ctx) const {
+    auto copy = [&](const tensor * t) {
+        tensor * c = ctx.new_tensor(static_cast<type>(t->type), std::span<const int64_t>(t->ne, TSR_MAX_DIMS));
+        std::copy(std::begin(t->nb), std::end(t->nb), std::begin(c->nb));
+        c->flags = t->flags;
+        c->data = t->data;
+        c->buffer = nullptr;
+        context::set_name(c, t->name);
+        return c;
+    };
+    weight_set w;
+    w.tok_embd = copy(tok_embd);
+    w.output_norm = copy(output_norm);
+    w.output = output == tok_embd ? w.tok_embd : copy(output);
+    for (const layer_weights & l : layers) {
+        layer_weights c;
+        c.attn_norm = copy(l.attn_norm);
+        c.wq = copy(l.wq);
+        c.wk = copy(l.wk);
+        c.wv = copy(l.wv);
+        c.wo = copy(l.wo);
+        c.ffn_norm = copy(l.ffn_norm);
+        c.ffn_gate = copy(l.ffn_gate);
+        c.ffn_up = copy(l.ffn_up);
+        c.ffn_down = copy(l.ffn_down);
+        w.layers.push_back(c);
+    }
+    return w;
+}
+
+std::vector<tensor *> model::mul_mat_weights() const {
+    return weight_set{tok_embd, output_norm, output, layers}.mul_mat();
 }
 
 } // namespace tessera::llm

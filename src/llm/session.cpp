@@ -43,6 +43,10 @@ device choose_device(registry & reg, const std::string & name) {
 struct session::impl {
     device dev;
     backend be;
+    // This session's handles of the model's weights (model::copy_weights):
+    // placed in its own buffers; the model's tensors are never changed.
+    std::unique_ptr<context> weights_ctx;
+    weight_set w;
     buffer weights_buf;
     buffer repack_buf; // MUL_MAT matrices in the device's repacked layout (session_params::repack)
     std::unique_ptr<context> kv_ctx;
@@ -85,9 +89,12 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
     if (impl_->be.has_n_threads()) impl_->be.set_n_threads(params_.n_threads);
 
     // Weights: zero-copy over the mapped file where the device can, else copied.
-    reset_weights(m); // a previous session may have moved them
+    context::params wp;
+    wp.max_tensors = m.weights().size() + 4;
+    impl_->weights_ctx = std::make_unique<context>(wp);
+    impl_->w = m.copy_weights(*impl_->weights_ctx);
     const auto mapping = m.file().file_mapping();
-    std::vector<tensor *> weights = m.weights();
+    std::vector<tensor *> weights = impl_->w.all();
     size_t max_tensor = 0;
     for (const tensor * t : weights) max_tensor = std::max(max_tensor, nbytes(t));
     if (impl_->dev.caps().buffer_from_host_ptr) {
@@ -111,7 +118,7 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
         }
     }
     impl_->weights_buf.set_usage(TSR_BUFFER_USAGE_WEIGHTS);
-    if (params_.repack) impl_->repack_buf = place_repacked_weights(m, impl_->dev);
+    if (params_.repack) impl_->repack_buf = place_repacked_weights(impl_->w.mul_mat(), impl_->dev);
 
     // KV cache: per layer K and V of [n_embd_kv, n_ctx].
     context::params cp;
@@ -149,7 +156,7 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
         context::params gp;
         gp.max_tensors = graph_tensor_budget(hp);
         context gctx(gp);
-        batch_graph bg = build_llama_graph(gctx, m, kv, params_.n_batch, params_.n_ctx, true, flash_attn_);
+        batch_graph bg = build_llama_graph(gctx, hp, impl_->w, kv, params_.n_batch, params_.n_ctx, true, flash_attn_);
         graph g(gp.max_tensors);
         build_forward(g, bg);
         if (flash_attn_ && params_.flash_attn == fa_mode::automatic) {
@@ -174,7 +181,9 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
     }
 }
 
-session::~session() { reset_weights(model_); } // the weights' buffers go with impl_
+session::~session() = default;
+
+const weight_set & session::weights() const { return impl_->w; }
 
 std::string session::device_name() const { return impl_->dev.name(); }
 std::string session::device_description() const { return impl_->dev.description(); }
@@ -215,7 +224,7 @@ std::span<const float> session::decode(std::span<const int32_t> tokens, bool all
             context::params gp;
             gp.max_tensors = graph_tensor_budget(hp);
             cg.ctx = std::make_unique<context>(gp);
-            cg.bg = build_llama_graph(*cg.ctx, model_, impl_->kv, n, n_kv, all_logits, flash_attn_);
+            cg.bg = build_llama_graph(*cg.ctx, model_.hp(), impl_->w, impl_->kv, n, n_kv, all_logits, flash_attn_);
             cg.g = std::make_unique<graph>(gp.max_tensors);
             build_forward(*cg.g, cg.bg);
             impl_->galloc->allocate(*cg.g);

@@ -9,16 +9,14 @@
 
 namespace tessera::llm {
 
-buffer place_repacked_weights(const model & m, const device & dev) {
+buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev) {
     buffer_type buft;
     for (const buffer_type & bt : dev.extra_buffer_types()) {
         if (std::string_view(bt.name()) == k_repack_buffer_type_name) buft = bt;
     }
     if (!buft) return {};
     std::vector<tensor *> chosen;
-    for (tensor * t : m.mul_mat_weights()) {
-        chosen.push_back(t);
-    }
+    for (tensor * t : weights) chosen.push_back(t);
     if (chosen.empty()) return {};
     const size_t align = buft.alignment();
     std::vector<size_t> offs;
@@ -40,13 +38,5 @@ buffer place_repacked_weights(const model & m, const device & dev) {
     return buf;
 }
 
-void reset_weights(const model & m) {
-    for (tensor * t : m.weights()) {
-        const gguf::tensor_info * info = m.file().find_tensor(t->name);
-        if (info == nullptr) continue; // every weight comes from the file; be safe
-        t->data = const_cast<uint8_t *>(info->data);
-        t->buffer = nullptr;
-    }
-}
 
 } // namespace tessera::llm

@@ -6,6 +6,8 @@
 
 #include "tessera/backend/buffer.hpp"
 #include "tessera/backend/device.hpp"
+#include <vector>
+
 #include "tessera/llm/model.hpp"
 
 namespace tessera::llm {
@@ -13,7 +15,8 @@ namespace tessera::llm {
 // Name of the extra buffer type that holds repacked weights.
 inline constexpr const char * k_repack_buffer_type_name = "CPU_REPACK";
 
-// Places m.mul_mat_weights() (every type) in a new buffer of dev's
+// Places `weights` (MUL_MAT matrices of any type: a session's
+// weight_set::mul_mat()) in a new buffer of dev's
 // "CPU_REPACK" extra buffer type and copies their bytes there from the
 // model file (the buffer type decides which of them it interleaves; the
 // others it stores plainly). Plain ones gain too: the buffer sits on 2 MiB
@@ -21,12 +24,8 @@ inline constexpr const char * k_repack_buffer_type_name = "CPU_REPACK";
 // hardware prefetcher (1B F16 token generation on one Zen 5 thread: 7.3 ->
 // 10.9 tokens/s). Returns an empty buffer when dev has no such
 // type or no weight qualifies. Throws tessera::error when the allocation
-// fails. The weights must point at their bytes in the model file
-// (reset_weights) before the call.
-buffer place_repacked_weights(const model & m, const device & dev);
-
-// Points every weight of m back at its bytes in the memory-mapped file, in
-// no buffer (the state model::load leaves them in).
-void reset_weights(const model & m);
+// fails. The weights must point at their bytes in the model file before
+// the call (as model::copy_weights leaves them).
+buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev);
 
 } // namespace tessera::llm

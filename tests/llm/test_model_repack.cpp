@@ -22,6 +22,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -76,6 +77,8 @@ std::string buft_name(const tsr_tensor * t) {
     return t->buffer->buft->iface->get_name(t->buffer->buft);
 }
 
+const std::vector<int32_t> k_prompt = {1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889, 13, 3};
+
 run_result run(const llm::model & m, bool repack, int n_threads) {
     llm::session_params sp;
     sp.n_ctx = 64;
@@ -85,17 +88,18 @@ run_result run(const llm::model & m, bool repack, int n_threads) {
     llm::session s(m, sp);
     // Placement: the MUL_MAT matrices (and only they) in CPU_REPACK when on.
     const std::string want = repack ? "CPU_REPACK" : "CPU_Mapped";
-    for (const tensor * t : m.mul_mat_weights()) EXPECT_EQ(buft_name(t), want) << t->name;
-    EXPECT_NE(buft_name(m.tok_embd), "CPU_REPACK");
-    EXPECT_NE(buft_name(m.layers[0].attn_norm), "CPU_REPACK");
+    const llm::weight_set & w = s.weights();
+    EXPECT_EQ(w.mul_mat().size(), m.mul_mat_weights().size());
+    for (const tensor * t : w.mul_mat()) EXPECT_EQ(buft_name(t), want) << t->name;
+    EXPECT_NE(buft_name(w.tok_embd), "CPU_REPACK");
+    EXPECT_NE(buft_name(w.layers[0].attn_norm), "CPU_REPACK");
 
     run_result r;
-    const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889, 13, 3};
-    const auto all = s.decode(prompt, true);
+    const auto all = s.decode(k_prompt, true);
     r.prompt_logits.assign(all.begin(), all.end());
     int32_t tok = 0;
     {
-        const float * last = all.data() + (prompt.size() - 1) * m.hp().n_vocab;
+        const float * last = all.data() + (k_prompt.size() - 1) * m.hp().n_vocab;
         tok = int32_t(std::max_element(last, last + m.hp().n_vocab) - last);
     }
     for (int step = 0; step < 12; ++step) {
@@ -135,10 +139,49 @@ TEST_P(ModelRepack, SameGreedyTokensAndLogitsWithRepackingOnAndOff) {
         const auto [lo, hi] = std::minmax_element(plain.prompt_logits.begin(), plain.prompt_logits.end());
         EXPECT_GT(*hi - *lo, 0.1f);
     }
-    // A destroyed session leaves the weights at their file bytes, in no buffer.
+    // Sessions never change the model's own tensors: file bytes, no buffer.
     for (const tensor * t : m->weights()) {
         EXPECT_EQ(t->buffer, nullptr) << t->name;
         EXPECT_EQ(t->data, m->file().find_tensor(t->name)->data) << t->name;
+    }
+}
+
+// Two sessions on one model, one with repacked weights and one without,
+// decoding at the same time on two threads: each gives what it gives alone
+// (each session places its own weight handles; the model is shared
+// read-only).
+TEST(ModelRepack, SessionsOnOneModelRunAtOnce) {
+    const auto m = llm::model::load(synth_tiny(TSR_TYPE_Q4_0));
+    const run_result plain = run(*m, false, 1);
+    const run_result packed = run(*m, true, 1);
+    {
+        // One session's placement survives another's creation and end.
+        llm::session_params sp;
+        sp.n_ctx = 64;
+        sp.n_batch = 7;
+        sp.n_threads = 1;
+        sp.repack = true;
+        llm::session a(*m, sp);
+        {
+            sp.repack = false;
+            llm::session b(*m, sp);
+            for (const tensor * t : b.weights().mul_mat()) EXPECT_EQ(buft_name(t), "CPU_Mapped") << t->name;
+        }
+        for (const tensor * t : a.weights().mul_mat()) EXPECT_EQ(buft_name(t), "CPU_REPACK") << t->name;
+        const auto all = a.decode(k_prompt, true);
+        EXPECT_TRUE(std::equal(all.begin(), all.end(), packed.prompt_logits.begin(), packed.prompt_logits.end()))
+            << "the repacking session computes as if it were alone";
+    }
+    run_result plain2, packed2;
+    for (int round = 0; round < 3; ++round) {
+        std::thread a([&] { plain2 = run(*m, false, 1); });
+        std::thread b([&] { packed2 = run(*m, true, 1); });
+        a.join();
+        b.join();
+        EXPECT_EQ(plain2.tokens, plain.tokens) << "round " << round;
+        EXPECT_EQ(plain2.step_logits, plain.step_logits) << "round " << round;
+        EXPECT_EQ(packed2.tokens, packed.tokens) << "round " << round;
+        EXPECT_EQ(packed2.step_logits, packed.step_logits) << "round " << round;
     }
 }
 
@@ -158,9 +201,9 @@ TEST(ModelRepackF32, PlainMatricesGiveTheSameLogits) {
     {
         sp.repack = true;
         llm::session s(*m, sp);
-        const std::vector<tensor *> mm = m->mul_mat_weights();
+        const std::vector<tensor *> mm = s.weights().mul_mat();
         ASSERT_FALSE(mm.empty());
-        for (const tensor * t : m->weights()) {
+        for (const tensor * t : s.weights().all()) {
             const bool moved = std::find(mm.begin(), mm.end(), t) != mm.end();
             EXPECT_EQ(buft_name(t) == "CPU_REPACK", moved) << t->name;
         }

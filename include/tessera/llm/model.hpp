@@ -52,6 +52,21 @@ struct layer_weights {
     tensor * ffn_down = nullptr;
 };
 
+// Handles of a model's weights: the tensors a forward graph reads.
+struct weight_set {
+    tensor * tok_embd = nullptr;    // [n_embd, n_vocab]
+    tensor * output_norm = nullptr; // [n_embd]
+    tensor * output = nullptr;      // [n_embd, n_vocab]; == tok_embd when tied
+    std::vector<layer_weights> layers;
+
+    // Every tensor once (a tied output is tok_embd).
+    std::vector<tensor *> all() const;
+    // The tensors read only as MUL_MAT src[0]: every layer's attention and
+    // feed-forward matrices, and output unless it is tied to tok_embd
+    // (which GET_ROWS also reads).
+    std::vector<tensor *> mul_mat() const;
+};
+
 class model {
 public:
     // Opens and validates `path`: GGUF, architecture "llama", every tensor
@@ -74,6 +89,12 @@ public:
     std::string type_summary() const;
     // All weight tensors (for placing them in a device buffer).
     std::vector<tensor *> weights() const;
+    // Copies of the weight handles, made in ctx (a context without data):
+    // same type, shape, strides and name, data at the file's bytes, in no
+    // buffer, tied tensors still tied. A session places its copies in its
+    // own buffers and never changes this model's tensors, so several
+    // sessions may run on one model at the same time.
+    weight_set copy_weights(context & ctx) const;
     // The weights the graph uses only as MUL_MAT src[0]: every layer's
     // attention and feed-forward matrices, and `output` unless it is tied to
     // tok_embd (which GET_ROWS also reads). These may be stored in a

@@ -36,6 +36,9 @@ public:
     // Binds `m` (which must outlive the session) to a backend on the chosen
     // device (loading backend plugins through the global registry), places
     // the weights (zero-copy on host devices) and allocates the KV cache.
+    // The session places its own copies of the weight handles
+    // (model::copy_weights) and never changes m: sessions on one model may
+    // be created, used and destroyed on different threads at once.
     // Throws tessera::error for an unknown device (listing the known ones),
     // n_ctx above the model's context length, n_batch = 0, or a device that
     // cannot compute the model's ops.
@@ -66,6 +69,8 @@ public:
     std::string device_description() const;
     // Bytes of the compute buffer (peak of the largest graph).
     size_t compute_buffer_size() const;
+    // This session's weight handles, as placed (e.g. which buffer each is in).
+    const weight_set & weights() const;
 
 private:
     struct impl;
