@@ -11,7 +11,8 @@
 namespace tessera::cpu {
 
 // One thread's remaining work items in a node, [front, back) packed as
-// front | back << 32; on its own cache line (ops/work_queue.hpp).
+// front | back << 32 | 1 << 63 once set up, zero before; on its own cache
+// line (ops/work_queue.hpp).
 struct alignas(64) work_slot {
     std::atomic<uint64_t> range{0};
 };

@@ -255,11 +255,14 @@ TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {
 }
 
 TEST(WorkQueue, AFinishedThreadTakesFromASlowOne) {
-    // Thread 0 needs 2 ms per item, thread 1 none: thread 1 finishes its
-    // half at once and then takes items from the back of thread 0's half.
+    // Thread 0 takes one item of its half and then waits until thread 1
+    // has either taken an item of thread 0's half (stolen it) or run out of
+    // items: without stealing the test fails instead of hanging, and no
+    // timing is involved.
     constexpr int64_t n = 64;
     std::unique_ptr<work_slot[]> slots(new work_slot[2]);
     std::atomic<int64_t> count[2] = {0, 0};
+    std::atomic<bool> stole{false}, fast_done{false};
     std::vector<std::atomic<int>> taken(n);
     auto body = [&](int ith) {
         compute_params p;
@@ -271,15 +274,20 @@ TEST(WorkQueue, AFinishedThreadTakesFromASlowOne) {
             for (int64_t i = r.begin; i < r.end; ++i) {
                 taken[static_cast<size_t>(i)].fetch_add(1);
                 count[ith].fetch_add(1);
-                if (ith == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                if (ith == 1 && i < n / 2) stole.store(true);
+            }
+            if (ith == 0) {
+                while (!stole.load() && !fast_done.load()) std::this_thread::yield();
             }
         }
+        if (ith == 1) fast_done.store(true);
     };
     std::thread slow(body, 0), fast(body, 1);
     slow.join();
     fast.join();
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(taken[static_cast<size_t>(i)].load(), 1) << "item " << i;
-    EXPECT_LT(count[0].load(), n / 2) << "the slow thread kept its whole half";
+    EXPECT_TRUE(stole.load()) << "the finished thread took nothing from the slow one";
+    EXPECT_LT(count[0].load(), n / 2);
     EXPECT_GT(count[1].load(), n / 2);
     // Without shared slots each thread takes exactly its half.
     compute_params p;

@@ -28,20 +28,20 @@ inline int64_t chunk_for_bytes(size_t item_bytes) {
 
 // The items [0, n) of one node. Thread ith owns split_items(n, ith, nth)
 // and takes it front to back, `chunk` items at a time; once its share is
-// used up it takes chunks from the back of the other threads' shares.
-// Every item is taken exactly once (each share is one atomic [front, back)
-// pair, changed only by compare-and-swap). What a kernel computes for an
-// item must not depend on the thread that takes it: that keeps results
-// bit-identical for any split. Without shared slots (p.slots null), on one
-// thread, or for n >= 2^31 items, thread ith takes exactly its share.
+// used up it takes chunks from the back of the other threads' shares, also
+// of a thread that has not reached the node yet (whichever thread comes
+// first sets a share up). Every item is taken exactly once: each share is
+// one atomic [front, back) pair, zero until set up and changed only by
+// compare-and-swap. What a kernel computes for an item must not depend on
+// the thread that takes it: that keeps results bit-identical for any
+// split. Without shared slots (p.slots null), on one thread, or for
+// n >= 2^31 items, thread ith takes exactly its share.
 class work_queue {
 public:
     work_queue(const compute_params & p, int64_t n, int64_t chunk)
         : slots_(p.nth > 1 && n < (int64_t{1} << 31) ? p.slots : nullptr), n_(n), chunk_(std::max<int64_t>(1, chunk)),
           ith_(p.ith), nth_(p.nth) {
-        const item_range own = split_items(n, p.ith, p.nth);
-        if (slots_ != nullptr) slots_[ith_].range.store(pack(own.begin, own.end), std::memory_order_relaxed);
-        else fixed_ = own;
+        if (slots_ == nullptr) fixed_ = split_items(n, p.ith, p.nth);
     }
 
     // The next range of items for this thread; false when none are left.
@@ -51,23 +51,31 @@ public:
             fixed_ = {0, 0};
             return r.begin < r.end;
         }
-        if (take(slots_[ith_].range, true, r)) return true;
+        if (take(ith_, true, r)) return true;
         for (int k = 1; k < nth_; ++k) {
-            if (take(slots_[(ith_ + k) % nth_].range, false, r)) return true;
+            if (take((ith_ + k) % nth_, false, r)) return true;
         }
         return false;
     }
 
 private:
+    // Bit 63 marks a share that has been set up (zero: not yet).
     static uint64_t pack(int64_t front, int64_t back) {
-        return static_cast<uint64_t>(front) | static_cast<uint64_t>(back) << 32;
+        return static_cast<uint64_t>(front) | static_cast<uint64_t>(back) << 32 | uint64_t{1} << 63;
     }
 
-    // Takes up to chunk_ items from the front (owner) or back (thief) of a share.
-    bool take(std::atomic<uint64_t> & slot, bool front, item_range & r) const {
+    // Takes up to chunk_ items from the front (owner) or back (thief) of
+    // thread v's share, setting the share up first if nobody has.
+    bool take(int v_ith, bool front, item_range & r) const {
+        std::atomic<uint64_t> & slot = slots_[v_ith].range;
         uint64_t v = slot.load(std::memory_order_relaxed);
+        if (v == 0) {
+            const item_range share = split_items(n_, v_ith, nth_);
+            const uint64_t init = pack(share.begin, share.end);
+            v = slot.compare_exchange_strong(v, init, std::memory_order_relaxed) ? init : v;
+        }
         for (;;) {
-            const auto f = static_cast<int64_t>(v & 0xffffffffu), b = static_cast<int64_t>(v >> 32);
+            const auto f = static_cast<int64_t>(v & 0x7fffffffu), b = static_cast<int64_t>((v >> 32) & 0x7fffffffu);
             if (f >= b) return false;
             r = front ? item_range{f, std::min(b, f + chunk_)} : item_range{std::max(f, b - chunk_), b};
             const uint64_t nv = front ? pack(r.end, b) : pack(f, r.begin);
