@@ -24,8 +24,9 @@ struct compute_params {
     void * wdata = nullptr; // this thread's scratch, wsize bytes, 64-byte aligned
     size_t wsize = 0;
     // nth slots shared by the node's threads, all zero when the node starts:
-    // the work items each thread has left (ops/work_queue.hpp). Null: each
-    // thread computes a fixed share.
+    // the work items each thread has left (ops/work_queue.hpp; a kernel
+    // makes at most one work_queue per node). Null: each thread computes a
+    // fixed share.
     work_slot * slots = nullptr;
 };
 
