@@ -282,6 +282,35 @@ void BM_rms_norm(benchmark::State & state) {
 // all threads shows the pool's per-graph overhead.
 BENCHMARK(BM_rms_norm)->Args({1, 1})->Args({1, 0})->Args({512, 1})->Args({512, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// One barrier of the thread pool between 2 threads: sync (thread 0 always
+// releases the others) against sync_any (the last to arrive releases), as
+// the graph walk uses them with and without an abort callback. Args: 0 =
+// sync, 1 = sync_any. Counter: nanoseconds per barrier.
+void BM_barrier(benchmark::State & state) {
+    const bool any = state.range(0) != 0;
+    constexpr int n_barriers = 100000;
+    cpu::thread_pool pool(2);
+    struct ctx_t {
+        cpu::thread_pool * pool;
+        bool any;
+    } c{&pool, any};
+    for (auto _ : state) {
+        pool.run(2, 0, [](int ith, void * p) {
+            auto * c = static_cast<ctx_t *>(p);
+            for (int i = 0; i < n_barriers; ++i) {
+                if (c->any) c->pool->sync_any(nullptr, nullptr);
+                else c->pool->sync(ith, nullptr, nullptr);
+            }
+        }, &c);
+    }
+    state.SetLabel(any ? "sync_any" : "sync");
+    state.counters["ns_per_barrier"] = benchmark::Counter(static_cast<double>(n_barriers),
+                                                          benchmark::Counter::kIsIterationInvariantRate |
+                                                              benchmark::Counter::kInvert,
+                                                          benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_barrier)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+
 } // namespace
 
 BENCHMARK_MAIN();
