@@ -44,9 +44,10 @@ constexpr size_t k_pblock = static_cast<size_t>(k_p) * 36;  // panel bytes per b
 constexpr int64_t k_nq = 512;                                // columns quantized at a time
 // Quantized activations of a micro-tile of k_c columns, per block:
 // [k_c x 32 quants][k_c scales (F32)][k_c sums << shift (int32)].
-constexpr size_t k_xblock = static_cast<size_t>(k_c) * 40;
-constexpr size_t k_xd = static_cast<size_t>(k_c) * 32;   // offset of the scales
-constexpr size_t k_xsum = static_cast<size_t>(k_c) * 36; // offset of the sums
+constexpr q8_tile k_xtile{k_c};
+constexpr size_t k_xblock = k_xtile.block_bytes();
+constexpr size_t k_xd = k_xtile.d_offset();
+constexpr size_t k_xsum = k_xtile.sum_offset();
 
 // How the weights enter the unsigned side of the byte products.
 enum class mode {
@@ -294,17 +295,7 @@ void run(const compute_params & p, const mm_dims & d) {
             const int64_t bc = item.bc, batch = item.batch;
             const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
             if (bc != have_cols) {
-                // Column n goes to micro-tile (n - n0) / k_c, slot (n - n0) % k_c.
-                for (int64_t n = n0; n < n1; ++n) {
-                    char * t = sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
-                    const auto c = static_cast<size_t>((n - n0) % k_c);
-                    q8_col col{};
-                    col.qs = reinterpret_cast<int8_t *>(t + c * 32);
-                    col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
-                    col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
-                    col.qs_stride = col.aux_stride = k_xblock;
-                    quantize_q8_act(b_column(d, in_place, batch, n, sc.xbuf), n_blocks, col, std::max(bias_shift<M>(), 0));
-                }
+                quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, sc.cols, tile_bytes, sc.xbuf, std::max(bias_shift<M>(), 0));
                 have_cols = bc;
             }
             const char * a = a_matrix(d, batch);

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "backends/cpu/compute.hpp"
+#include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
 #include "backends/cpu/ops/work_queue.hpp"
 
@@ -93,6 +94,19 @@ inline const float * b_column(const mm_dims & d, bool in_place, int64_t batch, i
     if (in_place) return reinterpret_cast<const float *>(col);
     for (int64_t i = 0; i < d.K; ++i) buf[i] = read_f32(col + static_cast<size_t>(i) * d.b->nb[0]);
     return buf;
+}
+
+// Quantizes columns [n0, n1) of batch `batch` of b into micro-tiles of
+// layout `tile` at `tiles`, tile_bytes apart: column n goes to tile
+// (n - n0) / tile.cols, slot (n - n0) % tile.cols. xbuf: d.K floats of
+// scratch for a strided column. sum_shift as quantize_q8_act.
+inline void quantize_q8_tiles(const mm_dims & d, bool in_place, int64_t batch, int64_t n0, int64_t n1, q8_tile tile,
+                              char * tiles, size_t tile_bytes, float * xbuf, int sum_shift) {
+    for (int64_t n = n0; n < n1; ++n) {
+        char * t = tiles + static_cast<size_t>((n - n0) / tile.cols) * tile_bytes;
+        quantize_q8_act(b_column(d, in_place, batch, n, xbuf), d.K / k_qblock, tile.column(t, static_cast<int>((n - n0) % tile.cols)),
+                        sum_shift);
+    }
 }
 
 // The vector paths. Each *_work_size is the per-thread scratch for the

@@ -55,9 +55,10 @@ constexpr int k_pair = 1;
 constexpr int64_t k_cols_limit = 256;                   // most columns per work item
 constexpr size_t k_prefetch = 1024; // bytes ahead in a row group (software prefetch)
 constexpr size_t k_act_budget = 256 * 1024;             // bytes of quantized columns per item (L2)
-constexpr size_t k_xblock = static_cast<size_t>(k_c) * 40;
-constexpr size_t k_xd = static_cast<size_t>(k_c) * 32;   // offset of the scales in a tile block
-constexpr size_t k_xsum = static_cast<size_t>(k_c) * 36; // offset of the sums
+constexpr q8_tile k_xtile{k_c}; // quantized activations of a micro-tile
+constexpr size_t k_xblock = k_xtile.block_bytes();
+constexpr size_t k_xd = k_xtile.d_offset();
+constexpr size_t k_xsum = k_xtile.sum_offset();
 
 template <int32_t T>
 constexpr size_t block_bytes() {
@@ -377,17 +378,7 @@ void run(const compute_params & p, const mm_dims & d) {
             const int64_t bc = item.bc, batch = item.batch;
             const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
             if (bc != have_cols) {
-                // Column n goes to tile (n - n0) / k_c, slot (n - n0) % k_c.
-                for (int64_t n = n0; n < n1; ++n) {
-                    char * t = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
-                    const auto c = static_cast<size_t>((n - n0) % k_c);
-                    q8_col col{};
-                    col.qs = reinterpret_cast<int8_t *>(t + c * 32);
-                    col.d = reinterpret_cast<float *>(t + k_xd + c * 4);
-                    col.sum = reinterpret_cast<int32_t *>(t + k_xsum + c * 4);
-                    col.qs_stride = col.aux_stride = k_xblock;
-                    quantize_q8_act(b_column(d, in_place, batch, n, xbuf), n_blocks, col, sum_shift<T>());
-                }
+                quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, tiles, tile_bytes, xbuf, sum_shift<T>());
                 have_cols = bc;
             }
             for (int64_t mg = m0; mg < m1; mg += k_rows) {

@@ -11,7 +11,8 @@
 //                                             bytes w + 2^shift and subtract it
 //
 // Plain columns (q8_col_at) keep the parts apart (qs_stride 32, aux_stride
-// 4); the GEMM interleaves the columns of a micro-tile instead (gemm_q.cpp).
+// 4); the GEMM kernels interleave the columns of a micro-tile instead
+// (q8_tile: gemm_q.cpp, mul_mat_repack.cpp).
 // The values are bit-identical to quantize_row_q8_0_ref (same scale, same
 // round-half-away-from-zero, NaN -> 0, clamped to -127..127) whatever the
 // instruction set, so the quantization step never differs between
@@ -37,6 +38,22 @@ struct q8_col {
     }
     int32_t * sum_of(int64_t b) const {
         return reinterpret_cast<int32_t *>(reinterpret_cast<char *>(sum) + static_cast<size_t>(b) * aux_stride);
+    }
+};
+
+// A micro-tile of `cols` columns quantized together, per block of 32:
+// [cols x 32 quants][cols scales (F32)][cols sums << shift (int32)], so a
+// GEMM micro-kernel reads one block of all its columns from one place.
+struct q8_tile {
+    int cols;
+    constexpr size_t block_bytes() const { return static_cast<size_t>(cols) * 40; }
+    constexpr size_t d_offset() const { return static_cast<size_t>(cols) * 32; }   // of the scales in a block
+    constexpr size_t sum_offset() const { return static_cast<size_t>(cols) * 36; } // of the sums in a block
+    // Column c (0 <= c < cols) of the tile at `tile`.
+    q8_col column(char * tile, int c) const {
+        const auto cs = static_cast<size_t>(c);
+        return q8_col{reinterpret_cast<int8_t *>(tile + cs * 32), reinterpret_cast<float *>(tile + d_offset() + cs * 4),
+                      reinterpret_cast<int32_t *>(tile + sum_offset() + cs * 4), block_bytes(), block_bytes()};
     }
 };
 
