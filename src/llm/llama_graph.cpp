@@ -5,8 +5,8 @@
 
 namespace tessera::llm {
 
-batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_set & m, const kv_tensors & kv, uint32_t n_tokens,
-                              uint32_t n_kv, bool all_logits, bool flash_attn) {
+batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_set & w, const kv_tensors & kv,
+                              uint32_t n_tokens, uint32_t n_kv, bool all_logits, bool flash_attn) {
     const int64_t n_embd = hp.n_embd, head_dim = hp.head_dim(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
     const int64_t n_embd_kv = hp.n_embd_kv(), T = n_tokens;
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -17,9 +17,9 @@ batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_se
     g.in.mask = context::set_name(ctx.new_tensor(TSR_TYPE_F32, {int64_t(n_kv), T}), "inp_mask");
     for (tensor * t : {g.in.tokens, g.in.pos, g.in.mask}) t->flags |= TSR_FLAG_INPUT;
 
-    tensor * x = get_rows(ctx, m.tok_embd, g.in.tokens); // [n_embd, T]
+    tensor * x = get_rows(ctx, w.tok_embd, g.in.tokens); // [n_embd, T]
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        const layer_weights & l = m.layers[il];
+        const layer_weights & l = w.layers[il];
         tensor * h = mul(ctx, rms_norm(ctx, x, hp.rms_eps), l.attn_norm);
 
         tensor * q_mm = mul_mat(ctx, l.wq, h);
@@ -68,8 +68,8 @@ batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_se
     if (!all_logits && T > 1) {
         x = view_2d(ctx, x, n_embd, 1, x->nb[1], uint64_t(T - 1) * x->nb[1]);
     }
-    x = mul(ctx, rms_norm(ctx, x, hp.rms_eps), m.output_norm);
-    g.logits = context::set_name(mul_mat(ctx, m.output, x), "logits");
+    x = mul(ctx, rms_norm(ctx, x, hp.rms_eps), w.output_norm);
+    g.logits = context::set_name(mul_mat(ctx, w.output, x), "logits");
     g.logits->flags |= TSR_FLAG_OUTPUT;
     return g;
 }

@@ -93,7 +93,8 @@ public:
     // same type, shape, strides and name, data at the file's bytes, in no
     // buffer, tied tensors still tied. A session places its copies in its
     // own buffers and never changes this model's tensors, so several
-    // sessions may run on one model at the same time.
+    // sessions may run on one model at the same time. Throws
+    // tessera::error when ctx cannot hold weights().size() more tensors.
     weight_set copy_weights(context & ctx) const;
     // The weights the graph uses only as MUL_MAT src[0]: every layer's
     // attention and feed-forward matrices, and `output` unless it is tied to
