@@ -236,6 +236,13 @@ uint64_t run_tg(llm::session & s, token_source & src, int n) {
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
 }
 
+// Every value of a comma-separated on/off option (-fa, --rp) is 0 or 1.
+void need_on_off(const std::vector<int> & values, const char * flag) {
+    for (int v : values) {
+        if (v != 0 && v != 1) throw error(fmt::format("{} {}: expected 0 (off) or 1 (on)", flag, v));
+    }
+}
+
 void check_options(const options & o) {
     if (o.output != "md" && o.output != "json") throw error(fmt::format("-o '{}': expected md or json", o.output));
     if (o.reps < 1) throw error(fmt::format("-r {}: need at least one repetition", o.reps));
@@ -249,12 +256,8 @@ void check_options(const options & o) {
     for (int t : o.threads) {
         if (t < 1) throw error(fmt::format("-t {}: need at least one thread", t));
     }
-    for (int fa : o.flash_attn) {
-        if (fa != 0 && fa != 1) throw error(fmt::format("-fa {}: expected 0 (off) or 1 (on)", fa));
-    }
-    for (int rp : o.repack) {
-        if (rp != 0 && rp != 1) throw error(fmt::format("--rp {}: expected 0 (off) or 1 (on)", rp));
-    }
+    need_on_off(o.flash_attn, "-fa");
+    need_on_off(o.repack, "--rp");
     const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
                      std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; });
     if (!any) throw error("nothing to run: every -p and -n value is 0");
