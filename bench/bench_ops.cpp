@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/ops/repack.hpp"
+#include "tessera/backend.h"
 #include "backends/cpu/thread_pool.hpp"
 #include "machine_limits.hpp"
 #include "tessera/core/graph.hpp"
@@ -182,6 +184,71 @@ BENCHMARK(BM_mul_mat_shape)
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 // N = 512 takes seconds per op on a few cores: two iterations.
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args_prompt)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+
+// A stand-in for a CPU_REPACK buffer (as tests/backends/cpu/
+// test_repack_kernels.cpp builds one): only buft->context is read.
+struct repack_buffer_stub {
+    tsr_buffer_type bt{nullptr, nullptr, const_cast<void *>(cpu::repack_tag())};
+    tsr_buffer buf{};
+    repack_buffer_stub() { buf.buft = &bt; }
+};
+
+// MUL_MAT with Q8_0/Q4_0 weights in the interleaved layout (ops/repack.hpp),
+// as the CPU_REPACK buffer type stores a model's matrices. Args: weight
+// type, K, M, N, threads, resident (1: one matrix, read from the caches
+// every iteration, so weight_B/s is the kernel's compute rate; 0: N = 1
+// streams weight copies of at least 256 MiB from memory, like
+// BM_mul_mat). Counters as BM_mul_mat's.
+void BM_mul_mat_repack(benchmark::State & state) {
+    const auto wtype = static_cast<type>(state.range(0));
+    const int64_t K = state.range(1), M = state.range(2), N = state.range(3);
+    const int n_threads = static_cast<int>(state.range(4));
+    const bool resident = state.range(5) != 0;
+    context ctx(data_params());
+    std::mt19937 rng(5);
+    tensor * src = ctx.new_tensor(wtype, {K, M});
+    fill_weights(src, rng);
+    const size_t wbytes = nbytes(src);
+    const int64_t copies = N == 1 && !resident ? std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 20) / wbytes)) : 1;
+    tensor * x = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+    fill_f32(x, rng);
+    repack_buffer_stub stub;
+    std::vector<tensor *> outs;
+    for (int64_t c = 0; c < copies; ++c) {
+        tensor * w = ctx.new_tensor(wtype, {K, M});
+        if (!cpu::repack_eligible(w)) {
+            state.SkipWithError("weights not eligible for repacking");
+            return;
+        }
+        w->buffer = &stub.buf;
+        w->extra = const_cast<void *>(cpu::repack_tag());
+        cpu::repack_store(w, src->data, 0, wbytes);
+        outs.push_back(mul_mat(ctx, w, x));
+    }
+    state.SetLabel(std::string(type_name(wtype)) + " repacked " + std::to_string(K) + "x" + std::to_string(M) + " x N=" + std::to_string(N) +
+                   (resident ? " (cache-resident)" : copies > 1 ? " (" + std::to_string(copies) + " weight copies)" : ""));
+    const double seconds = run_graph(state, outs, n_threads);
+    if (seconds <= 0.0) return;
+    const double per_iter = static_cast<double>(copies) * static_cast<double>(state.iterations()) / seconds;
+    const double flops = 2.0 * static_cast<double>(M * N * K) * per_iter;
+    const double wrate = static_cast<double>(wbytes) * per_iter;
+    if (const double peak = limit_for(int8_peak(), n_threads); peak > 0) state.counters["of_int8_peak"] = flops / peak;
+    if (N == 1) {
+        if (const double bw = limit_for(bench::limits().read_bw, n_threads); bw > 0) state.counters["of_read_bw"] = wrate / bw;
+    }
+    state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+    state.counters["weight_B/s"] = benchmark::Counter(wrate, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+}
+
+// The 1B preset's shapes (n_embd 2048, n_ff 5632): one token streaming the
+// weights, one token against cache-resident weights (256 x 2048: 288 KiB
+// of Q4_0, 544 KiB of Q8_0, within L2), and a 64-token batch.
+BENCHMARK(BM_mul_mat_repack)
+    ->Args({TSR_TYPE_Q4_0, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q4_0, 2048, 5632, 1, 2, 0})
+    ->Args({TSR_TYPE_Q8_0, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 5632, 1, 2, 0})
+    ->Args({TSR_TYPE_Q4_0, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q8_0, 2048, 256, 1, 1, 1})
+    ->Args({TSR_TYPE_Q4_0, 2048, 5632, 64, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 5632, 64, 1, 0})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One decode step's attention products over an F16 KV cache of n_kv
 // positions, the Llama graph's views (llm/llama_graph.cpp): K

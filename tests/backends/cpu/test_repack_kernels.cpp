@@ -200,6 +200,46 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
     }
 }
 
+// The kernels add the same block terms in the same order per element
+// (mul_mat_repack.cpp), so a column's products are the same bits whichever
+// kernel computes them: the one-column kernel (token generation; on
+// AVX512-VNNI builds its own 512-bit kernel), the C-column tiles and the
+// AVX-512 builds' 16-row GEMM kernel (N = 70).
+TEST_P(RepackMulMat, AColumnGetsTheSameBitsAloneAndInABatch) {
+    const rp_case c = GetParam();
+    if (c.M % 8 != 0) GTEST_SKIP() << "not repacked";
+    context ctx(data_ctx());
+    std::mt19937 rng(static_cast<unsigned>(c.K + c.M));
+    tsr_tensor * a = ctx.new_tensor(static_cast<tessera::type>(c.type), {c.K, c.M});
+    fill_weights(a, rng);
+    tsr_tensor * ar = ctx.new_tensor(static_cast<tessera::type>(c.type), {c.K, c.M});
+    fake_repack_buffer fb;
+    fb.place(ar, a->data);
+    ASSERT_TRUE(is_repacked(ar));
+    constexpr int64_t N = 70;
+    tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {c.K, N});
+    fill_uniform(b, rng);
+    tsr_tensor * batch = mul_mat(ctx, ar, b);
+    ASSERT_EQ(compute(batch, 2), TSR_STATUS_SUCCESS);
+    for (int64_t n : {int64_t{0}, int64_t{9}, N - 1}) {
+        for (int64_t cols : {1, 3}) {
+            SCOPED_TRACE("column " + std::to_string(n) + " of " + std::to_string(cols));
+            tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {c.K, cols});
+            for (int64_t j = 0; j < cols; ++j) {
+                std::memcpy(static_cast<char *>(x->data) + j * x->nb[1], static_cast<char *>(b->data) + n * b->nb[1],
+                            static_cast<size_t>(x->nb[1]));
+            }
+            tsr_tensor * y = mul_mat(ctx, ar, x);
+            ASSERT_EQ(compute(y, 1), TSR_STATUS_SUCCESS);
+            for (int64_t j = 0; j < cols; ++j) {
+                ASSERT_EQ(std::memcmp(static_cast<char *>(y->data) + j * y->nb[1], static_cast<char *>(batch->data) + n * batch->nb[1],
+                                      static_cast<size_t>(y->nb[1])),
+                          0);
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                          ::testing::Values(rp_case{TSR_TYPE_Q8_0, 64, 8}, rp_case{TSR_TYPE_Q8_0, 256, 24},
                                            rp_case{TSR_TYPE_Q8_0, 4096, 40}, rp_case{TSR_TYPE_Q8_0, 64, 12},
