@@ -12,6 +12,9 @@
 //            of_int8_peak (quantized weights: vpdpbusd peak with
 //            AVX512-VNNI, else vpmaddubsw), of_read_bw (N = 1: weight bytes
 //            per second / streaming read bandwidth).
+//   MUL_MAT repacked: Q4_0/Q8_0 weights in the CPU_REPACK layout at the
+//            1B preset's shapes: streamed, chained behind barriers, and
+//            cache-resident (the kernel's compute rate).
 //   Attention: the two MUL_MATs of one decode step over an F16 KV cache
 //            (K view with strided heads, transposed V view); one layer's
 //            attention fused (FLASH_ATTN_EXT) vs unfused (BM_attention).
@@ -195,15 +198,20 @@ struct repack_buffer_stub {
 
 // MUL_MAT with Q8_0/Q4_0 weights in the interleaved layout (ops/repack.hpp),
 // as the CPU_REPACK buffer type stores a model's matrices. Args: weight
-// type, K, M, N, threads, resident (1: one matrix, read from the caches
-// every iteration, so weight_B/s is the kernel's compute rate; 0: N = 1
-// streams weight copies of at least 256 MiB from memory, like
-// BM_mul_mat). Counters as BM_mul_mat's.
+// type, K, M, N, threads, mode:
+//   0  N = 1 streams weight copies of at least 256 MiB from memory, like
+//      BM_mul_mat: independent products, so no barriers between them;
+//   1  one matrix, read from the caches every iteration: weight_B/s is the
+//      kernel's compute rate;
+//   2  as 0 but chained (each product's input is the previous output; K =
+//      M), so a barrier separates every two, as between a model's layers.
+// Counters as BM_mul_mat's.
 void BM_mul_mat_repack(benchmark::State & state) {
     const auto wtype = static_cast<type>(state.range(0));
     const int64_t K = state.range(1), M = state.range(2), N = state.range(3);
     const int n_threads = static_cast<int>(state.range(4));
-    const bool resident = state.range(5) != 0;
+    const int64_t mode = state.range(5);
+    const bool resident = mode == 1;
     context ctx(data_params());
     std::mt19937 rng(5);
     tensor * src = ctx.new_tensor(wtype, {K, M});
@@ -223,10 +231,11 @@ void BM_mul_mat_repack(benchmark::State & state) {
         w->buffer = &stub.buf;
         w->extra = const_cast<void *>(cpu::repack_tag());
         cpu::repack_store(w, src->data, 0, wbytes);
-        outs.push_back(mul_mat(ctx, w, x));
+        if (mode == 2 && !outs.empty()) outs.back() = mul_mat(ctx, w, outs.back());
+        else outs.push_back(mul_mat(ctx, w, x));
     }
     state.SetLabel(std::string(type_name(wtype)) + " repacked " + std::to_string(K) + "x" + std::to_string(M) + " x N=" + std::to_string(N) +
-                   (resident ? " (cache-resident)" : copies > 1 ? " (" + std::to_string(copies) + " weight copies)" : ""));
+                   (resident ? " (cache-resident)" : copies > 1 ? " (" + std::to_string(copies) + (mode == 2 ? " chained" : "") + " weight copies)" : ""));
     const double seconds = run_graph(state, outs, n_threads);
     if (seconds <= 0.0) return;
     const double per_iter = static_cast<double>(copies) * static_cast<double>(state.iterations()) / seconds;
@@ -241,11 +250,13 @@ void BM_mul_mat_repack(benchmark::State & state) {
 }
 
 // The 1B preset's shapes (n_embd 2048, n_ff 5632): one token streaming the
-// weights, one token against cache-resident weights (256 x 2048: 288 KiB
-// of Q4_0, 544 KiB of Q8_0, within L2), and a 64-token batch.
+// weights; 2048 x 2048 products independent and chained; one token against
+// cache-resident weights (256 x 2048: 288 KiB of Q4_0, 544 KiB of Q8_0,
+// within L2); a 64-token batch.
 BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_Q4_0, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q4_0, 2048, 5632, 1, 2, 0})
     ->Args({TSR_TYPE_Q8_0, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 5632, 1, 2, 0})
+    ->Args({TSR_TYPE_Q4_0, 2048, 2048, 1, 2, 0})->Args({TSR_TYPE_Q4_0, 2048, 2048, 1, 2, 2})
     ->Args({TSR_TYPE_Q4_0, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q8_0, 2048, 256, 1, 1, 1})
     ->Args({TSR_TYPE_Q4_0, 2048, 5632, 64, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 5632, 64, 1, 0})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();

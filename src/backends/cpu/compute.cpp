@@ -74,7 +74,6 @@ bool work_size_of(const tsr_tensor * node, size_t & out) noexcept {
         case TSR_OP_MUL_MAT: out = mul_mat_work_size(node); break;
         case TSR_OP_GET_ROWS: out = get_rows_work_size(node); break;
         case TSR_OP_SET_ROWS: out = set_rows_work_size(node); break;
-        case TSR_OP_ROPE: out = rope_work_size(node); break;
         case TSR_OP_SOFT_MAX: out = soft_max_work_size(node); break;
         case TSR_OP_CPY: out = cpy_work_size(node); break;
         case TSR_OP_FLASH_ATTN_EXT: out = flash_attn_ext_work_size(node); break;

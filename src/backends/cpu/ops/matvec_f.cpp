@@ -176,7 +176,7 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
     const bool in_place = b_in_place(d);
     const int64_t n_groups = (d.M + 3) / 4;
     const int64_t n_items = d.n_batch * n_groups;
-    work_queue queue(p, n_items, chunk_for_bytes(4 * esize<T>() * static_cast<size_t>(d.K)));
+    work_queue queue(p, n_items, chunk_for_bytes(4 * esize<T>() * static_cast<size_t>(d.K), n_items, p.nth));
     const size_t nb1 = d.a->nb[1];
     // Software prefetch: long rows k_prefetch bytes ahead within the row;
     // short rows that follow each other (weight matrices) the same place in
@@ -312,7 +312,7 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
     const bool in_place = b_in_place(d);
     const int64_t n_strips = (d.M + k_strip - 1) / k_strip;
     const int64_t n_items = d.n_batch * n_strips;
-    work_queue queue(p, n_items, chunk_for_bytes(k_strip * esize<T>() * static_cast<size_t>(d.K)));
+    work_queue queue(p, n_items, chunk_for_bytes(k_strip * esize<T>() * static_cast<size_t>(d.K), n_items, p.nth));
     int64_t batch = 0, m0 = 0;
     batch_view bv;
     bool new_batch = false;

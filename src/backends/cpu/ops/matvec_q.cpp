@@ -205,7 +205,7 @@ void run(const compute_params & p, const mm_dims & d) {
     const bool in_place = b_in_place(d);
     const int64_t n_groups = (d.M + 7) / 8;
     const int64_t n_items = d.n_batch * n_groups;
-    work_queue queue(p, n_items, chunk_for_bytes(8 * static_cast<size_t>(d.a->nb[1])));
+    work_queue queue(p, n_items, chunk_for_bytes(8 * static_cast<size_t>(d.a->nb[1]), n_items, p.nth));
     int64_t have_batch = -1;
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {

@@ -435,7 +435,7 @@ void run(const compute_params & p, const mm_dims & d) {
     const mm_grid g = make_mm_grid(d, p.nth, k_rows, k_pair * k_rows, k_c, cols_max);
     // GEMM items are compute-bound; mat-vec items stream their row groups.
     const size_t item_bytes = d.N >= k_gemm_min_n ? 0 : static_cast<size_t>(g.rows_per_item / k_rows) * group_bytes;
-    work_queue queue(p, g.n_items, chunk_for_bytes(item_bytes));
+    work_queue queue(p, g.n_items, chunk_for_bytes(item_bytes, g.n_items, p.nth));
     alignas(64) float otile[k_c * k_pair * k_rows];
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
     for (item_range items{}; queue.next(items);) {

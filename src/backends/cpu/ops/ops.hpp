@@ -33,7 +33,6 @@ bool compute_rms_norm(const compute_params & p, tsr_tensor * node);
 
 // ROPE (rope.cpp)
 bool rope_supported(const tsr_tensor * node);
-size_t rope_work_size(const tsr_tensor * node);
 bool compute_rope(const compute_params & p, tsr_tensor * node);
 
 // SOFT_MAX (soft_max.cpp)

@@ -9,6 +9,8 @@
 // Elements n_dims..head_dim-1 are copied.
 #include <cmath>
 #include <cstring>
+#include <new>
+#include <vector>
 
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
@@ -42,10 +44,50 @@ bool rope_supported(const tsr_tensor * node) {
     return mode == mode_normal || mode == mode_neox;
 }
 
-// cos and sin of theta_i for one token, n_dims/2 of each.
-size_t rope_work_size(const tsr_tensor * node) {
-    return align64(static_cast<size_t>(node->op_params[0]) * sizeof(float));
+namespace {
+
+// The last table of cos and sin this thread computed, with what it was
+// computed for: a decode graph ropes Q and K of every layer at the same
+// position, so each thread computes the table once per graph instead of
+// once per node (135M: 60 nodes a token).
+struct rope_table {
+    int32_t position = 0;
+    int64_t n_dims = -1;
+    double freq_base = 0, freq_scale = 0;
+    std::vector<float> cs; // cos_0 .. cos_{half-1}, sin_0 .. sin_{half-1}
+
+    bool matches(int32_t pos, int64_t nd, double base, double scale) const {
+        return n_dims == nd && position == pos && freq_base == base && freq_scale == scale;
+    }
+};
+
+// cos theta_i (i < n_dims / 2) followed by sin theta_i, theta_i as in the
+// header; nullptr when the table cannot be allocated.
+const float * rope_cos_sin(int32_t position, int64_t n_dims, double freq_base, double freq_scale) {
+    thread_local rope_table t;
+    if (!t.matches(position, n_dims, freq_base, freq_scale)) {
+        const int64_t half = n_dims / 2;
+        t.n_dims = -1; // invalid until filled
+        try {
+            t.cs.resize(static_cast<size_t>(n_dims));
+        } catch (const std::bad_alloc &) {
+            return nullptr;
+        }
+        for (int64_t i = 0; i < half; ++i) {
+            const double theta = position * freq_scale *
+                                 std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims));
+            t.cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(theta));
+            t.cs[static_cast<size_t>(half + i)] = static_cast<float>(std::sin(theta));
+        }
+        t.position = position;
+        t.n_dims = n_dims;
+        t.freq_base = freq_base;
+        t.freq_scale = freq_scale;
+    }
+    return t.cs.data();
 }
+
+} // namespace
 
 bool compute_rope(const compute_params & p, tsr_tensor * dst) {
     const tsr_tensor * x = dst->src[0];
@@ -57,8 +99,8 @@ bool compute_rope(const compute_params & p, tsr_tensor * dst) {
     const double freq_base = param_f32(dst, 2);
     const double freq_scale = param_f32(dst, 3);
 
-    auto * cos_t = static_cast<float *>(p.wdata);
-    float * sin_t = cos_t + half;
+    const float * cos_t = nullptr;
+    const float * sin_t = nullptr;
     int64_t cached_token = -1;
 
     const item_range rows = split_items(count_rows(dst), p.ith, p.nth);
@@ -68,12 +110,9 @@ bool compute_rope(const compute_params & p, tsr_tensor * dst) {
             int32_t position;
             std::memcpy(&position, static_cast<const char *>(pos->data) + static_cast<size_t>(ri.i2) * pos->nb[0],
                         sizeof position);
-            for (int64_t i = 0; i < half; ++i) {
-                const double theta = position * freq_scale *
-                                     std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims));
-                cos_t[i] = static_cast<float>(std::cos(theta));
-                sin_t[i] = static_cast<float>(std::sin(theta));
-            }
+            cos_t = rope_cos_sin(position, n_dims, freq_base, freq_scale);
+            if (cos_t == nullptr) return false;
+            sin_t = cos_t + half;
             cached_token = ri.i2;
         }
         const char * src = row_ptr(x, ri);
