@@ -83,10 +83,48 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
 
 namespace {
 
+// Bytes a thread may prefetch while it waits at one barrier (into L2).
+constexpr size_t k_wait_prefetch_bytes = size_t{256} << 10;
+// Smallest weight matrix worth prefetching for.
+constexpr size_t k_wait_prefetch_min = size_t{64} << 10;
+
+// A thread's prefetch cursor while it waits at a barrier.
+struct wait_prefetch {
+    const char * next = nullptr;
+    const char * end = nullptr;
+};
+
+// One step of prefetching (1 KiB into L2); false when done.
+bool prefetch_step(void * ctx) {
+    auto * w = static_cast<wait_prefetch *>(ctx);
+    const char * stop = std::min(w->end, w->next + 1024);
+    for (const char * p = w->next; p < stop; p += 64) __builtin_prefetch(p, 0, 2);
+    w->next = stop;
+    return w->next < w->end;
+}
+
+// The weights of the first MUL_MAT among the k nodes from i on, when they
+// are large enough to prefetch: src[0] if it is a leaf (weights, not an
+// activation computed by this graph), else nothing.
+const tsr_tensor * upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, size_t k) {
+    for (size_t j = i; j < nodes.size() && j < i + k; ++j) {
+        const tsr_tensor * n = nodes[j];
+        if (n->op != TSR_OP_MUL_MAT) continue;
+        const tsr_tensor * w = n->src[0];
+        if (w->op != TSR_OP_NONE || w->data == nullptr) return nullptr;
+        const byte_range r = range_of(w);
+        return r.hi - r.lo >= k_wait_prefetch_min && r.hi - r.lo < (size_t{1} << 40) ? w : nullptr;
+    }
+    return nullptr;
+}
+
 // State shared by the threads of one graph run.
 struct graph_run {
     std::vector<tsr_tensor *> nodes; // the nodes that compute something
     std::vector<char> sync;          // per node: wait at a barrier first
+    // Per node with a barrier: the weights a thread that arrives early
+    // prefetches (its own share, split as the kernels split rows), or null.
+    std::vector<const tsr_tensor *> prefetch;
     std::unique_ptr<work_slot[]> slots; // n_threads per node: compute_params::slots
     thread_pool * pool = nullptr;
     int n_threads = 1;
@@ -131,8 +169,18 @@ void walk_nodes(int ith, void * ctx) {
         if (run->sync[i] != 0) {
             // The abort callback runs on the calling thread (thread 0);
             // without one, decide() may run on any thread.
-            if (run->cb != nullptr) run->pool->sync(ith, decide, run);
-            else run->pool->sync_any(decide, run);
+            if (run->cb != nullptr) {
+                run->pool->sync(ith, decide, run);
+            } else {
+                wait_prefetch wp;
+                if (const tsr_tensor * w = run->prefetch[i]; w != nullptr) {
+                    const byte_range r = range_of(w);
+                    const size_t share = (r.hi - r.lo) / static_cast<size_t>(run->n_threads);
+                    wp.next = reinterpret_cast<const char *>(r.lo) + share * static_cast<size_t>(ith);
+                    wp.end = wp.next + std::min(share, k_wait_prefetch_bytes);
+                }
+                run->pool->sync_any(decide, run, wp.next != nullptr ? prefetch_step : nullptr, &wp);
+            }
             if (run->stop) break;
         }
         p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];
@@ -167,6 +215,12 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
         // With an abort callback every node keeps its barrier: the callback
         // is documented to run before each node, with all threads stopped.
         run.sync = cb != nullptr || run.n_threads == 1 ? std::vector<char>(run.nodes.size(), 1) : barriers_before(run.nodes);
+        run.prefetch.assign(run.nodes.size(), nullptr);
+        if (cb == nullptr && run.n_threads > 1) {
+            for (size_t i = 0; i < run.nodes.size(); ++i) {
+                if (run.sync[i] != 0) run.prefetch[i] = upcoming_weights(run.nodes, i, 4);
+            }
+        }
     } catch (const std::bad_alloc &) {
         return TSR_STATUS_ALLOC_FAILED;
     }

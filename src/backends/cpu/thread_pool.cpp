@@ -211,7 +211,8 @@ void thread_pool::sync(int ith, void (*on_all_arrived)(void * ctx), void * ctx) 
     release_.notify_all();
 }
 
-void thread_pool::sync_any(void (*on_all_arrived)(void * ctx), void * ctx) {
+void thread_pool::sync_any(void (*on_all_arrived)(void * ctx), void * ctx, bool (*while_waiting)(void * wctx),
+                           void * wctx) {
     const int n = run_threads_;
     if (n == 1) {
         if (on_all_arrived != nullptr) on_all_arrived(ctx);
@@ -227,9 +228,14 @@ void thread_pool::sync_any(void (*on_all_arrived)(void * ctx), void * ctx) {
         release_.notify_all();
         return;
     }
+    bool busy = while_waiting != nullptr;
     int step = 0;
     while (release_.load(std::memory_order_acquire) == g) {
-        if (!backoff(step, spin_barrier_)) release_.wait(g, std::memory_order_acquire);
+        if (busy) {
+            busy = while_waiting(wctx);
+        } else if (!backoff(step, spin_barrier_)) {
+            release_.wait(g, std::memory_order_acquire);
+        }
     }
 }
 

@@ -70,8 +70,13 @@ public:
     // last, which then releases the others at once: one cache-line hand-off
     // less when a worker arrives last (bench_ops BM_barrier, two threads on
     // Zen 5: 498 ns per barrier with sync, 297 ns with sync_any). For
-    // callbacks that may run on any thread.
-    void sync_any(void (*on_all_arrived)(void * ctx), void * ctx);
+    // callbacks that may run on any thread. While a thread waits, it calls
+    // while_waiting(wctx) (if not null) between checks of the barrier until
+    // that returns false: useful work for a thread that arrived early (the
+    // graph walk prefetches the next product's weights). It must be short:
+    // the release is only noticed between calls.
+    void sync_any(void (*on_all_arrived)(void * ctx), void * ctx, bool (*while_waiting)(void * wctx) = nullptr,
+                  void * wctx = nullptr);
 
     // Thread ith's scratch during a run: 64-byte aligned, scratch_size(ith)
     // >= the run's scratch_bytes; kept and reused across runs.

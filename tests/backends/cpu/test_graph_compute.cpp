@@ -472,6 +472,46 @@ TEST(ThreadPool, SyncAnyRunsTheCallbackOnceWithEveryThreadArrived) {
     }
 }
 
+TEST(ThreadPool, SyncAnyGivesAnEarlyThreadWorkUntilItSaysDone) {
+    // Thread 1 arrives first; thread 0 arrives only after thread 1's
+    // while_waiting has run three times (no timing involved). while_waiting
+    // says "done" on its fifth call, so it runs 3 to 5 times, never again
+    // after that, and only on the thread that waited.
+    thread_pool pool(2);
+    struct ctx_t {
+        thread_pool * pool;
+        std::atomic<int> calls{0};
+        std::atomic<int> calls_after_done{0};
+        std::atomic<int> wrong_thread{0};
+        std::atomic<bool> done{false};
+        int waiter = -1;
+    } c{&pool};
+    struct wctx_t {
+        ctx_t * c;
+        int ith;
+    };
+    pool.run(2, 0, [](int ith, void * p) {
+        auto * c = static_cast<ctx_t *>(p);
+        wctx_t w{c, ith};
+        const auto hook = [](void * q) {
+            auto * w = static_cast<wctx_t *>(q);
+            if (w->ith != 1) w->c->wrong_thread.fetch_add(1);
+            if (w->c->done.load()) w->c->calls_after_done.fetch_add(1);
+            const int n = w->c->calls.fetch_add(1) + 1;
+            if (n == 5) w->c->done.store(true);
+            return n < 5;
+        };
+        if (ith == 0) {
+            while (c->calls.load() < 3) std::this_thread::yield();
+        }
+        c->pool->sync_any(nullptr, nullptr, hook, &w);
+    }, &c);
+    EXPECT_GE(c.calls.load(), 3);
+    EXPECT_LE(c.calls.load(), 5);
+    EXPECT_EQ(c.calls_after_done.load(), 0);
+    EXPECT_EQ(c.wrong_thread.load(), 0);
+}
+
 TEST(ThreadPool, RejectsBadThreadCounts) {
     EXPECT_THROW(thread_pool(0), tessera::error);
     EXPECT_THROW(thread_pool(thread_pool::max_threads + 1), tessera::error);
