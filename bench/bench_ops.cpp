@@ -161,8 +161,10 @@ void BM_mul_mat(benchmark::State & state) {
     mul_mat_bench(state, static_cast<type>(state.range(0)), 4096, 4096, state.range(1), static_cast<int>(state.range(2)));
 }
 
-// Args: weight type, K, M, N, threads: the shapes of a real model (the
-// 135M preset: n_embd 576, n_ff 1536), where rows are short.
+// Args: weight type, K, M, N, threads: the shapes of real models (the
+// 135M preset: n_embd 576, n_ff 1536, where rows are short; the 1B
+// preset's attention products in a 512-token prompt, where 2048 or 256
+// rows make few GEMM row blocks to share between threads).
 void BM_mul_mat_shape(benchmark::State & state) {
     mul_mat_bench(state, static_cast<type>(state.range(0)), state.range(1), state.range(2), state.range(3),
                   static_cast<int>(state.range(4)));
@@ -184,6 +186,7 @@ BENCHMARK(BM_mul_mat_shape)
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1})
     ->Args({TSR_TYPE_Q8_0, 576, 1536, 1, 1})->Args({TSR_TYPE_F16, 576, 1536, 1, 1})
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1})->Args({TSR_TYPE_F16, 576, 1536, 64, 1})
+    ->Args({TSR_TYPE_F16, 2048, 2048, 512, 2})->Args({TSR_TYPE_F16, 2048, 256, 512, 2})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 // N = 512 takes seconds per op on a few cores: two iterations.
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args_prompt)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);

@@ -125,13 +125,17 @@ bool gemm_q(const compute_params & p, const mm_dims & d);
 // fastest, cut into contiguous per-thread ranges. Only the amount of work
 // per item depends on the sizes chosen here, never the arithmetic.
 struct mm_grid {
-    int64_t rows_per_item;  // multiple of the caller's row granule
+    int64_t rows_per_item;  // most rows of an item, a multiple of the caller's row granule
     int64_t cols_per_item;  // multiple of the caller's column granule
     int64_t n_rblocks, n_cblocks, n_items;
+    int64_t row_granule, row_granules; // rows = row_granules granules (the last may be short)
 };
 
 // rows_max / cols_max: the preferred item size; the items are made smaller
-// (down to the granules) when there would be fewer than 4 per thread.
+// (down to the granules) when there would be fewer than 4 per thread, and
+// the row blocks are evened out (sizes differ by one granule at most) and,
+// where nth more blocks at most do it, counted so that nth divides the
+// number of items.
 mm_grid make_mm_grid(const mm_dims & d, int nth, int64_t row_granule, int64_t rows_max, int64_t col_granule,
                      int64_t cols_max);
 
@@ -148,8 +152,11 @@ inline mm_item item_of(const mm_grid & g, const mm_dims & d, int64_t it) {
     r.bc = it / g.n_rblocks; // batch * n_cblocks + column block
     const int64_t cb = r.bc % g.n_cblocks;
     r.batch = r.bc / g.n_cblocks;
-    r.m0 = rb * g.rows_per_item;
-    r.m1 = std::min(d.M, r.m0 + g.rows_per_item);
+    // Row block rb: granules [rb q + min(rb, e), ...), the first e blocks
+    // one granule longer (q = row_granules / n_rblocks, e the remainder).
+    const int64_t q = g.row_granules / g.n_rblocks, e = g.row_granules % g.n_rblocks;
+    r.m0 = (rb * q + std::min(rb, e)) * g.row_granule;
+    r.m1 = std::min(d.M, r.m0 + (q + (rb < e ? 1 : 0)) * g.row_granule);
     r.n0 = cb * g.cols_per_item;
     r.n1 = std::min(d.N, r.n0 + g.cols_per_item);
     return r;
