@@ -105,8 +105,12 @@ bool supports_op(const tsr_tensor * node) {
 
 size_t node_work_size(const tsr_tensor * node) {
     size_t bytes = 0;
-    if (!supports_op(node) || !work_size_of(node, bytes)) return 0;
-    return bytes;
+    return checked_work_size(node, bytes) ? bytes : 0;
+}
+
+bool checked_work_size(const tsr_tensor * node, size_t & bytes) {
+    bytes = 0;
+    return supports_op(node) && work_size_of(node, bytes);
 }
 
 bool compute_forward(const compute_params & p, tsr_tensor * node) {
@@ -118,6 +122,10 @@ bool compute_forward(const compute_params & p, tsr_tensor * node) {
     }
     size_t need = 0;
     if (!work_size_of(node, need) || p.wsize < need || (need > 0 && p.wdata == nullptr)) return false;
+    return compute_checked_node(p, node);
+}
+
+bool compute_checked_node(const compute_params & p, tsr_tensor * node) {
     try {
         switch (node->op) {
         case TSR_OP_ADD: return compute_add(p, node);

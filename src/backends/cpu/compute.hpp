@@ -44,6 +44,10 @@ bool supports_op(const tsr_tensor * node);
 // supports_op rejects). Independent of the number of threads.
 size_t node_work_size(const tsr_tensor * node);
 
+// The same, but false (instead of 0) when supports_op rejects the node or
+// its scratch size cannot be computed.
+bool checked_work_size(const tsr_tensor * node, size_t & bytes);
+
 // Computes this thread's share of `node` (row range ith of nth). All nth
 // threads call it for the same node; the caller puts a barrier between nodes.
 // Returns false on a data error found while computing (e.g. an index out of
@@ -53,5 +57,11 @@ size_t node_work_size(const tsr_tensor * node);
 // changes the result: every output element is computed by the same
 // arithmetic in the same order for any nth (bit-identical results).
 bool compute_forward(const compute_params & p, tsr_tensor * node);
+
+// compute_forward without its checks, for a node that has passed them
+// already (graph_compute checks every node once, before the threads start,
+// instead of once per thread): supports_op, data of the node and its
+// sources set, p.wsize >= node_work_size(node), not a no-op.
+bool compute_checked_node(const compute_params & p, tsr_tensor * node);
 
 } // namespace tessera::cpu

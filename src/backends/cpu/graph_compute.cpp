@@ -16,9 +16,10 @@ namespace tessera::cpu {
 
 namespace {
 
-// True when `node` can be handed to compute_forward.
-bool node_ready(const tsr_tensor * node) {
-    if (!supports_op(node) || node->data == nullptr) return false;
+// True when `node` and its sources have data (supports_op is checked by
+// checked_work_size).
+bool has_data(const tsr_tensor * node) {
+    if (node->data == nullptr) return false;
     for (const tsr_tensor * s : node->src) {
         if (s != nullptr && s->data == nullptr) return false;
     }
@@ -184,7 +185,7 @@ void walk_nodes(int ith, void * ctx) {
             if (run->stop) break;
         }
         p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];
-        if (!compute_forward(p, run->nodes[i])) run->failed.store(true, std::memory_order_relaxed);
+        if (!compute_checked_node(p, run->nodes[i])) run->failed.store(true, std::memory_order_relaxed);
     }
 }
 
@@ -199,8 +200,10 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
             tsr_tensor * node = g.nodes[i];
             if (node == nullptr) return TSR_STATUS_FAILED;
             if (op_is_noop(node->op)) continue;
-            if (!node_ready(node)) return TSR_STATUS_FAILED;
-            work = std::max(work, node_work_size(node));
+            size_t node_work = 0;
+            // Checked here once: the threads then call compute_checked_node.
+            if (!checked_work_size(node, node_work) || !has_data(node)) return TSR_STATUS_FAILED;
+            work = std::max(work, node_work);
             run.nodes.push_back(node);
         }
     } catch (const std::bad_alloc &) {
