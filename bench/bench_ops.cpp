@@ -120,6 +120,28 @@ BENCHMARK(bench::BM_fma_peak)->Args({256, 1})->Args({256, 2})->Args({512, 1})->A
 BENCHMARK(bench::BM_int8_peak)->Args({256, 1})->Args({256, 2})->Args({512, 1})->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(bench::BM_read_bw)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 
+// Runs the products `outs` (copies of a K x M weight matrix of wbytes
+// bytes, each times N columns) and sets the counters: FLOP/s, weight_B/s
+// and the fractions of this run's limits (of_fma_peak, of_int8_peak for
+// quantized weights, of_read_bw for N = 1).
+void run_mul_mat(benchmark::State & state, const std::vector<tensor *> & outs, type wtype, int64_t K, int64_t M,
+                 int64_t N, size_t wbytes, int64_t copies, int n_threads) {
+    const double seconds = run_graph(state, outs, n_threads);
+    if (seconds <= 0.0) return;
+    const double per_iter = static_cast<double>(copies) * static_cast<double>(state.iterations()) / seconds;
+    const double flops = 2.0 * static_cast<double>(M * N * K) * per_iter;
+    const double wrate = static_cast<double>(wbytes) * per_iter;
+    if (const double peak = limit_for(fma_peak(), n_threads); peak > 0) state.counters["of_fma_peak"] = flops / peak;
+    if (wtype == TSR_TYPE_Q8_0 || wtype == TSR_TYPE_Q4_0) {
+        if (const double peak = limit_for(int8_peak(), n_threads); peak > 0) state.counters["of_int8_peak"] = flops / peak;
+    }
+    if (N == 1) {
+        if (const double bw = limit_for(bench::limits().read_bw, n_threads); bw > 0) state.counters["of_read_bw"] = wrate / bw;
+    }
+    state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+    state.counters["weight_B/s"] = benchmark::Counter(wrate, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+}
+
 // Weights [K, M] of one type times [K, N]; for N = 1 the graph multiplies
 // by enough copies of the weights (at least 256 MiB together) that they
 // stream from memory, not from the last-level cache.
@@ -140,20 +162,7 @@ void mul_mat_bench(benchmark::State & state, type wtype, int64_t K, int64_t M, i
     }
     state.SetLabel(std::string(type_name(wtype)) + " " + std::to_string(K) + "x" + std::to_string(M) + " x N=" + std::to_string(N) +
                    (copies > 1 ? " (" + std::to_string(copies) + " weight copies)" : ""));
-    const double seconds = run_graph(state, outs, n_threads);
-    if (seconds <= 0.0) return;
-    const double per_iter = static_cast<double>(copies) * static_cast<double>(state.iterations()) / seconds;
-    const double flops = 2.0 * static_cast<double>(M * N * K) * per_iter;
-    const double wrate = static_cast<double>(wbytes) * per_iter;
-    if (const double peak = limit_for(fma_peak(), n_threads); peak > 0) state.counters["of_fma_peak"] = flops / peak;
-    if (wtype == TSR_TYPE_Q8_0 || wtype == TSR_TYPE_Q4_0) {
-        if (const double peak = limit_for(int8_peak(), n_threads); peak > 0) state.counters["of_int8_peak"] = flops / peak;
-    }
-    if (N == 1) {
-        if (const double bw = limit_for(bench::limits().read_bw, n_threads); bw > 0) state.counters["of_read_bw"] = wrate / bw;
-    }
-    state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
-    state.counters["weight_B/s"] = benchmark::Counter(wrate, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+    run_mul_mat(state, outs, wtype, K, M, N, wbytes, copies, n_threads);
 }
 
 // Args: weight type, N, threads (weights 4096 x 4096).
@@ -208,7 +217,7 @@ struct repack_buffer_stub {
 //      kernel's compute rate;
 //   2  as 0 but chained (each product's input is the previous output; K =
 //      M), so a barrier separates every two, as between a model's layers.
-// Counters as BM_mul_mat's.
+// Counters as BM_mul_mat's (run_mul_mat).
 void BM_mul_mat_repack(benchmark::State & state) {
     const auto wtype = static_cast<type>(state.range(0));
     const int64_t K = state.range(1), M = state.range(2), N = state.range(3);
@@ -239,17 +248,7 @@ void BM_mul_mat_repack(benchmark::State & state) {
     }
     state.SetLabel(std::string(type_name(wtype)) + " repacked " + std::to_string(K) + "x" + std::to_string(M) + " x N=" + std::to_string(N) +
                    (resident ? " (cache-resident)" : copies > 1 ? " (" + std::to_string(copies) + (mode == 2 ? " chained" : "") + " weight copies)" : ""));
-    const double seconds = run_graph(state, outs, n_threads);
-    if (seconds <= 0.0) return;
-    const double per_iter = static_cast<double>(copies) * static_cast<double>(state.iterations()) / seconds;
-    const double flops = 2.0 * static_cast<double>(M * N * K) * per_iter;
-    const double wrate = static_cast<double>(wbytes) * per_iter;
-    if (const double peak = limit_for(int8_peak(), n_threads); peak > 0) state.counters["of_int8_peak"] = flops / peak;
-    if (N == 1) {
-        if (const double bw = limit_for(bench::limits().read_bw, n_threads); bw > 0) state.counters["of_read_bw"] = wrate / bw;
-    }
-    state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
-    state.counters["weight_B/s"] = benchmark::Counter(wrate, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+    run_mul_mat(state, outs, wtype, K, M, N, wbytes, copies, n_threads);
 }
 
 // The 1B preset's shapes (n_embd 2048, n_ff 5632): one token streaming the
