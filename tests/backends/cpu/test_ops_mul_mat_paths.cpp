@@ -18,10 +18,15 @@
 // quantization error bound of test_ops_mul_mat.cpp plus 1e-5 relative.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
+#include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/mul_mat_check.hpp"
 #include "backends/cpu/ref_util.hpp"
@@ -235,6 +240,60 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
         int32_t sum_tiled;
         std::memcpy(&sum_tiled, tiled.data() + b * 100 + 36, 4);
         EXPECT_EQ(sum_tiled, sum * 128) << "block " << b;
+    }
+}
+
+// The work grid of the MUL_MAT kernels: every dst element in exactly one
+// item, row blocks within one granule of each other, and as many items per
+// thread where at most nth extra row blocks allow it (1B's 2048-row F16
+// products used to get 7 blocks of 288 rows and one of 32).
+TEST(MulMatGrid, ItemsCoverEveryElementOnceInEvenBlocks) {
+    struct shape {
+        int64_t M, N, n_batch, granule, rows_max, col_granule, cols_max;
+        int nth;
+    };
+    const shape shapes[] = {
+        {2048, 512, 1, 48, 288, 8, 1 << 20, 2}, {4096, 512, 1, 48, 288, 8, 1 << 20, 2},
+        {256, 512, 1, 48, 288, 8, 1 << 20, 2},  {2048, 1, 1, 8, 16, 8, 256, 2},
+        {5632, 70, 3, 16, 16, 8, 256, 3},       {100, 7, 1, 8, 64, 4, 32, 4},
+        {7, 3, 2, 8, 16, 4, 8, 8},              {0, 4, 1, 8, 16, 4, 8, 2},
+    };
+    for (const shape & sh : shapes) {
+        SCOPED_TRACE("M=" + std::to_string(sh.M) + " N=" + std::to_string(sh.N) + " nth=" + std::to_string(sh.nth));
+        mm_dims d{};
+        d.M = sh.M;
+        d.N = sh.N;
+        d.n_batch = sh.n_batch;
+        const mm_grid g = make_mm_grid(d, sh.nth, sh.granule, sh.rows_max, sh.col_granule, sh.cols_max);
+        ASSERT_EQ(g.n_items, sh.n_batch * g.n_rblocks * g.n_cblocks);
+        std::vector<int> hits(static_cast<size_t>(sh.n_batch * sh.M * sh.N), 0);
+        int64_t shortest = INT64_MAX, longest = 0;
+        for (int64_t it = 0; it < g.n_items; ++it) {
+            const mm_item item = item_of(g, d, it);
+            ASSERT_EQ(item.m0 % sh.granule, 0);
+            ASSERT_LE(item.m1 - item.m0, g.rows_per_item);
+            if (item.m1 < sh.M) { // all but the last block: whole granules
+                shortest = std::min(shortest, item.m1 - item.m0);
+                longest = std::max(longest, item.m1 - item.m0);
+            }
+            for (int64_t n = item.n0; n < item.n1; ++n) {
+                for (int64_t m = item.m0; m < item.m1; ++m) ++hits[static_cast<size_t>((item.batch * sh.N + n) * sh.M + m)];
+            }
+        }
+        for (int h : hits) ASSERT_EQ(h, 1);
+        if (longest > 0) EXPECT_LE(longest - shortest, sh.granule);
+    }
+    // 2048 rows in granules of 48 on 2 threads: 8 blocks, 4 per thread, of
+    // 5 or 6 granules (before: 7 of 288 rows and one of 32).
+    mm_dims d{};
+    d.M = 2048;
+    d.N = 512;
+    d.n_batch = 1;
+    const mm_grid g = make_mm_grid(d, 2, 48, 288, 8, 1 << 20);
+    EXPECT_EQ(g.n_items % 2, 0);
+    for (int64_t it = 0; it < g.n_items; ++it) {
+        const mm_item item = item_of(g, d, it);
+        EXPECT_GE(item.m1 - item.m0, 5 * 48 - 16) << it; // the last block ends at row 2048, 16 short of a granule
     }
 }
 

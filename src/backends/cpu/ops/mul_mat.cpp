@@ -96,6 +96,8 @@ mm_grid make_mm_grid(const mm_dims & d, int nth, int64_t row_granule, int64_t ro
     auto ceil_div = [](int64_t v, int64_t g) { return (v + g - 1) / g; };
     const int64_t want = 4 * static_cast<int64_t>(std::max(nth, 1));
     mm_grid g{};
+    if (d.M <= 0 || d.N <= 0 || d.n_batch <= 0) return g; // nothing to compute: no items
+
     g.rows_per_item = std::min(round_up(rows_max, row_granule), round_up(d.M, row_granule));
     g.cols_per_item = std::min(round_up(cols_max, col_granule), round_up(d.N, col_granule));
     // Fewer items than wanted: shrink the row blocks first, then the column blocks.

@@ -17,12 +17,13 @@
 namespace tessera::cpu {
 
 // Items per chunk for n_items items that each stream item_bytes bytes of
-// weights, split between nth threads: at least k_min_chunk_bytes (each
-// chunk costs an atomic on the owner's share), but no more than an eighth
-// of a thread's share, so that a small matrix still leaves chunks to
-// steal (135M Q4_0 token generation, 2 threads: a 576 x 576 matrix is 187
-// KiB, three 64 KiB chunks). item_bytes == 0 (compute-bound items, e.g.
-// GEMM blocks): one item a chunk.
+// weights, split between nth threads: enough items for k_min_chunk_bytes
+// (each chunk costs an atomic on the owner's share), unless that is more
+// than an eighth of a thread's share (then the eighth, at least one item),
+// so that a small matrix still leaves chunks to steal (135M Q4_0 token
+// generation, 2 threads: a 576 x 576 matrix is 187 KiB, three 64 KiB
+// chunks). item_bytes == 0 (compute-bound items, e.g. GEMM blocks): one
+// item a chunk.
 constexpr size_t k_min_chunk_bytes = size_t{64} << 10;
 inline int64_t chunk_for_bytes(size_t item_bytes, int64_t n_items, int nth) {
     if (item_bytes == 0) return 1;
