@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "backends/cpu/ref_util.hpp"
 
@@ -74,6 +76,68 @@ INSTANTIATE_TEST_SUITE_P(Modes, Rope,
                                            rope_case{8, 8, ROPE_NEOX, 10000.0f, 1.0f, true},
                                            rope_case{64, 48, ROPE_NEOX, 1000000.0f, 0.5f, false},
                                            rope_case{31, 2, ROPE_NEOX, 10000.0f, 1.0f, true}));
+
+// Each thread keeps its last cos/sin table between nodes (rope.cpp): nodes
+// of one graph that differ in one parameter each (position, n_dims, base,
+// scale, -0 against +0, and n_dims 0, which the builder refuses but a
+// hand-made node may carry: a plain copy) must each get their own.
+TEST(Rope, TableIsRecomputedWhenAnyParameterChanges) {
+    struct params {
+        int n_dims;
+        float base, scale;
+        int32_t position;
+    };
+    const params ps[] = {{8, 10000.0f, 1.0f, 7}, {8, 10000.0f, 1.0f, 8}, {6, 10000.0f, 1.0f, 8},
+                         {6, 500.0f, 1.0f, 8},   {6, 500.0f, 0.5f, 8},   {6, 500.0f, 0.0f, 8},
+                         {6, 500.0f, -0.0f, 8},  {2, 500.0f, 0.5f, 8},   {2, 500.0f, 0.5f, 8}};
+    const int64_t head_dim = 8, n_head = 2;
+    context ctx(data_ctx());
+    std::mt19937 rng(11);
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {head_dim, n_head, 1});
+    fill_uniform(x, rng, -2.0f, 2.0f);
+    graph g;
+    std::vector<tsr_tensor *> outs;
+    for (const params & p : ps) {
+        tsr_tensor * pos = ctx.new_tensor(TSR_TYPE_I32, {1});
+        set_i32(pos, p.position, 0);
+        outs.push_back(rope(ctx, x, pos, p.n_dims, ROPE_NORMAL, p.base, p.scale));
+        g.build_forward(outs.back());
+    }
+    // A hand-made n_dims 0 node: the last one, its op_params edited.
+    outs.back()->op_params[0] = 0;
+    {
+        // Alone, on a thread that has no table yet.
+        graph alone;
+        alone.build_forward(outs.back());
+        tsr_status st = TSR_STATUS_FAILED;
+        std::thread([&] { st = graph_compute(alone.view(), 1); }).join();
+        ASSERT_EQ(st, TSR_STATUS_SUCCESS);
+        for (int64_t i = 0; i < nelements(x); ++i) {
+            ASSERT_EQ(static_cast<const float *>(outs.back()->data)[i], static_cast<const float *>(x->data)[i]) << i;
+        }
+    }
+    for (int nth : thread_counts()) {
+        const tsr_graph_view v = g.view();
+        ASSERT_EQ(graph_compute(v, nth), TSR_STATUS_SUCCESS);
+        for (size_t k = 0; k < outs.size(); ++k) {
+            const int n_dims = static_cast<int>(outs[k]->op_params[0]);
+            for (int64_t h = 0; h < n_head; ++h) {
+                for (int64_t i = 0; i < head_dim; ++i) {
+                    double want = get(x, i, h, 0);
+                    if (i < n_dims) {
+                        const int64_t pair = i / 2;
+                        const double theta = ps[k].position * static_cast<double>(ps[k].scale) *
+                                             std::pow(static_cast<double>(ps[k].base), -2.0 * pair / n_dims);
+                        const double x0 = get(x, 2 * pair, h, 0), x1 = get(x, 2 * pair + 1, h, 0);
+                        want = i % 2 == 0 ? x0 * std::cos(theta) - x1 * std::sin(theta) : x0 * std::sin(theta) + x1 * std::cos(theta);
+                    }
+                    const double got = get(outs[k], i, h, 0);
+                    ASSERT_NEAR(got, want, i < n_dims ? 2e-6 : 0.0) << "node " << k << " i=" << i << " head " << h;
+                }
+            }
+        }
+    }
+}
 
 // Reference: softmax(scale * a + mask) in double; rows of all -inf give 0.
 // The kernel exponentiates in F32 after subtracting the max, sums in double:

@@ -56,8 +56,11 @@ struct rope_table {
     double freq_base = 0, freq_scale = 0;
     std::vector<float> cs; // cos_0 .. cos_{half-1}, sin_0 .. sin_{half-1}
 
+    // Parameters compared bit for bit (+0 and -0 give tables that differ
+    // in the sign of sin 0).
     bool matches(int32_t pos, int64_t nd, double base, double scale) const {
-        return n_dims == nd && position == pos && freq_base == base && freq_scale == scale;
+        return n_dims == nd && position == pos && std::memcmp(&freq_base, &base, sizeof base) == 0 &&
+               std::memcmp(&freq_scale, &scale, sizeof scale) == 0;
     }
 };
 
@@ -106,7 +109,7 @@ bool compute_rope(const compute_params & p, tsr_tensor * dst) {
     const item_range rows = split_items(count_rows(dst), p.ith, p.nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
         const row_index ri = unravel_row(dst, r);
-        if (ri.i2 != cached_token) {
+        if (half > 0 && ri.i2 != cached_token) { // n_dims 0: nothing rotates, no table // n_dims 0: nothing rotates, no table
             int32_t position;
             std::memcpy(&position, static_cast<const char *>(pos->data) + static_cast<size_t>(ri.i2) * pos->nb[0],
                         sizeof position);
