@@ -104,28 +104,29 @@ bool prefetch_step(void * ctx) {
     return w->next < w->end;
 }
 
-// The weights of the first MUL_MAT among the k nodes from i on, when they
-// are large enough to prefetch: src[0] if it is a leaf (weights, not an
-// activation computed by this graph), else nothing.
-const tsr_tensor * upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, size_t k) {
+// The bytes of the weights of the first MUL_MAT among the k nodes from i
+// on, when they are large enough to prefetch: src[0] if it is a leaf
+// (weights, not an activation computed by this graph); else empty.
+byte_range upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, size_t k) {
     for (size_t j = i; j < nodes.size() && j < i + k; ++j) {
         const tsr_tensor * n = nodes[j];
         if (n->op != TSR_OP_MUL_MAT) continue;
         const tsr_tensor * w = n->src[0];
-        if (w->op != TSR_OP_NONE || w->data == nullptr) return nullptr;
+        if (w->op != TSR_OP_NONE || w->data == nullptr) return {};
         const byte_range r = range_of(w);
-        return r.hi - r.lo >= k_wait_prefetch_min && r.hi - r.lo < (size_t{1} << 40) ? w : nullptr;
+        return r.hi - r.lo >= k_wait_prefetch_min && r.hi - r.lo < (size_t{1} << 40) ? r : byte_range{};
     }
-    return nullptr;
+    return {};
 }
 
 // State shared by the threads of one graph run.
 struct graph_run {
     std::vector<tsr_tensor *> nodes; // the nodes that compute something
     std::vector<char> sync;          // per node: wait at a barrier first
-    // Per node with a barrier: the weights a thread that arrives early
-    // prefetches (its own share, split as the kernels split rows), or null.
-    std::vector<const tsr_tensor *> prefetch;
+    // Per node with a barrier: the bytes of the weights a thread that
+    // arrives early prefetches (its own share, split as the kernels split
+    // rows), or an empty range.
+    std::vector<byte_range> prefetch;
     std::unique_ptr<work_slot[]> slots; // n_threads per node: compute_params::slots
     thread_pool * pool = nullptr;
     int n_threads = 1;
@@ -174,8 +175,7 @@ void walk_nodes(int ith, void * ctx) {
                 run->pool->sync(ith, decide, run);
             } else {
                 wait_prefetch wp;
-                if (const tsr_tensor * w = run->prefetch[i]; w != nullptr) {
-                    const byte_range r = range_of(w);
+                if (const byte_range & r = run->prefetch[i]; r.hi > r.lo) {
                     const size_t share = (r.hi - r.lo) / static_cast<size_t>(run->n_threads);
                     wp.next = reinterpret_cast<const char *>(r.lo) + share * static_cast<size_t>(ith);
                     wp.end = wp.next + std::min(share, k_wait_prefetch_bytes);
@@ -218,7 +218,7 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
         // With an abort callback every node keeps its barrier: the callback
         // is documented to run before each node, with all threads stopped.
         run.sync = cb != nullptr || run.n_threads == 1 ? std::vector<char>(run.nodes.size(), 1) : barriers_before(run.nodes);
-        run.prefetch.assign(run.nodes.size(), nullptr);
+        run.prefetch.assign(run.nodes.size(), byte_range{});
         if (cb == nullptr && run.n_threads > 1) {
             for (size_t i = 0; i < run.nodes.size(); ++i) {
                 if (run.sync[i] != 0) run.prefetch[i] = upcoming_weights(run.nodes, i, 4);
