@@ -66,21 +66,26 @@ bool supports_op_checked(const tsr_tensor * node) {
     }
 }
 
-// Scratch bytes of a supported node; false if they cannot be computed
+// Scratch sizes of a supported node; false if they cannot be computed
 // (nothing here is expected to throw once supports_op holds).
-bool work_size_of(const tsr_tensor * node, size_t & out) noexcept {
+bool scratch_of(const tsr_tensor * node, node_scratch & out) noexcept {
+    out = node_scratch{};
     try {
         switch (node->op) {
-        case TSR_OP_MUL_MAT: out = mul_mat_work_size(node); break;
-        case TSR_OP_GET_ROWS: out = get_rows_work_size(node); break;
-        case TSR_OP_SET_ROWS: out = set_rows_work_size(node); break;
-        case TSR_OP_SOFT_MAX: out = soft_max_work_size(node); break;
-        case TSR_OP_CPY: out = cpy_work_size(node); break;
-        case TSR_OP_FLASH_ATTN_EXT: out = flash_attn_ext_work_size(node); break;
-        default: out = 0; break;
+        case TSR_OP_MUL_MAT:
+            out.per_thread = mul_mat_work_size(node);
+            out.shared = mul_mat_shared_size(node);
+            break;
+        case TSR_OP_GET_ROWS: out.per_thread = get_rows_work_size(node); break;
+        case TSR_OP_SET_ROWS: out.per_thread = set_rows_work_size(node); break;
+        case TSR_OP_SOFT_MAX: out.per_thread = soft_max_work_size(node); break;
+        case TSR_OP_CPY: out.per_thread = cpy_work_size(node); break;
+        case TSR_OP_FLASH_ATTN_EXT: out.per_thread = flash_attn_ext_work_size(node); break;
+        default: break;
         }
         return true;
     } catch (...) {
+        out = node_scratch{};
         return false;
     }
 }
@@ -104,24 +109,26 @@ bool supports_op(const tsr_tensor * node) {
 }
 
 size_t node_work_size(const tsr_tensor * node) {
-    size_t bytes = 0;
-    return checked_work_size(node, bytes) ? bytes : 0;
+    node_scratch s;
+    return checked_scratch(node, s) ? s.per_thread : 0;
 }
 
-bool checked_work_size(const tsr_tensor * node, size_t & bytes) {
-    bytes = 0;
-    return supports_op(node) && work_size_of(node, bytes);
+bool checked_scratch(const tsr_tensor * node, node_scratch & s) {
+    s = node_scratch{};
+    return supports_op(node) && scratch_of(node, s);
 }
 
 bool compute_forward(const compute_params & p, tsr_tensor * node) {
     if (node == nullptr || p.nth < 1 || p.ith < 0 || p.ith >= p.nth) return false;
-    if (op_is_noop(node->op)) return true;
+    if (op_is_noop(node->op)) return !p.prepare;
     if (!supports_op(node) || node->data == nullptr) return false;
     for (int i = 0; i < TSR_MAX_SRC; ++i) {
         if (node->src[i] != nullptr && node->src[i]->data == nullptr) return false;
     }
-    size_t need = 0;
-    if (!work_size_of(node, need) || p.wsize < need || (need > 0 && p.wdata == nullptr)) return false;
+    node_scratch need;
+    if (!scratch_of(node, need) || p.wsize < need.per_thread || (need.per_thread > 0 && p.wdata == nullptr)) return false;
+    if (p.shared_size < need.shared || (need.shared > 0 && p.shared == nullptr)) return false;
+    if (p.prepare && need.shared == 0) return false;
     return compute_checked_node(p, node);
 }
 

@@ -28,6 +28,23 @@ struct compute_params {
     // makes at most one work_queue per node). Null: each thread computes a
     // fixed share.
     work_slot * slots = nullptr;
+    // Scratch shared by the node's threads (shared_size bytes, 64-byte
+    // aligned), for a node with node_scratch::shared > 0. Such a node is
+    // computed in two calls per thread: first with prepare true (each
+    // thread fills its part of the shared scratch, e.g. packed activations),
+    // then, after a barrier, with prepare false (every thread reads all of
+    // it). Other nodes are called once, with prepare false.
+    void * shared = nullptr;
+    size_t shared_size = 0;
+    bool prepare = false;
+};
+
+// Scratch bytes a node needs: per_thread for each thread (compute_params::
+// wdata), shared once for all of them (compute_params::shared; 0 for a
+// node computed in one call). Both independent of the number of threads.
+struct node_scratch {
+    size_t per_thread = 0;
+    size_t shared = 0;
 };
 
 // True for ops that compute nothing: NONE (leafs) and the views VIEW,
@@ -44,15 +61,18 @@ bool supports_op(const tsr_tensor * node);
 // supports_op rejects). Independent of the number of threads.
 size_t node_work_size(const tsr_tensor * node);
 
-// The same, but false (instead of 0) when supports_op rejects the node or
-// its scratch size cannot be computed.
-bool checked_work_size(const tsr_tensor * node, size_t & bytes);
+// Both scratch sizes of `node`; false (sizes 0) when supports_op rejects
+// the node or its scratch sizes cannot be computed.
+bool checked_scratch(const tsr_tensor * node, node_scratch & s);
 
 // Computes this thread's share of `node` (row range ith of nth). All nth
-// threads call it for the same node; the caller puts a barrier between nodes.
-// Returns false on a data error found while computing (e.g. an index out of
-// range in GET_ROWS/SET_ROWS), for an unsupported node, a null data pointer
-// (node or source) or scratch smaller than node_work_size; the graph compute
+// threads call it for the same node (twice, prepare true then false, for a
+// node with shared scratch: see compute_params); the caller puts a barrier
+// between calls. Returns false on a data error found while computing (e.g.
+// an index out of range in GET_ROWS/SET_ROWS), for an unsupported node, a
+// null data pointer (node or source), scratch (per thread or shared)
+// smaller than checked_scratch gives, or prepare set for a node that has no
+// shared scratch; the graph compute
 // then reports FAILED. Never throws. The split of work between threads never
 // changes the result: every output element is computed by the same
 // arithmetic in the same order for any nth (bit-identical results).
@@ -61,7 +81,8 @@ bool compute_forward(const compute_params & p, tsr_tensor * node);
 // compute_forward without its checks, for a node that has passed them
 // already (graph_compute checks every node once, before the threads start,
 // instead of once per thread): supports_op, data of the node and its
-// sources set, p.wsize >= node_work_size(node), not a no-op.
+// sources set, p.wsize and p.shared_size at least checked_scratch's sizes,
+// p.prepare only with shared scratch, not a no-op.
 bool compute_checked_node(const compute_params & p, tsr_tensor * node);
 
 } // namespace tessera::cpu

@@ -17,7 +17,7 @@ namespace tessera::cpu {
 namespace {
 
 // True when `node` and its sources have data (supports_op is checked by
-// checked_work_size).
+// checked_scratch).
 bool has_data(const tsr_tensor * node) {
     if (node->data == nullptr) return false;
     for (const tsr_tensor * s : node->src) {
@@ -123,6 +123,7 @@ byte_range upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, s
 struct graph_run {
     std::vector<tsr_tensor *> nodes; // the nodes that compute something
     std::vector<char> sync;          // per node: wait at a barrier first
+    std::vector<char> prepare;       // per node: has shared scratch (two calls, see compute_params)
     // Per node with a barrier: the bytes of the weights a thread that
     // arrives early prefetches (its own share, split as the kernels split
     // rows), or an empty range.
@@ -167,6 +168,8 @@ void walk_nodes(int ith, void * ctx) {
     p.nth = run->n_threads;
     p.wdata = run->pool->scratch(ith);
     p.wsize = run->pool->scratch_size(ith);
+    p.shared = run->pool->shared_scratch();
+    p.shared_size = run->pool->shared_scratch_size();
     for (size_t i = 0; i < run->nodes.size(); ++i) {
         if (run->sync[i] != 0) {
             // The abort callback runs on the calling thread (thread 0);
@@ -185,6 +188,13 @@ void walk_nodes(int ith, void * ctx) {
             if (run->stop) break;
         }
         p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];
+        if (run->prepare[i] != 0) {
+            // Fill the shared scratch, then wait until every thread has.
+            p.prepare = true;
+            if (!compute_checked_node(p, run->nodes[i])) run->failed.store(true, std::memory_order_relaxed);
+            p.prepare = false;
+            if (run->n_threads > 1) run->pool->sync_any(nullptr, nullptr);
+        }
         if (!compute_checked_node(p, run->nodes[i])) run->failed.store(true, std::memory_order_relaxed);
     }
 }
@@ -193,18 +203,20 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
                          void * cb_data) {
     if (g.n_nodes < 0 || (g.n_nodes > 0 && g.nodes == nullptr)) return TSR_STATUS_FAILED;
     graph_run run;
-    size_t work = 0;
+    size_t work = 0, shared = 0;
     try {
         run.nodes.reserve(static_cast<size_t>(g.n_nodes));
         for (int32_t i = 0; i < g.n_nodes; ++i) {
             tsr_tensor * node = g.nodes[i];
             if (node == nullptr) return TSR_STATUS_FAILED;
             if (op_is_noop(node->op)) continue;
-            size_t node_work = 0;
+            node_scratch need;
             // Checked here once: the threads then call compute_checked_node.
-            if (!checked_work_size(node, node_work) || !has_data(node)) return TSR_STATUS_FAILED;
-            work = std::max(work, node_work);
+            if (!checked_scratch(node, need) || !has_data(node)) return TSR_STATUS_FAILED;
+            work = std::max(work, need.per_thread);
+            shared = std::max(shared, need.shared);
             run.nodes.push_back(node);
+            run.prepare.push_back(need.shared > 0 ? 1 : 0);
         }
     } catch (const std::bad_alloc &) {
         return TSR_STATUS_ALLOC_FAILED;
@@ -218,6 +230,9 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
         // With an abort callback every node keeps its barrier: the callback
         // is documented to run before each node, with all threads stopped.
         run.sync = cb != nullptr || run.n_threads == 1 ? std::vector<char>(run.nodes.size(), 1) : barriers_before(run.nodes);
+        // The shared scratch is rewritten by a node's prepare call, so no
+        // thread may still read it for an earlier node.
+        for (size_t i = 0; i < run.nodes.size(); ++i) run.sync[i] = run.sync[i] != 0 || run.prepare[i] != 0 ? 1 : 0;
         run.prefetch.assign(run.nodes.size(), byte_range{});
         if (cb == nullptr && run.n_threads > 1) {
             for (size_t i = 0; i < run.nodes.size(); ++i) {
@@ -230,7 +245,7 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
     run.cb = cb;
     run.cb_data = cb_data;
     try {
-        pool.run(run.n_threads, work, walk_nodes, &run);
+        pool.run(run.n_threads, work, shared, walk_nodes, &run);
     } catch (const std::bad_alloc &) {
         return TSR_STATUS_ALLOC_FAILED;
     }

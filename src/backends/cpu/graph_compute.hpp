@@ -18,8 +18,11 @@ namespace tessera::cpu {
 //     a node or one of its sources => TSR_STATUS_FAILED, nothing computed.
 //     View ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE) and leafs compute nothing
 //     and are skipped.
-//   - Per-thread scratch is the largest node_work_size() of the graph; if
-//     it cannot be allocated => TSR_STATUS_ALLOC_FAILED.
+//   - Per-thread scratch is the largest node_work_size() of the graph, the
+//     shared scratch the largest node_scratch::shared; if either cannot be
+//     allocated => TSR_STATUS_ALLOC_FAILED. A node with shared scratch is
+//     computed in two calls per thread with a barrier between them (see
+//     compute_params) and always waits at a barrier first.
 //   - cb (optional) is called on the calling thread before each computed
 //     node, after every thread has finished the previous one; when it
 //     returns true, no further node starts and the result is
@@ -27,7 +30,7 @@ namespace tessera::cpu {
 //   - Without cb, on more than one thread, a node that neither reads nor
 //     writes memory written since the last barrier, nor writes memory read
 //     since then, starts without a barrier (e.g. the Q, K and V products
-//     of one layer share one).
+//     of one token share one).
 //   - A data error in a node (e.g. an index out of range) => the nodes after
 //     the next barrier are skipped and the result is TSR_STATUS_FAILED.
 // The pool stays usable after any outcome. Results are bit-identical for

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <new>
 #include <string>
 
@@ -174,10 +175,11 @@ void thread_pool::wait_for_arrivals(int n_others) {
     arrived_.store(0, std::memory_order_relaxed);
 }
 
-void thread_pool::run(int n_threads, size_t scratch_bytes, job_fn fn, void * ctx) {
+void thread_pool::run(int n_threads, size_t scratch_bytes, size_t shared_bytes, job_fn fn, void * ctx) {
     std::lock_guard<std::mutex> run_lock(run_mutex_);
     const int n = std::clamp(n_threads, 1, n_threads_);
     reserve_scratch(n, scratch_bytes);
+    reserve_block(shared_, shared_bytes);
     run_threads_ = n;
     if (n == 1) {
         fn(0, ctx);
@@ -241,14 +243,16 @@ void thread_pool::sync_any(void (*on_all_arrived)(void * ctx), void * ctx, bool 
 
 void thread_pool::reserve_scratch(int n_threads, size_t bytes) {
     const int n = std::clamp(n_threads, 1, n_threads_);
+    for (int i = 0; i < n; ++i) reserve_block(scratch_[static_cast<size_t>(i)], bytes);
+}
+
+void thread_pool::reserve_block(scratch_block & s, size_t bytes) {
+    if (s.size >= bytes) return;
+    if (bytes > SIZE_MAX - 4095) throw std::bad_alloc();
     const size_t rounded = (bytes + 4095) & ~static_cast<size_t>(4095);
-    for (int i = 0; i < n; ++i) {
-        scratch_block & s = scratch_[static_cast<size_t>(i)];
-        if (s.size >= bytes) continue;
-        auto * p = static_cast<std::byte *>(::operator new[](rounded, std::align_val_t(k_scratch_align)));
-        s.data.reset(p);
-        s.size = rounded;
-    }
+    auto * p = static_cast<std::byte *>(::operator new[](rounded, std::align_val_t(k_scratch_align)));
+    s.data.reset(p);
+    s.size = rounded;
 }
 
 tsr_status thread_pool::compute(const tsr_graph_view & g, int n_threads, tsr_abort_callback cb, void * cb_data) {

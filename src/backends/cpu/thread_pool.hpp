@@ -53,11 +53,14 @@ public:
 
     // Runs fn(ith, ctx) on threads 0..n_threads-1 (clamped to 1..size());
     // the caller runs ith 0. Before the job starts, each of these threads'
-    // scratch is grown to at least scratch_bytes (see scratch()); throws
-    // std::bad_alloc, with nothing run, when that memory is not available.
-    // Returns when every thread's call has returned. Runs are serialized: a
-    // second caller waits for the first. Must not be called from inside a job.
-    void run(int n_threads, size_t scratch_bytes, job_fn fn, void * ctx);
+    // scratch is grown to at least scratch_bytes (see scratch()) and the
+    // scratch shared by all of them to at least shared_bytes (see
+    // shared_scratch()); throws std::bad_alloc, with nothing run, when that
+    // memory is not available. Returns when every thread's call has
+    // returned. Runs are serialized: a second caller waits for the first.
+    // Must not be called from inside a job.
+    void run(int n_threads, size_t scratch_bytes, size_t shared_bytes, job_fn fn, void * ctx);
+    void run(int n_threads, size_t scratch_bytes, job_fn fn, void * ctx) { run(n_threads, scratch_bytes, 0, fn, ctx); }
 
     // Barrier for the threads of the current run: each of them calls
     // sync(ith, ...). Thread 0 waits until every other thread has arrived,
@@ -82,6 +85,12 @@ public:
     // >= the run's scratch_bytes; kept and reused across runs.
     void * scratch(int ith) const { return scratch_[static_cast<size_t>(ith)].data.get(); }
     size_t scratch_size(int ith) const { return scratch_[static_cast<size_t>(ith)].size; }
+    // Scratch every thread of a run may read and write (the job orders the
+    // accesses, e.g. with sync); 64-byte aligned, shared_scratch_size() >=
+    // the run's shared_bytes (null when that is 0 and none was ever needed);
+    // kept and reused across runs.
+    void * shared_scratch() const { return shared_.data.get(); }
+    size_t shared_scratch_size() const { return shared_.size; }
 
     // Computes a graph on n_threads threads of this pool (clamped to
     // 1..size()); see graph_compute() in graph_compute.hpp for the contract.
@@ -103,6 +112,7 @@ private:
     uint64_t wait_for_job(uint64_t seen);
     void arrive(); // a worker reaching the barrier
     void reserve_scratch(int n_threads, size_t bytes);
+    static void reserve_block(scratch_block & s, size_t bytes);
     void wait_for_arrivals(int n_others);
 
     int n_threads_;
@@ -110,6 +120,7 @@ private:
     int spin_idle_;    // pause steps before an idle worker sleeps
     std::vector<std::thread> workers_;
     std::vector<scratch_block> scratch_;
+    scratch_block shared_;
 
     std::mutex run_mutex_; // one run at a time
     int run_threads_ = 1;  // threads of the current run (set before its job is published)

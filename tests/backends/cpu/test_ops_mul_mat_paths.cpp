@@ -20,16 +20,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/compute.hpp"
+#include "backends/cpu/graph_compute.hpp"
 #include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/mul_mat_check.hpp"
 #include "backends/cpu/ref_util.hpp"
+#include "tessera/core/graph.hpp"
+#include "tessera/core/ops.hpp"
 #include "tessera/core/types.hpp"
 
 namespace tessera::cpu::test {
@@ -148,6 +154,89 @@ INSTANTIATE_TEST_SUITE_P(
                       gemm_case{TSR_TYPE_Q4_0, 160, 21, 1}, gemm_case{TSR_TYPE_Q8_0, 192, 13, 2},
                       gemm_case{TSR_TYPE_Q4_0, 224, 11, 1}, gemm_case{TSR_TYPE_Q8_0, 96, 8, 3}),
     gemm_name);
+
+// Float GEMMs one after another with no data hazard between them (as the
+// Q, K and V products of a prompt), reading different activations (two of
+// them strided), so only the barrier before a node with shared scratch
+// (its packed activations, gemm_f_prepare) keeps a thread from repacking
+// what another still reads. Each product is checked, and 2, 3 and 5
+// threads must give the bytes of 1 (under TSan, a missing barrier is
+// reported as a race on the shared scratch).
+TEST(MulMatGemmShared, ProductsWithoutHazardsKeepTheirPackedColumns) {
+    context ctx(data_ctx());
+    std::mt19937 rng(77);
+    const int64_t K = 300;
+    tsr_tensor * b1 = ctx.new_tensor(TSR_TYPE_F32, {K, 37});
+    tsr_tensor * b2_base = ctx.new_tensor(TSR_TYPE_F32, {21, K});
+    tsr_tensor * b3 = ctx.new_tensor(TSR_TYPE_F32, {K, 9, 2});
+    tsr_tensor * a1 = ctx.new_tensor(TSR_TYPE_F16, {K, 200});
+    tsr_tensor * a2 = ctx.new_tensor(TSR_TYPE_F32, {K, 64});
+    tsr_tensor * a3 = ctx.new_tensor(TSR_TYPE_BF16, {K, 100, 2});
+    for (tsr_tensor * t : {b1, b2_base, b3}) fill_uniform(t, rng);
+    for (tsr_tensor * t : {a1, a2, a3}) fill_weights(t, rng);
+    tsr_tensor * b2 = transpose(ctx, b2_base); // [K, 21], elements strided
+    tsr_tensor * outs[] = {mul_mat(ctx, a1, b1), mul_mat(ctx, a2, b2), mul_mat(ctx, a3, b3), mul_mat(ctx, a1, b2)};
+    const tsr_tensor * as[] = {a1, a2, a3, a1};
+    const tsr_tensor * bs[] = {b1, b2, b3, b2};
+    graph g;
+    for (tsr_tensor * o : outs) g.build_forward(o);
+    node_scratch need;
+    ASSERT_TRUE(checked_scratch(outs[0], need));
+    // The vector kernels pack 37 columns in tiles of 6 (AVX2) or 8
+    // (AVX-512), K floats each; the portable kernel has no shared scratch.
+    if (need.shared > 0) EXPECT_GE(need.shared, 37u * K * sizeof(float));
+    std::vector<std::vector<char>> one;
+    for (int nth : {1, 2, 3, 5}) {
+        for (tsr_tensor * o : outs) std::memset(o->data, 0, nbytes(o));
+        ASSERT_EQ(graph_compute(g.view(), nth), TSR_STATUS_SUCCESS);
+        for (size_t i = 0; i < std::size(outs); ++i) {
+            const auto * d = static_cast<const char *>(outs[i]->data);
+            if (nth == 1) {
+                check_mul_mat(as[i], bs[i], outs[i]);
+                one.emplace_back(d, d + nbytes(outs[i]));
+            } else {
+                EXPECT_EQ(std::memcmp(one[i].data(), d, one[i].size()), 0) << "product " << i << ": " << nth << " threads differ from 1";
+            }
+        }
+    }
+}
+
+// compute_forward refuses a node with shared scratch called without it,
+// and a prepare call for a node that has none.
+TEST(MulMatGemmShared, ComputeForwardChecksTheSharedScratch) {
+    context ctx(data_ctx());
+    std::mt19937 rng(5);
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {64, 48});
+    tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {64, 16});
+    fill_weights(a, rng);
+    fill_uniform(b, rng);
+    tsr_tensor * mm = mul_mat(ctx, a, b);
+    tsr_tensor * add = tessera::add(ctx, b, b);
+    node_scratch need, none;
+    ASSERT_TRUE(checked_scratch(mm, need));
+    ASSERT_TRUE(checked_scratch(add, none));
+    EXPECT_EQ(none.shared, 0u);
+    struct alignas(64) line { char bytes[64]; }; // scratch is 64-byte aligned
+    std::vector<line> wbuf(need.per_thread / sizeof(line) + 1), sbuf(need.shared / sizeof(line) + 1);
+    compute_params p;
+    p.wdata = wbuf.data();
+    p.wsize = need.per_thread;
+    p.prepare = true;
+    EXPECT_FALSE(compute_forward(p, add)); // no shared scratch: no prepare call
+    p.prepare = false;
+    EXPECT_TRUE(compute_forward(p, add));
+    if (need.shared == 0) return; // portable kernel: computed in one call
+    EXPECT_FALSE(compute_forward(p, mm)); // shared scratch missing
+    p.shared = sbuf.data();
+    p.shared_size = need.shared - 1;
+    EXPECT_FALSE(compute_forward(p, mm)); // one byte short
+    p.shared_size = need.shared;
+    p.prepare = true;
+    ASSERT_TRUE(compute_forward(p, mm));
+    p.prepare = false;
+    ASSERT_TRUE(compute_forward(p, mm));
+    check_mul_mat(a, b, mm);
+}
 
 // Weights whose Q8_0 quants hit the extremes (-128, 127, 0) and Q4_0
 // nibbles 0 and 15 everywhere: the unsigned-offset and sign-transfer tricks

@@ -9,11 +9,14 @@
 //     layout packs: row-contiguous rows through 8x8 transposes,
 //     m-contiguous (transposed V cache views) by plain vector copies,
 //     anything else element by element.
-//   - For each k_nr columns, their k_kc-chunk is packed k-major
-//     ([k][k_nr], 8x8 transposes) into a small tile that stays in L1 while
-//     the micro-kernel runs over the k_mc / k_mr weight micro-panels (b's
-//     columns are first gathered to scratch only when its elements are
-//     strided).
+//   - The activations b are packed once per node, before the products,
+//     into tiles of k_nr columns stored k-major ([k][k_nr], 8x8
+//     transposes; strided b element by element), in scratch shared by the
+//     threads (gemm_f_prepare: each thread packs a part, then a barrier).
+//     A tile's k_kc-chunk (8 KiB) stays in L1 while the micro-kernel runs
+//     over the k_mc / k_mr weight micro-panels. (Packing per thread and
+//     row block instead cost 7% of a 1B F16 prompt: b was transposed once
+//     per item, from L3.)
 //   - The micro-kernel keeps a k_mr x k_nr tile of dst in registers
 //     (AVX2: 16 x 6 in 12 ymm; AVX-512: 48 x 8 in 24 zmm) and for each k
 //     multiplies the panel's k_mr weights by k_nr activation values
@@ -23,6 +26,7 @@
 //     computed as a sequential FMA chain from zero, the chunk sums added
 //     to dst in order: the same operations whatever the tile or thread.
 #include <algorithm>
+#include <stdexcept>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/simd.hpp"
@@ -36,11 +40,12 @@ namespace {
 #ifdef TSR_CPU_AVX512
 // Tile and block sizes measured on Zen 5 (bench_blas, 4096x512x4096, one
 // thread): 48 x 8 (3 zmm x 8 columns: 11 loads per 24 FMAs) ran at 0.80-0.88
-// of the FMA peak, steadier than 32 x 12 (0.71-0.82); k_mc 288 (a 288 KiB
-// packed block for L2) over 128 saves repacking the activation tile.
+// of the FMA peak, steadier than 32 x 12 (0.71-0.82); k_mc 576 (a 576 KiB
+// packed block in the 1 MiB L2): 2 threads 345-358 GFLOP/s against 340-348
+// with 288 (and one thread the same).
 constexpr int k_mr = 48; // rows per micro-panel (3 zmm)
 constexpr int k_nr = 8;  // columns per micro-tile
-constexpr int64_t k_mc = 288; // weight rows per packed block (multiple of k_mr)
+constexpr int64_t k_mc = 576; // weight rows per packed block (multiple of k_mr)
 #else
 constexpr int k_mr = 16; // rows per micro-panel (2 ymm)
 constexpr int k_nr = 6;  // columns per micro-tile
@@ -49,8 +54,6 @@ constexpr int k_nr = 6;  // columns per micro-tile
 constexpr int64_t k_mc = 256; // weight rows per packed block (multiple of k_mr)
 #endif
 constexpr int64_t k_kc = 256; // K chunk
-constexpr int64_t k_nc = 1 << 20; // columns per item when b is read in place
-constexpr int64_t k_nc_gather = 96; // columns per item when b is gathered
 
 template <int32_t T>
 constexpr size_t esize() {
@@ -256,71 +259,90 @@ void store_tile(const float * c, float * const * y, int64_t m, int rows, int col
     }
 }
 
-struct scratch {
-    float * bp; // k_kc x k_nr packed activations
-    float * ap; // k_mc x k_kc packed weights
-    float * bg; // gathered columns (k_nc_gather x K) when b is strided
-};
-
-scratch carve(void * w) {
-    scratch s{};
-    s.bp = static_cast<float *>(w);
-    s.ap = s.bp + k_kc * k_nr;
-    s.bg = s.ap + k_mc * k_kc;
-    return s;
+// Packed activations: tile t (columns t k_nr .. t k_nr + k_nr - 1) of
+// batch `batch` at shared + (batch n_tiles + t) K k_nr floats, [k][k_nr];
+// a short last tile repeats its last column.
+int64_t n_tiles_of(const mm_dims & d) {
+    return (d.N + k_nr - 1) / k_nr;
 }
+
+float * b_tile(const compute_params & p, const mm_dims & d, int64_t batch, int64_t n) {
+    const int64_t t = batch * n_tiles_of(d) + n / k_nr;
+    return static_cast<float *>(p.shared) + t * d.K * k_nr;
+}
+
+// Prefetches (into L2) the weights pack_a reads next, a slice per
+// activation tile, so they arrive from memory while the micro-kernels run
+// rather than when pack_a stalls on them: rows [m, m + rows) x k
+// [k0, k0 + kc) of a row-contiguous matrix, cut into `slices` slices.
+struct a_prefetch {
+    const char * a = nullptr;
+    size_t nb1 = 0, row_bytes = 0;
+    int64_t lines_per_row = 0, total = 0, per_slice = 0;
+
+    a_prefetch() = default;
+    a_prefetch(const char * a_, size_t nb1_, size_t es, int64_t m, int64_t rows, int64_t k0, int64_t kc, int64_t slices)
+        : a(a_ + static_cast<size_t>(m) * nb1_ + static_cast<size_t>(k0) * es), nb1(nb1_),
+          row_bytes(static_cast<size_t>(kc) * es) {
+        lines_per_row = static_cast<int64_t>((row_bytes + 63) / 64);
+        total = rows * lines_per_row;
+        per_slice = (total + slices - 1) / std::max<int64_t>(slices, 1);
+    }
+    void slice(int64_t i) const {
+        const int64_t end = std::min(total, (i + 1) * per_slice);
+        for (int64_t l = i * per_slice; l < end; ++l) {
+            const int64_t r = l / lines_per_row, c = l % lines_per_row;
+            _mm_prefetch(a + static_cast<size_t>(r) * nb1 + static_cast<size_t>(c) * 64, _MM_HINT_T1);
+        }
+    }
+};
 
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
-    const scratch sc = carve(p.wdata);
-    const bool in_place = b_in_place(d);
-    const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, in_place ? k_nc : k_nc_gather);
+    auto * ap_block = static_cast<float *>(p.wdata); // k_mc x k_kc packed weights
+    const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, d.N);
     work_queue queue(p, g.n_items, 1);
     const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
     alignas(64) float ctile[k_nr * k_mr];
-    int64_t have_cols = -1; // (batch, column block) gathered into sc.bg
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const mm_item item = item_of(g, d, it);
-            const int64_t bc = item.bc, batch = item.batch;
+            const int64_t batch = item.batch;
             const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
-            // Column pointers (gathered once per column block when strided).
-            const float * col0 = nullptr;
-            int64_t ldb = 0;
-            if (in_place) {
-                col0 = b_column(d, true, batch, n0, nullptr);
-                ldb = static_cast<int64_t>(d.b->nb[1] / sizeof(float));
-            } else {
-                if (bc != have_cols) {
-                    for (int64_t n = n0; n < n1; ++n) b_column(d, false, batch, n, sc.bg + (n - n0) * d.K);
-                    have_cols = bc;
-                }
-                col0 = sc.bg;
-                ldb = d.K;
-            }
             const char * a = a_matrix(d, batch);
             for (int64_t mb = m0; mb < m1; mb += k_mc) {
                 const int64_t rows = std::min(k_mc, m1 - mb);
                 for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
                     const int64_t kc = std::min(k_kc, d.K - k0);
-                    pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, sc.ap);
+                    pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, ap_block);
+                    a_prefetch next_a; // the next K chunk of these rows
+                    if (nb0 == esize<T>() && k0 + kc < d.K) {
+                        next_a = a_prefetch(a, nb1, esize<T>(), mb, rows, k0 + kc, std::min(k_kc, d.K - k0 - kc),
+                                            (n1 - n0 + k_nr - 1) / k_nr);
+                    }
                     for (int64_t n = n0; n < n1; n += k_nr) {
+                        next_a.slice((n - n0) / k_nr);
                         const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
-                        const float * bp[k_nr];
+                        const float * bp = b_tile(p, d, batch, n) + k0 * k_nr;
                         float * y[k_nr];
-                        for (int j = 0; j < k_nr; ++j) {
-                            const int64_t jj = std::min(j, cols - 1); // short tile: repeat the last column
-                            bp[j] = col0 + (n - n0 + jj) * ldb + k0;
-                            y[j] = dst_column(d, batch, n + jj);
-                        }
-                        pack_b(bp, kc, sc.bp);
+                        for (int j = 0; j < k_nr; ++j) y[j] = dst_column(d, batch, n + std::min(j, cols - 1));
+                        // The next tile's chunk, a slice per panel, into L1.
+                        const char * next_b =
+                            n + k_nr < n1 ? reinterpret_cast<const char *>(b_tile(p, d, batch, n + k_nr) + k0 * k_nr) : nullptr;
+                        const int64_t b_lines = kc * k_nr * 4 / 64, n_panels = (rows + k_mr - 1) / k_mr;
                         for (int64_t r = 0; r < rows; r += k_mr) {
-                            const float * ap = sc.ap + (r / k_mr) * kc * k_mr;
+                            if (next_b != nullptr) {
+                                const int64_t pi = r / k_mr;
+                                for (int64_t l = b_lines * pi / n_panels; l < b_lines * (pi + 1) / n_panels; ++l) {
+                                    _mm_prefetch(next_b + l * 64, _MM_HINT_T0);
+                                }
+                            }
+                            const float * ap = ap_block + (r / k_mr) * kc * k_mr;
                             const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
                             if (valid == k_mr && cols == k_nr) {
-                                micro_kernel(ap, sc.bp, kc, tile_to_dst{y, mb + r, k0 == 0});
+                                micro_kernel(ap, bp, kc, tile_to_dst{y, mb + r, k0 == 0});
                             } else {
-                                micro_kernel(ap, sc.bp, kc, tile_to_scratch{ctile});
+                                micro_kernel(ap, bp, kc, tile_to_scratch{ctile});
                                 store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
                             }
                         }
@@ -333,11 +355,43 @@ void run(const compute_params & p, const mm_dims & d) {
 
 } // namespace
 
-size_t gemm_f_work_size(const mm_dims & d) {
-    size_t bytes = align64(static_cast<size_t>(k_kc * k_nr) * sizeof(float)) +
-                   align64(static_cast<size_t>(k_mc * k_kc) * sizeof(float));
-    if (!b_in_place(d)) bytes += align64(static_cast<size_t>(k_nc_gather * d.K) * sizeof(float));
+size_t gemm_f_work_size(const mm_dims &) {
+    return static_cast<size_t>(k_mc * k_kc) * sizeof(float);
+}
+
+size_t gemm_f_shared_size(const mm_dims & d) {
+    size_t bytes = 0;
+    const auto tiles = static_cast<size_t>(d.n_batch * n_tiles_of(d));
+    if (__builtin_mul_overflow(tiles, static_cast<size_t>(d.K) * k_nr * sizeof(float), &bytes)) {
+        throw std::length_error("gemm_f: packed activations exceed the address space");
+    }
     return bytes;
+}
+
+bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
+    const int64_t n_tiles = n_tiles_of(d);
+    const int64_t total = d.n_batch * n_tiles;
+    const int64_t t0 = total * p.ith / p.nth, t1 = total * (p.ith + 1) / p.nth;
+    const bool in_place = b_in_place(d);
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t batch = t / n_tiles, n = (t % n_tiles) * k_nr;
+        float * tile = b_tile(p, d, batch, n);
+        const char * col[k_nr];
+        for (int j = 0; j < k_nr; ++j) {
+            col[j] = row_ptr(d.b, std::min(n + j, d.N - 1), batch % d.B2, batch / d.B2);
+        }
+        if (in_place) {
+            const float * c[k_nr];
+            for (int j = 0; j < k_nr; ++j) c[j] = reinterpret_cast<const float *>(col[j]);
+            pack_b(c, d.K, tile);
+        } else {
+            const size_t nb0 = d.b->nb[0];
+            for (int64_t k = 0; k < d.K; ++k) {
+                for (int j = 0; j < k_nr; ++j) tile[k * k_nr + j] = read_f32(col[j] + static_cast<size_t>(k) * nb0);
+            }
+        }
+    }
+    return true;
 }
 
 bool gemm_f(const compute_params & p, const mm_dims & d) {
@@ -352,6 +406,8 @@ bool gemm_f(const compute_params & p, const mm_dims & d) {
 #else // portable build: the generic kernel is used instead
 
 size_t gemm_f_work_size(const mm_dims &) { return 0; }
+size_t gemm_f_shared_size(const mm_dims &) { return 0; }
+bool gemm_f_prepare(const compute_params &, const mm_dims &) { return false; }
 bool gemm_f(const compute_params &, const mm_dims &) { return false; }
 
 #endif

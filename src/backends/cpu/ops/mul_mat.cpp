@@ -78,7 +78,13 @@ size_t mul_mat_work_size(const tsr_tensor * node) {
     return mul_mat_generic_work_size(node);
 }
 
+size_t mul_mat_shared_size(const tsr_tensor * node) {
+    auto * dst = const_cast<tsr_tensor *>(node); // mm_dims_of only reads
+    return choose_path(node) == mm_path::gemm_f ? gemm_f_shared_size(mm_dims_of(dst)) : 0;
+}
+
 bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
+    if (p.prepare) return choose_path(dst) == mm_path::gemm_f && gemm_f_prepare(p, mm_dims_of(dst));
     switch (choose_path(dst)) {
     case mm_path::matvec_f: return matvec_f(p, mm_dims_of(dst));
     case mm_path::matvec_q: return matvec_q(p, mm_dims_of(dst));

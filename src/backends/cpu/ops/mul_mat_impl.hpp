@@ -117,6 +117,11 @@ bool matvec_f(const compute_params & p, const mm_dims & d);
 size_t matvec_q_work_size(const mm_dims & d);
 bool matvec_q(const compute_params & p, const mm_dims & d);
 size_t gemm_f_work_size(const mm_dims & d);
+// gemm_f packs b once for all threads into p.shared (gemm_f_shared_size
+// bytes): each thread packs its part in gemm_f_prepare, then, after a
+// barrier, gemm_f reads all of it.
+size_t gemm_f_shared_size(const mm_dims & d);
+bool gemm_f_prepare(const compute_params & p, const mm_dims & d);
 bool gemm_f(const compute_params & p, const mm_dims & d);
 size_t gemm_q_work_size(const mm_dims & d);
 bool gemm_q(const compute_params & p, const mm_dims & d);

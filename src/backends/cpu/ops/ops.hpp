@@ -64,6 +64,9 @@ bool compute_argmax(const compute_params & p, tsr_tensor * node);
 // MUL_MAT (mul_mat.cpp)
 bool mul_mat_supported(const tsr_tensor * node);
 size_t mul_mat_work_size(const tsr_tensor * node);
+// Shared scratch (compute_params::shared): nonzero for the float GEMM path,
+// whose prepare call packs the activations once for all threads.
+size_t mul_mat_shared_size(const tsr_tensor * node);
 bool compute_mul_mat(const compute_params & p, tsr_tensor * node);
 
 // FLASH_ATTN_EXT (flash_attn.cpp)
