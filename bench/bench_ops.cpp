@@ -337,7 +337,15 @@ void BM_attention(benchmark::State & state) {
         out = cont(ctx, permute(ctx, mul_mat(ctx, Vt, kq), 0, 2, 1, 3));
     }
     state.SetLabel(std::string(fused ? "fused" : "unfused") + " T=" + std::to_string(T) + " n_kv=" + std::to_string(n_kv));
-    run_graph(state, out, n_threads);
+    const double seconds = run_graph(state, out, n_threads);
+    if (seconds <= 0.0) return;
+    // Useful work: q.k and the weighted sum of V over the visible keys
+    // (query i sees n_kv - T + i + 1), 2 FLOP per multiply-add each.
+    double visible = 0;
+    for (int64_t i = 0; i < T; ++i) visible += static_cast<double>(n_kv - T + i + 1);
+    const double flops = 4.0 * static_cast<double>(head_dim * n_head) * visible * static_cast<double>(state.iterations()) / seconds;
+    state.counters["FLOP/s"] = flops;
+    if (const double peak = limit_for(fma_peak(), n_threads); peak > 0) state.counters["of_fma_peak"] = flops / peak;
 }
 
 BENCHMARK(BM_attention)

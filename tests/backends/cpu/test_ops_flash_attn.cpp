@@ -187,6 +187,32 @@ TEST(FlashAttnExt, MatchesUnfusedGraph) {
     }
 }
 
+// A query row computed in a prompt (in a tile of rows, whose scores and
+// accumulations share K and V loads) gets the same bytes as the same row
+// computed alone (T = 1, as in decoding): the kernels do each row's
+// arithmetic in the same order whatever rows it is grouped with. Rows near
+// the start and end of tiles, with causal ends in different key blocks.
+TEST(FlashAttnExt, ARowGetsTheSameBitsInATileAsAlone) {
+    for (tsr_type kv_type : {TSR_TYPE_F32, TSR_TYPE_F16}) {
+        const fa_case c{37, 300, 64, 9, 3, kv_type, 0};
+        attention_inputs in(c, 21);
+        tsr_tensor * all = flash_attn_ext(in.ctx, in.q, in.k, in.v, in.mask, in.scale);
+        ASSERT_EQ(compute(all, 2), TSR_STATUS_SUCCESS);
+        const tsr_tensor * q_packed = in.q->view_src; // [D, H, T]
+        for (int64_t i : {0, 1, 7, 8, 20, 35, 36}) {
+            tsr_tensor * q1 = in.ctx.new_tensor(TSR_TYPE_F32, {c.D, c.H, 1});
+            tsr_tensor * m1 = in.ctx.new_tensor(TSR_TYPE_F32, {c.n_kv, 1});
+            for_each_index(q1, [&](int64_t d, int64_t h, int64_t, int64_t) { set_f32(q1, get(q_packed, d, h, i), d, h); });
+            for_each_index(m1, [&](int64_t j, int64_t, int64_t, int64_t) { set_f32(m1, get(in.mask, j, i), j); });
+            tsr_tensor * one = flash_attn_ext(in.ctx, permute(in.ctx, q1, 0, 2, 1, 3), in.k, in.v, m1, in.scale);
+            ASSERT_EQ(compute(one, 1), TSR_STATUS_SUCCESS);
+            const size_t row_bytes = static_cast<size_t>(c.D * c.H) * sizeof(float);
+            EXPECT_EQ(std::memcmp(static_cast<const char *>(all->data) + static_cast<size_t>(i) * all->nb[2], one->data, row_bytes), 0)
+                << "row " << i << (kv_type == TSR_TYPE_F16 ? " F16" : " F32") << " differs from the row alone";
+        }
+    }
+}
+
 // A node whose sources were changed after building (bad metadata reaching
 // the backend) is refused: compute fails, never crashes.
 TEST(FlashAttnExt, CorruptedNodeFails) {
