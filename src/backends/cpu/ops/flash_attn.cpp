@@ -20,18 +20,21 @@
 // are all masked change nothing and are skipped, as are masked keys after the
 // last visible one (the causal tail); a row with no visible key gives zeros.
 //
-// Threads: tiles of up to k_tile consecutive query rows of one head are
-// dealt round-robin (tile r to thread r % nth), which balances causal rows
-// of different lengths; within a tile the key blocks are the outer loop, so
-// each block of K/V is reused from cache by all the tile's rows, and on
-// AVX-512 builds k_group rows at a time share every K and V vector load
+// Threads: tiles of up to k_tile (query row, head) pairs that read the same
+// KV head (a row's heads of one group side by side, then the next row's)
+// are dealt round-robin (tile r to thread r % nth), which balances causal
+// rows of different lengths; within a tile the key blocks are the outer
+// loop, so each block of K/V is reused from cache by all the tile's pairs,
+// and on AVX-512 builds k_group pairs at a time share every K and V load
 // (the scores and the accumulation are otherwise load-bound: one load per
 // FMA). Every (row, head) pair is computed with the same fixed order of
 // operations whatever the tiling, grouping and thread count, so the result
 // depends on neither (a row of a prompt gets the bits it gets alone).
 // bench_ops BM_attention (T = n_kv = 512, 9 heads, F16 cache, Zen 5):
 // grouping, tiles of 12 and 16-lane exp took one thread from 5.9-6.4 ms to
-// 4.8-5.0 ms and two from 3.0-3.3 ms to 2.55 ms.
+// 4.4-4.7 ms and two from 3.0-3.3 ms to 2.2-2.3 ms; one decoded token over
+// 2048 keys (the three heads of a KV head in one group) 89-96 us to 64-67
+// us on one thread, 61-66 us to 45-48 us on two.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -455,25 +458,28 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
     for (int i = 0; i < nl; ++i) block_accumulate_portable<V16>(acc[i], s[i], vb, v_row, D, n[i]);
 }
 
-// Query rows i0 .. i0 + nr - 1 (nr <= k_tile) of head h. Key blocks are the
-// outer loop so a block of K and V (k_block rows) is read from memory once
-// and reused from cache by every row of the tile; each row still sees its
-// blocks in order j0 = 0, k_block, ..., so its arithmetic is that of a
-// single row.
+// The (query row, head) pairs of one KV head hk, numbered p = i group + g
+// for row i and head hk group + g: the heads that share hk's keys and
+// values next to each other, so one row's heads (same mask row, same
+// visible keys) fall in one tile. Pairs p0 .. p0 + np - 1 (np <= k_tile)
+// form a tile. Key blocks are the outer loop so a block of K and V
+// (k_block rows) is read from memory once and reused from cache by every
+// pair of the tile; each pair still sees its blocks in order j0 = 0,
+// k_block, ..., so its arithmetic is that of a pair computed alone.
 template <bool K16, bool V16>
-void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_t i0, int64_t nr, int64_t h,
+void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_t hk, int64_t p0, int64_t np,
                  const fa_scratch & w) {
     const tsr_tensor * q = dst->src[0];
     const tsr_tensor * k = dst->src[1];
     const tsr_tensor * v = dst->src[2];
     const tsr_tensor * mask = dst->src[3];
     const int64_t D = dm.D;
-    const int64_t hk = h / dm.group;
 
     row_state st[k_tile];
     int64_t n_end_max = 0;
-    for (int64_t r = 0; r < nr; ++r) {
-        const char * qrow = row_ptr(q, i0 + r, h, 0);
+    for (int64_t r = 0; r < np; ++r) {
+        const int64_t i = (p0 + r) / dm.group, h = hk * dm.group + (p0 + r) % dm.group;
+        const char * qrow = row_ptr(q, i, h, 0);
         float * qf = w.q + r * D;
         if (q->nb[0] == sizeof(float)) {
             std::memcpy(qf, qrow, static_cast<size_t>(D) * sizeof(float));
@@ -482,8 +488,12 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
         }
         std::fill(w.acc + r * D, w.acc + (r + 1) * D, 0.0f);
         row_state & sr = st[r];
-        sr.mrow = mask != nullptr ? row_ptr(mask, i0 + r, h % mask->ne[2], 0) : nullptr;
-        sr.n_end = sr.mrow != nullptr ? visible_end(sr.mrow, mask->nb[0], dm.n_kv) : dm.n_kv;
+        sr.mrow = mask != nullptr ? row_ptr(mask, i, h % mask->ne[2], 0) : nullptr;
+        if (r > 0 && sr.mrow == st[r - 1].mrow) {
+            sr.n_end = st[r - 1].n_end; // the same mask row (another head of row i)
+        } else {
+            sr.n_end = sr.mrow != nullptr ? visible_end(sr.mrow, mask->nb[0], dm.n_kv) : dm.n_kv;
+        }
         sr.m = k_neg_inf;
         sr.l = 0.0f;
         n_end_max = std::max(n_end_max, sr.n_end);
@@ -493,26 +503,34 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
     const char * v0 = row_ptr(v, 0, hk, 0);
     const size_t k_row = k->nb[1], v_row = v->nb[1];
     for (int64_t j0 = 0; j0 < n_end_max; j0 += k_block) {
-        tile_block<K16, V16>(mask, st, nr, k0 + static_cast<size_t>(j0) * k_row, v0 + static_cast<size_t>(j0) * v_row,
+        tile_block<K16, V16>(mask, st, np, k0 + static_cast<size_t>(j0) * k_row, v0 + static_cast<size_t>(j0) * v_row,
                              k_row, v_row, D, j0, scale, w);
     }
 
-    for (int64_t r = 0; r < nr; ++r) {
-        char * out = row_ptr(dst, h, i0 + r, 0);
+    for (int64_t r = 0; r < np; ++r) {
+        const int64_t i = (p0 + r) / dm.group, h = hk * dm.group + (p0 + r) % dm.group;
+        char * out = row_ptr(dst, h, i, 0);
         const float * acc = w.acc + r * D;
         const float inv = st[r].l > 0.0f ? 1.0f / st[r].l : 0.0f; // no visible key: zeros
         for (int64_t d = 0; d < D; ++d) write_f32(out + static_cast<size_t>(d) * dst->nb[0], acc[d] * inv);
     }
 }
 
-// Work items: (tile of k_tile query rows, head), dealt round-robin.
+// Work items: tiles of k_tile pairs of one KV head (attend_tile), dealt
+// round-robin. With fewer tiles than 2 nth (decoding: T = 1) the tiles are
+// made smaller, down to k_group pairs, so that the threads share the work
+// more evenly; how pairs are grouped never changes their results.
 template <bool K16, bool V16>
 void attend_rows(const compute_params & p, const tsr_tensor * dst, const fa_dims & dm, float scale) {
     const fa_scratch w = carve(p.wdata, dm.D);
-    const int64_t n_tiles = (dm.T + k_tile - 1) / k_tile;
-    for (int64_t item = p.ith; item < n_tiles * dm.H; item += p.nth) {
-        const int64_t i0 = (item / dm.H) * k_tile, h = item % dm.H;
-        attend_tile<K16, V16>(dst, dm, scale, i0, std::min(k_tile, dm.T - i0), h, w);
+    const int64_t pairs = dm.T * dm.group; // per KV head
+    int64_t tile = k_tile;
+    while (tile > k_group && dm.H_kv * ((pairs + tile - 1) / tile) < 2 * p.nth) tile -= k_group;
+    tile = std::max<int64_t>(tile, 1);
+    const int64_t tiles = (pairs + tile - 1) / tile;
+    for (int64_t item = p.ith; item < tiles * dm.H_kv; item += p.nth) {
+        const int64_t hk = item / tiles, p0 = (item % tiles) * tile;
+        attend_tile<K16, V16>(dst, dm, scale, hk, p0, std::min(tile, pairs - p0), w);
     }
 }
 
