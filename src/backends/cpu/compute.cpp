@@ -97,6 +97,18 @@ bool op_is_noop(int32_t op) {
            op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;
 }
 
+bool op_splits_rows(int32_t op) {
+    switch (op) {
+    case TSR_OP_ADD:
+    case TSR_OP_MUL:
+    case TSR_OP_SCALE:
+    case TSR_OP_SILU:
+    case TSR_OP_GELU:
+    case TSR_OP_RMS_NORM: return true;
+    default: return false;
+    }
+}
+
 bool supports_op(const tsr_tensor * node) {
     if (node == nullptr || node->op < 0 || node->op >= TSR_OP_COUNT) return false;
     if (op_is_noop(node->op)) return true;

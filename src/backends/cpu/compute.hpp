@@ -51,6 +51,14 @@ struct node_scratch {
 // RESHAPE, PERMUTE, TRANSPOSE (their data aliases the source).
 bool op_is_noop(int32_t op);
 
+// True for ops whose kernels split the rows of dst statically: thread ith
+// computes rows split_items(count_rows(dst), ith, nth) (ops/
+// tensor_access.hpp) and, from a source of dst's shape, reads only the rows
+// it computes (ADD, MUL, SCALE, SILU, GELU, RMS_NORM). The graph walk lets
+// such a node read the output of another such node of the same shape
+// without a barrier between them: each thread reads only what it wrote.
+bool op_splits_rows(int32_t op);
+
 // True when compute_forward can compute `node` (op and type combination,
 // shapes consistent with the op's definition in core/ops.hpp); never throws,
 // never crashes on odd input (null node, null sources, invalid type ids).

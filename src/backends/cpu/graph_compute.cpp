@@ -50,25 +50,61 @@ byte_range range_of(const tsr_tensor * t) {
 
 } // namespace
 
+namespace {
+
+// True when every thread reads, of `src` (a node computed since the last
+// barrier), only the rows it wrote itself: `src` and `node` split their
+// rows statically the same way (op_splits_rows, the same shape) and src's
+// rows are packed, so no row shares bytes with another.
+bool reads_own_rows(const tsr_tensor * node, const tsr_tensor * src) {
+    if (!op_splits_rows(node->op) || !op_splits_rows(src->op)) return false;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        if (node->ne[i] != src->ne[i]) return false;
+    }
+    const type_traits & tr = get_type_traits(src->type);
+    uint64_t packed = tr.type_size;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        if (src->nb[i] != packed) return false;
+        packed *= static_cast<uint64_t>(i == 0 ? src->ne[0] / tr.block_size : src->ne[i]);
+    }
+    return true;
+}
+
+} // namespace
+
 // Threads split each node's output between them, so a node may start while
 // other threads still work on earlier ones only when it touches none of
 // their bytes (the graph allocator reuses memory of dead tensors, hence the
-// write-after-read check). Quadratic only within one barrier's nodes.
+// write-after-read check), or when what it reads of them each thread wrote
+// itself (reads_own_rows: a chain of element-wise ops and RMS_NORM over the
+// same rows, as a residual ADD, the RMS_NORM and the weight MUL after it).
+// Quadratic only within one barrier's nodes.
 std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
     std::vector<char> sync(nodes.size(), 1);
-    std::vector<byte_range> written, read; // since the last barrier
+    struct write {
+        byte_range bytes;
+        const tsr_tensor * node;
+    };
+    std::vector<write> written; // since the last barrier
+    std::vector<byte_range> read;
     for (size_t i = 0; i < nodes.size(); ++i) {
         const tsr_tensor * node = nodes[i];
         const byte_range w = range_of(node);
         byte_range r[TSR_MAX_SRC];
+        const tsr_tensor * rs[TSR_MAX_SRC];
         int n_r = 0;
         for (const tsr_tensor * s : node->src) {
-            if (s != nullptr) r[n_r++] = range_of(s);
+            if (s != nullptr) {
+                rs[n_r] = s;
+                r[n_r++] = range_of(s);
+            }
         }
         bool hazard = i == 0;
-        for (const byte_range & x : written) {
-            hazard = hazard || x.overlaps(w);
-            for (int j = 0; j < n_r && !hazard; ++j) hazard = x.overlaps(r[j]);
+        for (const write & x : written) {
+            hazard = hazard || x.bytes.overlaps(w);
+            for (int j = 0; j < n_r && !hazard; ++j) {
+                hazard = x.bytes.overlaps(r[j]) && !(x.node == rs[j] && reads_own_rows(node, rs[j]));
+            }
         }
         for (const byte_range & x : read) hazard = hazard || x.overlaps(w);
         if (hazard) {
@@ -76,7 +112,7 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
             read.clear();
         }
         sync[i] = hazard ? 1 : 0;
-        written.push_back(w);
+        written.push_back({w, node});
         read.insert(read.end(), r, r + n_r);
     }
     return sync;

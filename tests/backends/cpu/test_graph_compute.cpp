@@ -193,14 +193,64 @@ TEST(GraphCompute, IndependentNodesShareABarrier) {
     }
     EXPECT_EQ(shared, 4);
     // A node reading the previous node's output waits: every node that
-    // reads an earlier computed node written since the last barrier.
+    // reads an earlier computed node written since the last barrier, unless
+    // both split the same rows statically (each thread reads its own rows).
+    int chained = 0;
     for (size_t i = 1; i < nodes.size(); ++i) {
         if (sync[i] != 0) continue;
         for (size_t j = i; j-- > 0;) {
             for (const tsr_tensor * s : nodes[i]->src) {
-                EXPECT_NE(s, nodes[j]) << "node " << i << " reads node " << j << " without a barrier";
+                if (s != nodes[j]) continue;
+                const bool own_rows = op_splits_rows(s->op) && op_splits_rows(nodes[i]->op) &&
+                                      std::equal(s->ne, s->ne + TSR_MAX_DIMS, nodes[i]->ne);
+                EXPECT_TRUE(own_rows) << "node " << i << " reads node " << j << " without a barrier";
+                chained += own_rows ? 1 : 0;
             }
             if (sync[j] != 0) break;
+        }
+    }
+    EXPECT_GT(chained, 0) << "the block's RMS_NORM and weight MUL follow each other without a barrier";
+}
+
+// Element-wise ops and RMS_NORM over the same rows follow each other without
+// barriers (each thread computes the same rows of each, so it reads only
+// what it wrote); a product, a broadcast source written since the barrier,
+// or a different shape still gets one. Every thread count gives the bytes
+// of one (under TSan, a missing barrier shows as a race).
+TEST(GraphCompute, RowAlignedChainsSkipBarriers) {
+    context ctx(data_ctx());
+    std::mt19937 rng(9);
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {64, 5});
+    tsr_tensor * y = ctx.new_tensor(TSR_TYPE_F32, {64, 5});
+    tsr_tensor * wn = ctx.new_tensor(TSR_TYPE_F32, {64});
+    tsr_tensor * wm = ctx.new_tensor(TSR_TYPE_F32, {64, 64});
+    tsr_tensor * row = ctx.new_tensor(TSR_TYPE_F32, {64, 1});
+    for (tsr_tensor * t : {x, y, wn, wm, row}) fill_uniform(t, rng);
+    tsr_tensor * n1 = add(ctx, x, y);              // first node
+    tsr_tensor * n2 = rms_norm(ctx, n1, 1e-5f);    // n1's rows
+    tsr_tensor * n3 = mul(ctx, n2, wn);            // n2's rows, a leaf weight
+    tsr_tensor * n4 = silu(ctx, n3);               // n3's rows
+    tsr_tensor * n5 = mul(ctx, n4, n1);            // n4's and n1's rows
+    tsr_tensor * n6 = mul_mat(ctx, wm, n5);        // a product: every row of n5
+    tsr_tensor * n7 = scale(ctx, n6, 0.5f, 0.0f);  // a product's output
+    tsr_tensor * n8 = scale(ctx, row, 2.0f, 1.0f); // independent of n7
+    tsr_tensor * n9 = add(ctx, n7, n8);            // n8 broadcast over the rows
+    tsr_tensor * n10 = rms_norm(ctx, reshape(ctx, n9, {32, 10}), 1e-5f); // other rows (through a view)
+    // The graph walk passes the computing nodes only (not the view).
+    EXPECT_EQ(barriers_before({n1, n2, n3, n4, n5, n6, n7, n8, n9, n10}), (std::vector<char>{1, 0, 0, 0, 0, 1, 1, 0, 1, 1}));
+    graph g;
+    g.build_forward(n10);
+    thread_pool pool(7);
+    std::vector<char> ref;
+    for (int nth : {1, 2, 3, 7}) {
+        std::memset(n10->data, 0xff, nbytes(n10));
+        ASSERT_EQ(pool.compute(g.view(), nth), TSR_STATUS_SUCCESS);
+        std::vector<char> got(static_cast<char *>(n10->data), static_cast<char *>(n10->data) + nbytes(n10));
+        if (ref.empty()) {
+            ref = got;
+            for (int64_t i = 0; i < 320; ++i) ASSERT_TRUE(std::isfinite(get(n10, i % 32, i / 32))) << i;
+        } else {
+            EXPECT_EQ(got, ref) << nth << " threads differ from 1";
         }
     }
 }
