@@ -30,11 +30,15 @@
 // FMA). Every (row, head) pair is computed with the same fixed order of
 // operations whatever the tiling, grouping and thread count, so the result
 // depends on neither (a row of a prompt gets the bits it gets alone).
-// bench_ops BM_attention (T = n_kv = 512, 9 heads, F16 cache, Zen 5):
-// grouping, tiles of 12 and 16-lane exp took one thread from 5.9-6.4 ms to
-// 4.4-4.7 ms and two from 3.0-3.3 ms to 2.2-2.3 ms; one decoded token over
-// 2048 keys (the three heads of a KV head in one group) 89-96 us to 64-67
-// us on one thread, 61-66 us to 45-48 us on two.
+// With AVX-512 and D % 16 == 0 the scores use 512-bit vectors (their own
+// summation order, scores16_rows) and the accumulation 512-bit vectors
+// (the same bits as 256-bit ones).
+// bench_ops BM_attention (9 heads over 3 KV heads, D 64, F16 cache, Zen 5),
+// before this grouping and after (with 512-bit vectors):
+//   prompt, T = n_kv = 512: one thread 5.5-5.8 ms -> 3.5-3.6 ms, two
+//     2.9-3.0 ms -> 1.8-1.9 ms;
+//   one decoded token over 2048 keys: one thread 94-106 us -> 52-59 us,
+//     two 59-62 us -> 38-43 us.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -235,13 +239,131 @@ void accumulate_chunk_rows(float * const * acc, const float * const * w, const c
     }
 }
 
-// block_accumulate for G rows at once; D % 8 == 0. Chunks of 32 elements
-// (4 vectors per row), then one chunk of the rest.
+#ifdef TSR_CPU_AVX512
+template <bool F16>
+inline __m512 load16(const char * p) {
+    if constexpr (F16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    } else {
+        return _mm512_loadu_ps(reinterpret_cast<const float *>(p));
+    }
+}
+
+// accumulate_chunk_rows on 64 elements per row in four 512-bit vectors:
+// each lane's FMA chain is the same as in 256-bit vectors (the same bits).
+template <bool F16, int G>
+void accumulate_chunk64_rows(float * const * acc, const float * const * w, const char * vd, size_t v_row, const int64_t * n) {
+    constexpr size_t esz = F16 ? 2 : 4;
+    constexpr int NV = 4;
+    int64_t n_all = n[0];
+    for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
+    __m512 a[G][NV];
+    for (int i = 0; i < G; ++i) {
+        for (int r = 0; r < NV; ++r) a[i][r] = _mm512_loadu_ps(acc[i] + 16 * r);
+    }
+    for (int64_t j = 0; j < n_all; ++j) {
+        const char * row = vd + static_cast<size_t>(j) * v_row;
+        __m512 vv[NV];
+        for (int r = 0; r < NV; ++r) vv[r] = load16<F16>(row + 16 * r * esz);
+        for (int i = 0; i < G; ++i) {
+            const __m512 wj = _mm512_set1_ps(w[i][j]);
+            for (int r = 0; r < NV; ++r) a[i][r] = _mm512_fmadd_ps(wj, vv[r], a[i][r]);
+        }
+    }
+    for (int i = 0; i < G; ++i) {
+        for (int64_t j = n_all; j < n[i]; ++j) {
+            const __m512 wj = _mm512_set1_ps(w[i][j]);
+            const char * row = vd + static_cast<size_t>(j) * v_row;
+            for (int r = 0; r < NV; ++r) a[i][r] = _mm512_fmadd_ps(wj, load16<F16>(row + 16 * r * esz), a[i][r]);
+        }
+        for (int r = 0; r < NV; ++r) _mm512_storeu_ps(acc[i] + 16 * r, a[i][r]);
+    }
+}
+
+// The scores of scores_rows in 512-bit vectors, for D % 16 == 0 (a
+// different summation order from scores_rows, used for every row of such a
+// D, so a row still gets the same bits in any group): for key j the 16
+// lanes accumulate q[d] k_j[d] for d = lane (mod 16), the two 256-bit
+// halves are added, then eight keys go through scores_rows' transpose and
+// sums; the keys after the last group of eight one at a time (halves
+// added, then hsum8).
+template <bool F16, int G>
+void scores16_rows(const float * const * q, const char * k0, size_t k_row, int64_t D, const int64_t * n, float scale,
+                   float * const * s, float * mx) {
+    constexpr size_t esz = F16 ? 2 : 4;
+    int64_t n_all = n[0];
+    for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
+    n_all -= n_all % 8;
+    const __m256 vscale = _mm256_set1_ps(scale);
+    __m256 vmax[G];
+    for (auto & v : vmax) v = _mm256_set1_ps(k_neg_inf);
+    for (int64_t j = 0; j < n_all; j += 8) {
+        __m512 a[G][8];
+        for (auto & row : a) {
+            for (auto & v : row) v = _mm512_setzero_ps();
+        }
+        const char * kj = k0 + static_cast<size_t>(j) * k_row;
+        for (int64_t d = 0; d < D; d += 16) {
+            __m512 qv[G];
+            for (int i = 0; i < G; ++i) qv[i] = _mm512_loadu_ps(q[i] + d);
+            const size_t off = static_cast<size_t>(d) * esz;
+            for (int r = 0; r < 8; ++r) {
+                const __m512 kv = load16<F16>(kj + r * k_row + off);
+                for (int i = 0; i < G; ++i) a[i][r] = _mm512_fmadd_ps(qv[i], kv, a[i][r]);
+            }
+        }
+        for (int i = 0; i < G; ++i) {
+            __m256 h[8];
+            for (int r = 0; r < 8; ++r) h[r] = _mm256_add_ps(_mm512_castps512_ps256(a[i][r]), _mm512_extractf32x8_ps(a[i][r], 1));
+            simd::transpose8x8(h);
+            const __m256 dot = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(h[0], h[1]), _mm256_add_ps(h[2], h[3])),
+                                             _mm256_add_ps(_mm256_add_ps(h[4], h[5]), _mm256_add_ps(h[6], h[7])));
+            const __m256 sj = _mm256_add_ps(_mm256_mul_ps(dot, vscale), _mm256_loadu_ps(s[i] + j));
+            _mm256_storeu_ps(s[i] + j, sj);
+            vmax[i] = _mm256_max_ps(vmax[i], sj);
+        }
+    }
+    for (int i = 0; i < G; ++i) {
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, vmax[i]);
+        float m = k_neg_inf;
+        for (float x : lanes) m = x > m ? x : m;
+        if constexpr (G == 1) {
+            for (int64_t j = n_all; j < n[0]; ++j) { // the last keys one at a time
+                __m512 a = _mm512_setzero_ps();
+                const char * kj = k0 + static_cast<size_t>(j) * k_row;
+                for (int64_t d = 0; d < D; d += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q[0] + d), load16<F16>(kj + static_cast<size_t>(d) * esz), a);
+                const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+                s[0][j] = simd::hsum8(h) * scale + s[0][j];
+                m = s[0][j] > m ? s[0][j] : m;
+            }
+        } else if (n[i] > n_all) { // the rest of this row's keys on its own
+            const int64_t rest_n = n[i] - n_all;
+            float * rest_s = s[i] + n_all;
+            float rest = k_neg_inf;
+            scores16_rows<F16, 1>(q + i, k0 + static_cast<size_t>(n_all) * k_row, k_row, D, &rest_n, scale, &rest_s, &rest);
+            m = rest > m ? rest : m;
+        }
+        mx[i] = m;
+    }
+}
+#endif
+
+// block_accumulate for G rows at once; D % 8 == 0. On AVX-512 builds
+// chunks of 64 elements in 512-bit vectors first; then chunks of 32
+// elements (4 vectors per row), then one chunk of the rest.
 template <bool F16, int G>
 void accumulate_rows(float * const * acc, const float * const * w, const char * v0, size_t v_row, int64_t D, const int64_t * n) {
     constexpr size_t esz = F16 ? 2 : 4;
     float * a[G];
-    for (int64_t d = 0; d < D;) {
+    int64_t d = 0;
+#ifdef TSR_CPU_AVX512
+    for (; d + 64 <= D; d += 64) {
+        for (int i = 0; i < G; ++i) a[i] = acc[i] + d;
+        accumulate_chunk64_rows<F16, G>(a, w, v0 + static_cast<size_t>(d) * esz, v_row, n);
+    }
+#endif
+    while (d < D) {
         for (int i = 0; i < G; ++i) a[i] = acc[i] + d;
         const char * vd = v0 + static_cast<size_t>(d) * esz;
         switch (std::min<int64_t>(4, (D - d) / 8)) {
@@ -361,6 +483,13 @@ struct row_state {
 template <bool F16>
 void scores_group(int count, const float * const * q, const char * kb, size_t k_row, int64_t D, const int64_t * n,
                   float scale, float * const * s, float * mx) {
+#ifdef TSR_CPU_AVX512
+    if (D % 16 == 0) {
+        if (count == 3) return scores16_rows<F16, 3>(q, kb, k_row, D, n, scale, s, mx);
+        if (count == 2) return scores16_rows<F16, 2>(q, kb, k_row, D, n, scale, s, mx);
+        return scores16_rows<F16, 1>(q, kb, k_row, D, n, scale, s, mx);
+    }
+#endif
     if constexpr (k_group >= 3) {
         if (count == 3) return scores_rows<F16, 3>(q, kb, k_row, D, n, scale, s, mx);
     }
