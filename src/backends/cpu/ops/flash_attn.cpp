@@ -25,7 +25,8 @@
 // are dealt round-robin (tile r to thread r % nth), which balances causal
 // rows of different lengths; within a tile the key blocks are the outer
 // loop, so each block of K/V is reused from cache by all the tile's pairs,
-// and on AVX-512 builds k_group pairs at a time share every K and V load
+// and k_group pairs at a time share every K load (three on AVX-512 builds)
+// and k_group_acc every V load (three; two on AVX2)
 // (the scores and the accumulation are otherwise load-bound: one load per
 // FMA). Every (row, head) pair is computed with the same fixed order of
 // operations whatever the tiling, grouping and thread count, so the result
@@ -60,8 +61,12 @@ constexpr int64_t k_tile = 12;  // query rows of one head computed together
 // Query rows whose scores and accumulations share each load of K and V
 // (32 vector registers: 3 rows x 8 keys of score accumulators).
 constexpr int k_group = 3;
+constexpr int k_group_acc = 3;
 #else
-constexpr int k_group = 1; // 16 registers: 8 keys x 1 row
+// 16 registers: the scores of one row at a time (8 keys), the
+// accumulation of two (2 x 4 vectors; the same bits as one at a time).
+constexpr int k_group = 1;
+constexpr int k_group_acc = 2;
 #endif
 constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
 
@@ -502,10 +507,10 @@ void scores_group(int count, const float * const * q, const char * kb, size_t k_
 template <bool F16>
 void accumulate_group(int count, float * const * acc, const float * const * w, const char * vb, size_t v_row, int64_t D,
                       const int64_t * n) {
-    if constexpr (k_group >= 3) {
+    if constexpr (k_group_acc >= 3) {
         if (count == 3) return accumulate_rows<F16, 3>(acc, w, vb, v_row, D, n);
     }
-    if constexpr (k_group >= 2) {
+    if constexpr (k_group_acc >= 2) {
         if (count == 2) return accumulate_rows<F16, 2>(acc, w, vb, v_row, D, n);
     }
     accumulate_rows<F16, 1>(acc, w, vb, v_row, D, n);
@@ -580,7 +585,9 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
     }
 #ifdef TSR_CPU_AVX2
     if (vec) {
-        for (int g = 0; g < nl; g += k_group) accumulate_group<V16>(std::min(k_group, nl - g), acc + g, s + g, vb, v_row, D, n + g);
+        for (int g = 0; g < nl; g += k_group_acc) {
+            accumulate_group<V16>(std::min(k_group_acc, nl - g), acc + g, s + g, vb, v_row, D, n + g);
+        }
         return;
     }
 #endif
