@@ -48,10 +48,6 @@ byte_range range_of(const tsr_tensor * t) {
     return r;
 }
 
-} // namespace
-
-namespace {
-
 // True when every thread reads, of `src` (a node computed since the last
 // barrier), only the rows it wrote itself: `src` and `node` split their
 // rows statically the same way (op_splits_rows, the same shape) and src's
