@@ -100,6 +100,14 @@ void pack_a(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, in
                     rp[i] = a + static_cast<size_t>(m) * nb1 + static_cast<size_t>(k0) * es;
                 }
                 int64_t k = 0;
+                if (gvalid == 8) { // a full group: no per-row test in the loop
+                    for (; k + 8 <= kc; k += 8) {
+                        __m256 v[8];
+                        for (int i = 0; i < 8; ++i) v[i] = load8<T>(rp[i] + k * es);
+                        simd::transpose8x8(v);
+                        for (int j = 0; j < 8; ++j) _mm256_store_ps(dst + (k + j) * k_mr + g * 8, v[j]);
+                    }
+                }
                 for (; k + 8 <= kc; k += 8) {
                     __m256 v[8];
                     for (int i = 0; i < 8; ++i) v[i] = i < gvalid ? load8<T>(rp[i] + k * es) : _mm256_setzero_ps();
