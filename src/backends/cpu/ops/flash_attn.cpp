@@ -32,7 +32,7 @@
 // operations whatever the tiling, grouping and thread count, so the result
 // depends on neither (a row of a prompt gets the bits it gets alone).
 // With AVX-512 and D % 16 == 0 the scores use 512-bit vectors (their own
-// summation order, scores16_rows) and the accumulation 512-bit vectors
+// summation order, scores_rows<lanes16>) and the accumulation 512-bit vectors
 // (the same bits as 256-bit ones).
 // bench_ops BM_attention (9 heads over 3 KV heads, D 64, F16 cache, Zen 5),
 // before this grouping and after (with 512-bit vectors):
@@ -118,54 +118,89 @@ inline __m256 load8(const char * p) {
     }
 }
 
-// s[j] = scale * (q . K_j) + s[j] for j < n (s holds the mask on entry);
-// returns the largest s[j]. D % 8 == 0. Eight keys at a time: one vector
-// accumulator per key, the 8x8 block of partial sums transposed and added
-// so lane r is key r's dot.
+#ifdef TSR_CPU_AVX512
 template <bool F16>
-float block_scores(const float * q, const char * k0, size_t k_row, int64_t D, int64_t n, float scale, float * s) {
+inline __m512 load16(const char * p) {
+    if constexpr (F16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    } else {
+        return _mm512_loadu_ps(reinterpret_cast<const float *>(p));
+    }
+}
+#endif
+
+// A vector width of the kernels below: 8 lanes, or 16 with AVX-512.
+// half() folds a vector to 8 lanes (its two 256-bit halves added); with
+// 8 lanes it is the vector itself.
+struct lanes8 {
+    using vec = __m256;
+    static constexpr int64_t width = 8;
+    static vec zero() { return _mm256_setzero_ps(); }
+    static vec set1(float x) { return _mm256_set1_ps(x); }
+    static vec load(const float * p) { return _mm256_loadu_ps(p); }
+    static void store(float * p, vec v) { _mm256_storeu_ps(p, v); }
+    template <bool F16>
+    static vec loadk(const char * p) { return load8<F16>(p); }
+    static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+    static __m256 half(vec v) { return v; }
+};
+#ifdef TSR_CPU_AVX512
+struct lanes16 {
+    using vec = __m512;
+    static constexpr int64_t width = 16;
+    static vec zero() { return _mm512_setzero_ps(); }
+    static vec set1(float x) { return _mm512_set1_ps(x); }
+    static vec load(const float * p) { return _mm512_loadu_ps(p); }
+    static void store(float * p, vec v) { _mm512_storeu_ps(p, v); }
+    template <bool F16>
+    static vec loadk(const char * p) { return load16<F16>(p); }
+    static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+    static __m256 half(vec v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+};
+#endif
+
+// For G rows at once (each V vector loaded once for all of them):
+// acc[i][d0 .. d0 + NV L::width) += sum_j w[i][j] V_j[same range] for
+// j < n[i], in order of j: one FMA chain per element, whatever the vector
+// width or the group (the same bits).
+template <class L, bool F16, int NV, int G>
+void accumulate_chunk_rows(float * const * acc, const float * const * w, const char * vd, size_t v_row, const int64_t * n) {
     constexpr size_t esz = F16 ? 2 : 4;
-    const __m256 vscale = _mm256_set1_ps(scale);
-    __m256 vmax = _mm256_set1_ps(k_neg_inf);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 a[8];
-        for (auto & v : a) v = _mm256_setzero_ps();
-        const char * kj = k0 + static_cast<size_t>(j) * k_row;
-        for (int64_t d = 0; d < D; d += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + d);
-            const size_t off = static_cast<size_t>(d) * esz;
-            for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qv, load8<F16>(kj + r * k_row + off), a[r]);
-        }
-        simd::transpose8x8(a);
-        const __m256 dot = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])),
-                                         _mm256_add_ps(_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7])));
-        const __m256 sj = _mm256_add_ps(_mm256_mul_ps(dot, vscale), _mm256_loadu_ps(s + j));
-        _mm256_storeu_ps(s + j, sj);
-        vmax = _mm256_max_ps(vmax, sj);
+    int64_t n_all = n[0];
+    for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
+    typename L::vec a[G][NV];
+    for (int i = 0; i < G; ++i) {
+        for (int r = 0; r < NV; ++r) a[i][r] = L::load(acc[i] + L::width * r);
     }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, vmax);
-    float mx = k_neg_inf;
-    for (float x : lanes) mx = x > mx ? x : mx;
-    for (; j < n; ++j) {
-        __m256 a = _mm256_setzero_ps();
-        const char * kj = k0 + static_cast<size_t>(j) * k_row;
-        for (int64_t d = 0; d < D; d += 8) {
-            a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<F16>(kj + static_cast<size_t>(d) * esz), a);
+    for (int64_t j = 0; j < n_all; ++j) {
+        const char * row = vd + static_cast<size_t>(j) * v_row;
+        typename L::vec vv[NV];
+        for (int r = 0; r < NV; ++r) vv[r] = L::template loadk<F16>(row + L::width * r * esz);
+        for (int i = 0; i < G; ++i) {
+            const typename L::vec wj = L::set1(w[i][j]);
+            for (int r = 0; r < NV; ++r) a[i][r] = L::fma(wj, vv[r], a[i][r]);
         }
-        s[j] = simd::hsum8(a) * scale + s[j];
-        mx = s[j] > mx ? s[j] : mx;
     }
-    return mx;
+    for (int i = 0; i < G; ++i) {
+        for (int64_t j = n_all; j < n[i]; ++j) { // the rest of this row's keys
+            const typename L::vec wj = L::set1(w[i][j]);
+            const char * row = vd + static_cast<size_t>(j) * v_row;
+            for (int r = 0; r < NV; ++r) a[i][r] = L::fma(wj, L::template loadk<F16>(row + L::width * r * esz), a[i][r]);
+        }
+        for (int r = 0; r < NV; ++r) L::store(acc[i] + L::width * r, a[i][r]);
+    }
 }
 
-// block_scores for G query rows at once (each K vector loaded once for
-// all of them): for row i < G, s[i][j] = scale * (q[i] . K_j) + s[i][j]
-// for j < n[i], and mx[i] = the largest s[i][j]. Each row's operations
-// are exactly block_scores' (the same eight-key groups, accumulation
-// order, transpose and sums), so a row gets the same bits in any group.
-template <bool F16, int G>
+// For G query rows at once (each K vector loaded once for all of them):
+// s[i][j] = scale * (q[i] . K_j) + s[i][j] for j < n[i] (s holds the mask
+// on entry), and mx[i] = the largest s[i][j]; D % L::width == 0. Eight
+// keys at a time: one accumulator per key whose lanes sum q[d] k_j[d] for
+// d = lane (mod width), folded to 8 lanes (L::half), the 8x8 block
+// transposed and added in a fixed tree so lane r is key r's dot. After the
+// last group of eight common to all rows each row goes on alone (G = 1),
+// its last keys one at a time (folded, then hsum8). A row's operations
+// depend only on its own n, so it gets the same bits in any group.
+template <class L, bool F16, int G>
 void scores_rows(const float * const * q, const char * k0, size_t k_row, int64_t D, const int64_t * n, float scale,
                  float * const * s, float * mx) {
     constexpr size_t esz = F16 ? 2 : 4;
@@ -176,150 +211,23 @@ void scores_rows(const float * const * q, const char * k0, size_t k_row, int64_t
     __m256 vmax[G];
     for (auto & v : vmax) v = _mm256_set1_ps(k_neg_inf);
     for (int64_t j = 0; j < n_all; j += 8) {
-        __m256 a[G][8];
+        typename L::vec a[G][8];
         for (auto & row : a) {
-            for (auto & v : row) v = _mm256_setzero_ps();
+            for (auto & v : row) v = L::zero();
         }
         const char * kj = k0 + static_cast<size_t>(j) * k_row;
-        for (int64_t d = 0; d < D; d += 8) {
-            __m256 qv[G];
-            for (int i = 0; i < G; ++i) qv[i] = _mm256_loadu_ps(q[i] + d);
+        for (int64_t d = 0; d < D; d += L::width) {
+            typename L::vec qv[G];
+            for (int i = 0; i < G; ++i) qv[i] = L::load(q[i] + d);
             const size_t off = static_cast<size_t>(d) * esz;
             for (int r = 0; r < 8; ++r) {
-                const __m256 kv = load8<F16>(kj + r * k_row + off);
-                for (int i = 0; i < G; ++i) a[i][r] = _mm256_fmadd_ps(qv[i], kv, a[i][r]);
-            }
-        }
-        for (int i = 0; i < G; ++i) {
-            simd::transpose8x8(a[i]);
-            const __m256 dot = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[i][0], a[i][1]), _mm256_add_ps(a[i][2], a[i][3])),
-                                             _mm256_add_ps(_mm256_add_ps(a[i][4], a[i][5]), _mm256_add_ps(a[i][6], a[i][7])));
-            const __m256 sj = _mm256_add_ps(_mm256_mul_ps(dot, vscale), _mm256_loadu_ps(s[i] + j));
-            _mm256_storeu_ps(s[i] + j, sj);
-            vmax[i] = _mm256_max_ps(vmax[i], sj);
-        }
-    }
-    for (int i = 0; i < G; ++i) {
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, vmax[i]);
-        float m = k_neg_inf;
-        for (float x : lanes) m = x > m ? x : m;
-        if (n[i] > n_all) { // the rest of this row's keys on its own
-            const float rest = block_scores<F16>(q[i], k0 + static_cast<size_t>(n_all) * k_row, k_row, D, n[i] - n_all,
-                                                 scale, s[i] + n_all);
-            m = rest > m ? rest : m;
-        }
-        mx[i] = m;
-    }
-}
-
-// accumulate_chunk for G rows at once (each V vector loaded once for all
-// of them): acc[i][d0 .. d0 + 8 NV) += sum_j w[i][j] V_j[same range] for
-// j < n[i], in order of j, as accumulate_chunk does for each row.
-template <bool F16, int NV, int G>
-void accumulate_chunk_rows(float * const * acc, const float * const * w, const char * vd, size_t v_row, const int64_t * n) {
-    constexpr size_t esz = F16 ? 2 : 4;
-    int64_t n_all = n[0];
-    for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
-    __m256 a[G][NV];
-    for (int i = 0; i < G; ++i) {
-        for (int r = 0; r < NV; ++r) a[i][r] = _mm256_loadu_ps(acc[i] + 8 * r);
-    }
-    for (int64_t j = 0; j < n_all; ++j) {
-        const char * row = vd + static_cast<size_t>(j) * v_row;
-        __m256 vv[NV];
-        for (int r = 0; r < NV; ++r) vv[r] = load8<F16>(row + 8 * r * esz);
-        for (int i = 0; i < G; ++i) {
-            const __m256 wj = _mm256_set1_ps(w[i][j]);
-            for (int r = 0; r < NV; ++r) a[i][r] = _mm256_fmadd_ps(wj, vv[r], a[i][r]);
-        }
-    }
-    for (int i = 0; i < G; ++i) {
-        for (int64_t j = n_all; j < n[i]; ++j) { // the rest of this row's keys
-            const __m256 wj = _mm256_set1_ps(w[i][j]);
-            const char * row = vd + static_cast<size_t>(j) * v_row;
-            for (int r = 0; r < NV; ++r) a[i][r] = _mm256_fmadd_ps(wj, load8<F16>(row + 8 * r * esz), a[i][r]);
-        }
-        for (int r = 0; r < NV; ++r) _mm256_storeu_ps(acc[i] + 8 * r, a[i][r]);
-    }
-}
-
-#ifdef TSR_CPU_AVX512
-template <bool F16>
-inline __m512 load16(const char * p) {
-    if constexpr (F16) {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-    } else {
-        return _mm512_loadu_ps(reinterpret_cast<const float *>(p));
-    }
-}
-
-// accumulate_chunk_rows on 64 elements per row in four 512-bit vectors:
-// each lane's FMA chain is the same as in 256-bit vectors (the same bits).
-template <bool F16, int G>
-void accumulate_chunk64_rows(float * const * acc, const float * const * w, const char * vd, size_t v_row, const int64_t * n) {
-    constexpr size_t esz = F16 ? 2 : 4;
-    constexpr int NV = 4;
-    int64_t n_all = n[0];
-    for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
-    __m512 a[G][NV];
-    for (int i = 0; i < G; ++i) {
-        for (int r = 0; r < NV; ++r) a[i][r] = _mm512_loadu_ps(acc[i] + 16 * r);
-    }
-    for (int64_t j = 0; j < n_all; ++j) {
-        const char * row = vd + static_cast<size_t>(j) * v_row;
-        __m512 vv[NV];
-        for (int r = 0; r < NV; ++r) vv[r] = load16<F16>(row + 16 * r * esz);
-        for (int i = 0; i < G; ++i) {
-            const __m512 wj = _mm512_set1_ps(w[i][j]);
-            for (int r = 0; r < NV; ++r) a[i][r] = _mm512_fmadd_ps(wj, vv[r], a[i][r]);
-        }
-    }
-    for (int i = 0; i < G; ++i) {
-        for (int64_t j = n_all; j < n[i]; ++j) {
-            const __m512 wj = _mm512_set1_ps(w[i][j]);
-            const char * row = vd + static_cast<size_t>(j) * v_row;
-            for (int r = 0; r < NV; ++r) a[i][r] = _mm512_fmadd_ps(wj, load16<F16>(row + 16 * r * esz), a[i][r]);
-        }
-        for (int r = 0; r < NV; ++r) _mm512_storeu_ps(acc[i] + 16 * r, a[i][r]);
-    }
-}
-
-// The scores of scores_rows in 512-bit vectors, for D % 16 == 0 (a
-// different summation order from scores_rows, used for every row of such a
-// D, so a row still gets the same bits in any group): for key j the 16
-// lanes accumulate q[d] k_j[d] for d = lane (mod 16), the two 256-bit
-// halves are added, then eight keys go through scores_rows' transpose and
-// sums; the keys after the last group of eight one at a time (halves
-// added, then hsum8).
-template <bool F16, int G>
-void scores16_rows(const float * const * q, const char * k0, size_t k_row, int64_t D, const int64_t * n, float scale,
-                   float * const * s, float * mx) {
-    constexpr size_t esz = F16 ? 2 : 4;
-    int64_t n_all = n[0];
-    for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
-    n_all -= n_all % 8;
-    const __m256 vscale = _mm256_set1_ps(scale);
-    __m256 vmax[G];
-    for (auto & v : vmax) v = _mm256_set1_ps(k_neg_inf);
-    for (int64_t j = 0; j < n_all; j += 8) {
-        __m512 a[G][8];
-        for (auto & row : a) {
-            for (auto & v : row) v = _mm512_setzero_ps();
-        }
-        const char * kj = k0 + static_cast<size_t>(j) * k_row;
-        for (int64_t d = 0; d < D; d += 16) {
-            __m512 qv[G];
-            for (int i = 0; i < G; ++i) qv[i] = _mm512_loadu_ps(q[i] + d);
-            const size_t off = static_cast<size_t>(d) * esz;
-            for (int r = 0; r < 8; ++r) {
-                const __m512 kv = load16<F16>(kj + r * k_row + off);
-                for (int i = 0; i < G; ++i) a[i][r] = _mm512_fmadd_ps(qv[i], kv, a[i][r]);
+                const typename L::vec kv = L::template loadk<F16>(kj + r * k_row + off);
+                for (int i = 0; i < G; ++i) a[i][r] = L::fma(qv[i], kv, a[i][r]);
             }
         }
         for (int i = 0; i < G; ++i) {
             __m256 h[8];
-            for (int r = 0; r < 8; ++r) h[r] = _mm256_add_ps(_mm512_castps512_ps256(a[i][r]), _mm512_extractf32x8_ps(a[i][r], 1));
+            for (int r = 0; r < 8; ++r) h[r] = L::half(a[i][r]);
             simd::transpose8x8(h);
             const __m256 dot = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(h[0], h[1]), _mm256_add_ps(h[2], h[3])),
                                              _mm256_add_ps(_mm256_add_ps(h[4], h[5]), _mm256_add_ps(h[6], h[7])));
@@ -335,24 +243,24 @@ void scores16_rows(const float * const * q, const char * k0, size_t k_row, int64
         for (float x : lanes) m = x > m ? x : m;
         if constexpr (G == 1) {
             for (int64_t j = n_all; j < n[0]; ++j) { // the last keys one at a time
-                __m512 a = _mm512_setzero_ps();
+                typename L::vec a = L::zero();
                 const char * kj = k0 + static_cast<size_t>(j) * k_row;
-                for (int64_t d = 0; d < D; d += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q[0] + d), load16<F16>(kj + static_cast<size_t>(d) * esz), a);
-                const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-                s[0][j] = simd::hsum8(h) * scale + s[0][j];
+                for (int64_t d = 0; d < D; d += L::width) {
+                    a = L::fma(L::load(q[0] + d), L::template loadk<F16>(kj + static_cast<size_t>(d) * esz), a);
+                }
+                s[0][j] = simd::hsum8(L::half(a)) * scale + s[0][j];
                 m = s[0][j] > m ? s[0][j] : m;
             }
         } else if (n[i] > n_all) { // the rest of this row's keys on its own
             const int64_t rest_n = n[i] - n_all;
             float * rest_s = s[i] + n_all;
             float rest = k_neg_inf;
-            scores16_rows<F16, 1>(q + i, k0 + static_cast<size_t>(n_all) * k_row, k_row, D, &rest_n, scale, &rest_s, &rest);
+            scores_rows<L, F16, 1>(q + i, k0 + static_cast<size_t>(n_all) * k_row, k_row, D, &rest_n, scale, &rest_s, &rest);
             m = rest > m ? rest : m;
         }
         mx[i] = m;
     }
 }
-#endif
 
 // block_accumulate for G rows at once; D % 8 == 0. On AVX-512 builds
 // chunks of 64 elements in 512-bit vectors first; then chunks of 32
@@ -365,17 +273,17 @@ void accumulate_rows(float * const * acc, const float * const * w, const char * 
 #ifdef TSR_CPU_AVX512
     for (; d + 64 <= D; d += 64) {
         for (int i = 0; i < G; ++i) a[i] = acc[i] + d;
-        accumulate_chunk64_rows<F16, G>(a, w, v0 + static_cast<size_t>(d) * esz, v_row, n);
+        accumulate_chunk_rows<lanes16, F16, 4, G>(a, w, v0 + static_cast<size_t>(d) * esz, v_row, n);
     }
 #endif
     while (d < D) {
         for (int i = 0; i < G; ++i) a[i] = acc[i] + d;
         const char * vd = v0 + static_cast<size_t>(d) * esz;
         switch (std::min<int64_t>(4, (D - d) / 8)) {
-        case 4: accumulate_chunk_rows<F16, 4, G>(a, w, vd, v_row, n); d += 32; break;
-        case 3: accumulate_chunk_rows<F16, 3, G>(a, w, vd, v_row, n); d += 24; break;
-        case 2: accumulate_chunk_rows<F16, 2, G>(a, w, vd, v_row, n); d += 16; break;
-        default: accumulate_chunk_rows<F16, 1, G>(a, w, vd, v_row, n); d += 8; break;
+        case 4: accumulate_chunk_rows<lanes8, F16, 4, G>(a, w, vd, v_row, n); d += 32; break;
+        case 3: accumulate_chunk_rows<lanes8, F16, 3, G>(a, w, vd, v_row, n); d += 24; break;
+        case 2: accumulate_chunk_rows<lanes8, F16, 2, G>(a, w, vd, v_row, n); d += 16; break;
+        default: accumulate_chunk_rows<lanes8, F16, 1, G>(a, w, vd, v_row, n); d += 8; break;
         }
     }
 }
@@ -484,24 +392,27 @@ struct row_state {
 
 #ifdef TSR_CPU_AVX2
 // Scores of `count` rows (at most k_group) of one key block: the row
-// pointers, key counts and maxima of scores_rows.
+// pointers, key counts and maxima of scores_rows, 16 lanes where AVX-512
+// and D allow.
+template <class L, bool F16>
+void scores_group_of(int count, const float * const * q, const char * kb, size_t k_row, int64_t D, const int64_t * n,
+                     float scale, float * const * s, float * mx) {
+    if constexpr (k_group >= 3) {
+        if (count == 3) return scores_rows<L, F16, 3>(q, kb, k_row, D, n, scale, s, mx);
+    }
+    if constexpr (k_group >= 2) {
+        if (count == 2) return scores_rows<L, F16, 2>(q, kb, k_row, D, n, scale, s, mx);
+    }
+    scores_rows<L, F16, 1>(q, kb, k_row, D, n, scale, s, mx);
+}
+
 template <bool F16>
 void scores_group(int count, const float * const * q, const char * kb, size_t k_row, int64_t D, const int64_t * n,
                   float scale, float * const * s, float * mx) {
 #ifdef TSR_CPU_AVX512
-    if (D % 16 == 0) {
-        if (count == 3) return scores16_rows<F16, 3>(q, kb, k_row, D, n, scale, s, mx);
-        if (count == 2) return scores16_rows<F16, 2>(q, kb, k_row, D, n, scale, s, mx);
-        return scores16_rows<F16, 1>(q, kb, k_row, D, n, scale, s, mx);
-    }
+    if (D % 16 == 0) return scores_group_of<lanes16, F16>(count, q, kb, k_row, D, n, scale, s, mx);
 #endif
-    if constexpr (k_group >= 3) {
-        if (count == 3) return scores_rows<F16, 3>(q, kb, k_row, D, n, scale, s, mx);
-    }
-    if constexpr (k_group >= 2) {
-        if (count == 2) return scores_rows<F16, 2>(q, kb, k_row, D, n, scale, s, mx);
-    }
-    scores_rows<F16, 1>(q, kb, k_row, D, n, scale, s, mx);
+    scores_group_of<lanes8, F16>(count, q, kb, k_row, D, n, scale, s, mx);
 }
 
 template <bool F16>
