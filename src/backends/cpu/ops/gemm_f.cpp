@@ -95,22 +95,17 @@ void pack_a(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, in
                     continue;
                 }
                 const char * rp[8];
+                __m256 keep[8]; // all ones for a row of the matrix, zero for a missing row
                 for (int i = 0; i < 8; ++i) {
                     const int64_t m = m0 + r0 + g * 8 + std::min<int64_t>(i, gvalid - 1); // missing rows: any valid one
                     rp[i] = a + static_cast<size_t>(m) * nb1 + static_cast<size_t>(k0) * es;
+                    keep[i] = _mm256_castsi256_ps(_mm256_set1_epi32(i < gvalid ? -1 : 0));
                 }
                 int64_t k = 0;
-                if (gvalid == 8) { // a full group: no per-row test in the loop
-                    for (; k + 8 <= kc; k += 8) {
-                        __m256 v[8];
-                        for (int i = 0; i < 8; ++i) v[i] = load8<T>(rp[i] + k * es);
-                        simd::transpose8x8(v);
-                        for (int j = 0; j < 8; ++j) _mm256_store_ps(dst + (k + j) * k_mr + g * 8, v[j]);
-                    }
-                }
+                // No per-row test in the loop (it cost a branch per row and step).
                 for (; k + 8 <= kc; k += 8) {
                     __m256 v[8];
-                    for (int i = 0; i < 8; ++i) v[i] = i < gvalid ? load8<T>(rp[i] + k * es) : _mm256_setzero_ps();
+                    for (int i = 0; i < 8; ++i) v[i] = _mm256_and_ps(load8<T>(rp[i] + k * es), keep[i]);
                     simd::transpose8x8(v);
                     for (int j = 0; j < 8; ++j) _mm256_store_ps(dst + (k + j) * k_mr + g * 8, v[j]);
                 }
