@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
@@ -56,7 +57,7 @@ namespace tessera::cpu {
 namespace {
 
 constexpr int64_t k_block = 64; // keys per online soft-max step
-constexpr int64_t k_tile = 12;  // query rows of one head computed together
+constexpr int64_t k_tile = 12;  // (query row, head) pairs of one KV head computed together
 #ifdef TSR_CPU_AVX512
 // Query rows whose scores and accumulations share each load of K and V
 // (32 vector registers: 3 rows x 8 keys of score accumulators).
@@ -262,9 +263,10 @@ void scores_rows(const float * const * q, const char * k0, size_t k_row, int64_t
     }
 }
 
-// block_accumulate for G rows at once; D % 8 == 0. On AVX-512 builds
-// chunks of 64 elements in 512-bit vectors first; then chunks of 32
-// elements (4 vectors per row), then one chunk of the rest.
+// acc[i][d] += sum_j w[i][j] V_j[d] for j < n[i], for G rows at once;
+// D % 8 == 0. On AVX-512 builds chunks of 64 elements in 512-bit vectors
+// first; then chunks of 32 elements (4 vectors per row), then one chunk of
+// the rest.
 template <bool F16, int G>
 void accumulate_rows(float * const * acc, const float * const * w, const char * v0, size_t v_row, int64_t D, const int64_t * n) {
     constexpr size_t esz = F16 ? 2 : 4;
@@ -391,40 +393,38 @@ struct row_state {
 };
 
 #ifdef TSR_CPU_AVX2
+// Calls f(std::integral_constant<int, G>{}) for G = count, 1 <= count <=
+// Max <= 3: a run-time group size to the kernels' compile-time G.
+template <int Max, class F>
+void with_group(int count, F && f) {
+    if constexpr (Max >= 3) {
+        if (count == 3) return f(std::integral_constant<int, 3>{});
+    }
+    if constexpr (Max >= 2) {
+        if (count == 2) return f(std::integral_constant<int, 2>{});
+    }
+    f(std::integral_constant<int, 1>{});
+}
+
 // Scores of `count` rows (at most k_group) of one key block: the row
 // pointers, key counts and maxima of scores_rows, 16 lanes where AVX-512
 // and D allow.
-template <class L, bool F16>
-void scores_group_of(int count, const float * const * q, const char * kb, size_t k_row, int64_t D, const int64_t * n,
-                     float scale, float * const * s, float * mx) {
-    if constexpr (k_group >= 3) {
-        if (count == 3) return scores_rows<L, F16, 3>(q, kb, k_row, D, n, scale, s, mx);
-    }
-    if constexpr (k_group >= 2) {
-        if (count == 2) return scores_rows<L, F16, 2>(q, kb, k_row, D, n, scale, s, mx);
-    }
-    scores_rows<L, F16, 1>(q, kb, k_row, D, n, scale, s, mx);
-}
-
 template <bool F16>
 void scores_group(int count, const float * const * q, const char * kb, size_t k_row, int64_t D, const int64_t * n,
                   float scale, float * const * s, float * mx) {
+    with_group<k_group>(count, [&](auto g) {
 #ifdef TSR_CPU_AVX512
-    if (D % 16 == 0) return scores_group_of<lanes16, F16>(count, q, kb, k_row, D, n, scale, s, mx);
+        if (D % 16 == 0) return scores_rows<lanes16, F16, g()>(q, kb, k_row, D, n, scale, s, mx);
 #endif
-    scores_group_of<lanes8, F16>(count, q, kb, k_row, D, n, scale, s, mx);
+        scores_rows<lanes8, F16, g()>(q, kb, k_row, D, n, scale, s, mx);
+    });
 }
 
+// The accumulation of `count` rows (at most k_group_acc) of one key block.
 template <bool F16>
 void accumulate_group(int count, float * const * acc, const float * const * w, const char * vb, size_t v_row, int64_t D,
                       const int64_t * n) {
-    if constexpr (k_group_acc >= 3) {
-        if (count == 3) return accumulate_rows<F16, 3>(acc, w, vb, v_row, D, n);
-    }
-    if constexpr (k_group_acc >= 2) {
-        if (count == 2) return accumulate_rows<F16, 2>(acc, w, vb, v_row, D, n);
-    }
-    accumulate_rows<F16, 1>(acc, w, vb, v_row, D, n);
+    with_group<k_group_acc>(count, [&](auto g) { accumulate_rows<F16, g()>(acc, w, vb, v_row, D, n); });
 }
 #endif
 
@@ -505,6 +505,14 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
     for (int i = 0; i < nl; ++i) block_accumulate_portable<V16>(acc[i], s[i], vb, v_row, D, n[i]);
 }
 
+// Query row i and head h of pair p of KV head hk (attend_tile).
+struct row_head {
+    int64_t i, h;
+};
+row_head pair_of(const fa_dims & dm, int64_t hk, int64_t p) {
+    return {p / dm.group, hk * dm.group + p % dm.group};
+}
+
 // The (query row, head) pairs of one KV head hk, numbered p = i group + g
 // for row i and head hk group + g: the heads that share hk's keys and
 // values next to each other, so one row's heads (same mask row, same
@@ -525,7 +533,7 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
     row_state st[k_tile];
     int64_t n_end_max = 0;
     for (int64_t r = 0; r < np; ++r) {
-        const int64_t i = (p0 + r) / dm.group, h = hk * dm.group + (p0 + r) % dm.group;
+        const auto [i, h] = pair_of(dm, hk, p0 + r);
         const char * qrow = row_ptr(q, i, h, 0);
         float * qf = w.q + r * D;
         if (q->nb[0] == sizeof(float)) {
@@ -555,7 +563,7 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
     }
 
     for (int64_t r = 0; r < np; ++r) {
-        const int64_t i = (p0 + r) / dm.group, h = hk * dm.group + (p0 + r) % dm.group;
+        const auto [i, h] = pair_of(dm, hk, p0 + r);
         char * out = row_ptr(dst, h, i, 0);
         const float * acc = w.acc + r * D;
         const float inv = st[r].l > 0.0f ? 1.0f / st[r].l : 0.0f; // no visible key: zeros
@@ -573,7 +581,6 @@ void attend_rows(const compute_params & p, const tsr_tensor * dst, const fa_dims
     const int64_t pairs = dm.T * dm.group; // per KV head
     int64_t tile = k_tile;
     while (tile > k_group && dm.H_kv * ((pairs + tile - 1) / tile) < 2 * p.nth) tile -= k_group;
-    tile = std::max<int64_t>(tile, 1);
     const int64_t tiles = (pairs + tile - 1) / tile;
     for (int64_t item = p.ith; item < tiles * dm.H_kv; item += p.nth) {
         const int64_t hk = item / tiles, p0 = (item % tiles) * tile;
