@@ -12,9 +12,10 @@
 //            of_int8_peak (quantized weights: vpdpbusd peak with
 //            AVX512-VNNI, else vpmaddubsw), of_read_bw (N = 1: weight bytes
 //            per second / streaming read bandwidth).
-//   MUL_MAT repacked: Q4_0/Q8_0 weights in the CPU_REPACK layout at the
-//            1B preset's shapes: streamed, chained behind barriers, and
-//            cache-resident (the kernel's compute rate).
+//   MUL_MAT repacked: Q4_0/Q8_0/F16 weights in the CPU_REPACK layouts at
+//            the 1B preset's shapes: streamed, chained behind barriers, and
+//            cache-resident (the kernel's compute rate); F16 also at the
+//            shapes BM_mul_mat measures plain.
 //   Attention: the two MUL_MATs of one decode step over an F16 KV cache
 //            (K view with strided heads, transposed V view); one layer's
 //            attention fused (FLASH_ATTN_EXT) vs unfused (BM_attention).
@@ -195,7 +196,7 @@ BENCHMARK(BM_mul_mat_shape)
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1})
     ->Args({TSR_TYPE_Q8_0, 576, 1536, 1, 1})->Args({TSR_TYPE_F16, 576, 1536, 1, 1})
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1})->Args({TSR_TYPE_F16, 576, 1536, 64, 1})
-    ->Args({TSR_TYPE_F16, 2048, 2048, 512, 2})->Args({TSR_TYPE_F16, 2048, 256, 512, 2})
+    ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2})->Args({TSR_TYPE_F16, 2048, 256, 512, 2})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 // N = 512 takes seconds per op on a few cores: two iterations.
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args_prompt)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
@@ -208,7 +209,7 @@ struct repack_buffer_stub {
     repack_buffer_stub() { buf.buft = &bt; }
 };
 
-// MUL_MAT with Q8_0/Q4_0 weights in the interleaved layout (ops/repack.hpp),
+// MUL_MAT with Q8_0/Q4_0/F16 weights in the interleaved layouts (ops/repack.hpp),
 // as the CPU_REPACK buffer type stores a model's matrices. Args: weight
 // type, K, M, N, threads, mode:
 //   0  N = 1 streams weight copies of at least 256 MiB from memory, like
@@ -261,6 +262,11 @@ BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_Q4_0, 2048, 2048, 1, 2, 0})->Args({TSR_TYPE_Q4_0, 2048, 2048, 1, 2, 2})
     ->Args({TSR_TYPE_Q4_0, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q8_0, 2048, 256, 1, 1, 1})
     ->Args({TSR_TYPE_Q4_0, 2048, 5632, 64, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 5632, 64, 1, 0})
+    // F16 in groups of 16 rows (builds with F16C): BM_mul_mat's and
+    // BM_mul_mat_shape's F16 shapes, plain there.
+    ->Args({TSR_TYPE_F16, 4096, 4096, 1, 1, 0})->Args({TSR_TYPE_F16, 4096, 4096, 1, 2, 0})
+    ->Args({TSR_TYPE_F16, 576, 1536, 1, 1, 0})
+    ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2, 0})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One decode step's attention products over an F16 KV cache of n_kv

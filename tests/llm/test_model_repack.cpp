@@ -1,6 +1,6 @@
 // Repacked weights (session_params::repack: the MUL_MAT matrices in the CPU
 // device's CPU_REPACK buffer type, rows interleaved) against the plain
-// layout on whole models: Q4_0 and Q8_0 synth models of the "tiny" preset
+// layout on whole models: Q4_0, Q8_0 and F16 synth models of the "tiny" preset
 // (64 embd, 2 layers, 4 heads, 2 KV heads, 128 ff; the shared stories260K
 // is F32, which the repacked layout does not cover) with the Llama SPM
 // vocabulary from ../shared/vocab (32000 tokens, so `output` is a
@@ -14,7 +14,9 @@
 // (repacked: one chain per element; plain: 4 or 16 chains), a relative
 // difference of a few 1e-7 per MUL_MAT that the two layers carry into the
 // logits (with at most 16 blocks per row the GEMM orders even agree, so the
-// prompt logits come out identical). Measured at most 4.8e-7 on logits of
+// prompt logits come out identical). F16 (repacked in builds with F16C):
+// the GEMMs agree bit for bit, the one-token products sum the same exact
+// products in another order. Measured at most 4.8e-7 on logits of
 // magnitude up to ~10; the bound used is 2e-5 * (1 + |logit|).
 #include <gtest/gtest.h>
 
@@ -185,7 +187,7 @@ TEST(ModelRepack, SessionsOnOneModelRunAtOnce) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TSR_TYPE_Q8_0),
+INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_F16),
                          [](const ::testing::TestParamInfo<type> & info) { return std::string(type_name(info.param)); });
 
 // A model without Q8_0/Q4_0 matrices (F32 stories260K): its MUL_MAT

@@ -12,8 +12,13 @@
 // context and its extra is the tag (what CPU_REPACK's init_tensor sets);
 // the test builds that state with a stand-in buffer.
 //
+// F16/BF16 matrices (groups of 16 rows, k-major) take the float kernels
+// (matvec_f.cpp, gemm_f.cpp) in builds with F16C.
+//
 // Expected values come from the ORIGINAL bytes, decoded test-side
-// (ref_util.hpp), in double: want = sum_k w_k x_k. Tolerances:
+// (ref_util.hpp), in double: want = sum_k w_k x_k. Float tolerances: the
+// F32 sum of exact products, gamma_K sum |w_k x_k| (K + 2 terms of 6e-8);
+// the repacked and plain GEMMs give the same bits. Quantized tolerances:
 //   vs want:  the activation quantization bound of test_ops_mul_mat.cpp,
 //             sum_k |w_k| * 0.6 * amax_block(k) / 127, + 1e-5 * sum |w_k x_k|
 //   vs plain: the plain and repacked paths add the same exact block terms
@@ -60,6 +65,10 @@ size_t block_bytes(int32_t type) {
     return type == TSR_TYPE_Q8_0 ? 34 : 18;
 }
 
+bool is_float(int32_t type) {
+    return type == TSR_TYPE_F16 || type == TSR_TYPE_BF16;
+}
+
 TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
     context ctx(data_ctx());
     EXPECT_TRUE(repack_type_supported(TSR_TYPE_Q4_0));
@@ -67,11 +76,24 @@ TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
     EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8})));
     // Q8_0: every build but the AVX-512 ones (repack.hpp)
     EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_Q8_0, {4096, 40})), repack_type_supported(TSR_TYPE_Q8_0));
-    EXPECT_FALSE(repack_type_supported(TSR_TYPE_F16));
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 12})));     // rows not a multiple of 8
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8, 2})));   // 3-D
-    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F16, {64, 8})));       // type not covered
-    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F32, {64, 8})));
+    EXPECT_EQ(repack_group_rows(TSR_TYPE_Q4_0), 8);
+    // F16/BF16: groups of 16 rows in builds with F16C (the vector kernels),
+    // plain in the portable ones; F32 always plain.
+    const int64_t fr = repack_group_rows(TSR_TYPE_F16);
+    EXPECT_TRUE(fr == 0 || fr == 16) << fr;
+    EXPECT_EQ(repack_group_rows(TSR_TYPE_BF16), fr);
+    EXPECT_EQ(repack_type_supported(TSR_TYPE_F16), fr != 0);
+    EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_F16, {72, 32})), fr != 0); // any K
+    EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_BF16, {8, 16})), fr != 0);
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F16, {64, 8})));  // rows not a multiple of 16
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F16, {64, 40}))); // nor here
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F16, {64, 16, 2})));
+    tsr_tensor * f = ctx.new_tensor(TSR_TYPE_F16, {64, 32});
+    EXPECT_FALSE(repack_eligible(view_2d(ctx, f, 32, 16, f->nb[1], 0))); // a view
+    EXPECT_FALSE(repack_type_supported(TSR_TYPE_F32));
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_F32, {64, 16}))); // type not covered
     tsr_tensor * q = ctx.new_tensor(TSR_TYPE_Q4_0, {64, 16});
     EXPECT_FALSE(repack_eligible(view_2d(ctx, q, 64, 8, q->nb[1], 0))); // a view
     EXPECT_FALSE(is_repacked(q)); // no buffer, no tag
@@ -105,11 +127,35 @@ TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
     }
 }
 
-TEST(RepackLayout, WholeAndPartialRangesRoundTripExactly) {
-    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+// The float layout: element (k, row) at ((row / 16) * K + k) * 16 + row % 16,
+// two bytes each (the layout functions work for F16/BF16 in every build).
+TEST(RepackLayout, FloatElementsLandWhereTheLayoutSays) {
+    for (int32_t type : {TSR_TYPE_F16, TSR_TYPE_BF16}) {
         SCOPED_TRACE(type_name(type));
         context ctx(data_ctx());
-        tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {256, 24});
+        const int64_t K = 37, M = 48;
+        tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {K, M});
+        const size_t n = nbytes(t);
+        std::vector<uint16_t> orig(n / 2);
+        std::mt19937 rng(5);
+        for (auto & v : orig) v = static_cast<uint16_t>(rng());
+        repack_store(t, orig.data(), 0, n);
+        std::vector<uint16_t> packed(n / 2);
+        std::memcpy(packed.data(), t->data, n);
+        for (int64_t row = 0; row < M; ++row) {
+            for (int64_t k = 0; k < K; ++k) {
+                ASSERT_EQ(packed[static_cast<size_t>((row / 16 * K + k) * 16 + row % 16)], orig[static_cast<size_t>(row * K + k)])
+                    << "row " << row << " k " << k;
+            }
+        }
+    }
+}
+
+TEST(RepackLayout, WholeAndPartialRangesRoundTripExactly) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_F16, TSR_TYPE_BF16}) {
+        SCOPED_TRACE(type_name(type));
+        context ctx(data_ctx());
+        tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {is_float(type) ? 200 : 256, 48});
         const size_t n = nbytes(t);
         std::vector<uint8_t> orig(n), back(n);
         std::mt19937 rng(11);
@@ -156,7 +202,7 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
         tsr_tensor * ar = ctx.new_tensor(static_cast<tessera::type>(c.type), {c.K, c.M});
         fake_repack_buffer fb;
         fb.place(ar, orig.data());
-        const bool eligible = c.M % 8 == 0 && repack_type_supported(c.type);
+        const bool eligible = repack_type_supported(c.type) && c.M % repack_group_rows(c.type) == 0;
         ASSERT_EQ(is_repacked(ar), eligible);
         if (eligible) ASSERT_NE(std::memcmp(ar->data, orig.data(), orig.size()), 0) << "layout unchanged";
         std::vector<uint8_t> back(orig.size());
@@ -182,16 +228,27 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
         std::vector<double> w(static_cast<size_t>(c.K)), x(static_cast<size_t>(c.K)), amax;
         for (int64_t n = 0; n < N; ++n) {
             for (int64_t k = 0; k < c.K; ++k) x[k] = get(b, k, n);
-            block_amax(x, amax);
+            if (!is_float(c.type)) block_amax(x, amax); // quantized: per-block bounds (K whole blocks)
             for (int64_t m = 0; m < c.M; ++m) {
                 double want = 0, abs_sum = 0, q_err = 0;
                 for (int64_t k = 0; k < c.K; ++k) {
                     w[k] = get(a, k, m);
                     want += w[k] * x[k];
                     abs_sum += std::fabs(w[k] * x[k]);
-                    q_err += std::fabs(w[k]) * 0.6 * amax[k] / 127.0;
+                    if (!is_float(c.type)) q_err += std::fabs(w[k]) * 0.6 * amax[k] / 127.0;
                 }
                 const double got = get(packed, m, n), ref_plain = get(plain, m, n);
+                if (is_float(c.type)) {
+                    // Exact products summed in F32: |error| <= gamma_K sum |w x|.
+                    const double bound = 6e-8 * static_cast<double>(c.K + 2) * abs_sum + 1e-30;
+                    ASSERT_NEAR(got, want, bound) << "m=" << m << " n=" << n;
+                    if (N >= 4) { // both through the GEMM: the same chains on the same F32 values
+                        ASSERT_EQ(got, ref_plain) << "repacked vs plain GEMM, m=" << m << " n=" << n;
+                    } else { // mat-vec: the plain kernel sums in 16 lanes, the repacked one in chains
+                        ASSERT_NEAR(got, ref_plain, 2 * bound) << "repacked vs plain, m=" << m << " n=" << n;
+                    }
+                    continue;
+                }
                 ASSERT_NEAR(got, want, q_err + 1e-5 * abs_sum) << "m=" << m << " n=" << n;
                 ASSERT_NEAR(got, ref_plain, 2.4e-7 * static_cast<double>(nblk + 6) * (abs_sum + q_err) + 1e-30)
                     << "repacked vs plain, m=" << m << " n=" << n;
@@ -204,10 +261,13 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
 // (mul_mat_repack.cpp), so a column's products are the same bits whichever
 // kernel computes them: the one-column kernel (token generation; on
 // AVX512-VNNI builds its own 512-bit kernel), the C-column tiles and the
-// AVX-512 builds' 16-row GEMM kernel (N = 70).
+// AVX-512 builds' 16-row GEMM kernel (N = 70). Repacked float weights the
+// same: the one-token kernel chains over the GEMM's K chunks.
 TEST_P(RepackMulMat, AColumnGetsTheSameBitsAloneAndInABatch) {
     rp_case c = GetParam();
-    c.M += (8 - c.M % 8) % 8; // a multiple of 8 rows, so that the matrix is repacked
+    if (!repack_type_supported(c.type)) GTEST_SKIP() << type_name(c.type) << " is stored plainly in this build";
+    const int64_t g = repack_group_rows(c.type);
+    c.M += (g - c.M % g) % g; // whole groups of rows, so that the matrix is repacked
     context ctx(data_ctx());
     std::mt19937 rng(static_cast<unsigned>(c.K + c.M));
     tsr_tensor * a = ctx.new_tensor(static_cast<tessera::type>(c.type), {c.K, c.M});
@@ -244,7 +304,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                          ::testing::Values(rp_case{TSR_TYPE_Q8_0, 64, 8}, rp_case{TSR_TYPE_Q8_0, 256, 24},
                                            rp_case{TSR_TYPE_Q8_0, 4096, 40}, rp_case{TSR_TYPE_Q8_0, 64, 12},
                                            rp_case{TSR_TYPE_Q4_0, 64, 8}, rp_case{TSR_TYPE_Q4_0, 256, 24},
-                                           rp_case{TSR_TYPE_Q4_0, 4096, 40}, rp_case{TSR_TYPE_Q4_0, 64, 12}),
+                                           rp_case{TSR_TYPE_Q4_0, 4096, 40}, rp_case{TSR_TYPE_Q4_0, 64, 12},
+                                           // float: a K chunk (256) boundary, a short last item (3 groups of
+                                           // 16), a K not a multiple of 8, rows not whole groups
+                                           rp_case{TSR_TYPE_F16, 64, 16}, rp_case{TSR_TYPE_F16, 600, 48},
+                                           rp_case{TSR_TYPE_F16, 37, 112}, rp_case{TSR_TYPE_F16, 64, 24},
+                                           rp_case{TSR_TYPE_BF16, 600, 48}, rp_case{TSR_TYPE_BF16, 2048, 96}),
                          [](const ::testing::TestParamInfo<rp_case> & info) {
                              return std::string(type_name(info.param.type)) + "_K" + std::to_string(info.param.K) +
                                     "_M" + std::to_string(info.param.M);

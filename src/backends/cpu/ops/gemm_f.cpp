@@ -29,6 +29,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
 
 namespace tessera::cpu {
@@ -53,7 +54,7 @@ constexpr int k_nr = 6;  // columns per micro-tile
 // instead of 0.83 of the FMA peak (bench_blas_haswell).
 constexpr int64_t k_mc = 256; // weight rows per packed block (multiple of k_mr)
 #endif
-constexpr int64_t k_kc = 256; // K chunk
+constexpr int64_t k_kc = k_gemm_f_kc; // K chunk
 
 template <int32_t T>
 constexpr size_t esize() {
@@ -73,6 +74,18 @@ inline __m256 load8(const char * p) {
     else if constexpr (T == TSR_TYPE_F16) return simd::load_f16x8(p);
     else return simd::load_bf16x8(p);
 }
+
+#ifdef TSR_CPU_AVX512
+template <int32_t T>
+inline __m512 load16(const char * p) {
+    if constexpr (T == TSR_TYPE_F32) return _mm512_loadu_ps(p);
+    else if constexpr (T == TSR_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    else {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+}
+#endif
 
 // Packs rows [m0, m0 + rows) x k [k0, k0 + kc) of matrix a (type T, byte
 // strides nb0 along k, nb1 along m) into micro-panels: panel p holds rows
@@ -125,6 +138,40 @@ void pack_a(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, in
                 for (int r = 0; r < k_mr; ++r) {
                     dst[k * k_mr + r] = r < valid ? load1<T>(a + static_cast<size_t>(m0 + r0 + r) * nb1 + static_cast<size_t>(k0 + k) * nb0) : 0.0f;
                 }
+            }
+        }
+    }
+}
+
+// The same panels from a matrix in the repacked float layout (repack.hpp:
+// groups of 16 rows, [k][16] within a group; m0 and rows multiples of 16):
+// each panel column k is the k-th steps of k_mr / 16 consecutive groups,
+// widened to F32 without transposes; groups past `rows` are zero.
+template <int32_t T>
+void pack_a_repacked(const char * a, int64_t K, int64_t m0, int64_t rows, int64_t k0, int64_t kc, float * ap) {
+    static_assert(k_mr % k_repack_float_rows == 0, "a micro-panel holds whole groups");
+    constexpr int64_t G = k_repack_float_rows;
+    constexpr size_t step = G * esize<T>();
+    const int64_t n_panels = (rows + k_mr - 1) / k_mr;
+    for (int64_t pnl = 0; pnl < n_panels; ++pnl) {
+        float * dst = ap + pnl * kc * k_mr;
+        for (int gi = 0; gi < k_mr / G; ++gi) {
+            const int64_t r0 = pnl * k_mr + gi * G;
+            float * out = dst + gi * G;
+            if (r0 >= rows) {
+                for (int64_t k = 0; k < kc; ++k) {
+                    for (int v = 0; v < G / 8; ++v) _mm256_store_ps(out + k * k_mr + 8 * v, _mm256_setzero_ps());
+                }
+                continue;
+            }
+            const char * src = a + static_cast<size_t>((m0 + r0) / G * K + k0) * step;
+            for (int64_t k = 0; k < kc; ++k) {
+#ifdef TSR_CPU_AVX512
+                _mm512_store_ps(out + k * k_mr, load16<T>(src + static_cast<size_t>(k) * step));
+#else
+                _mm256_store_ps(out + k * k_mr, load8<T>(src + static_cast<size_t>(k) * step));
+                _mm256_store_ps(out + k * k_mr + 8, load8<T>(src + static_cast<size_t>(k) * step + 8 * esize<T>()));
+#endif
             }
         }
     }
@@ -274,28 +321,28 @@ float * b_tile(const compute_params & p, const mm_dims & d, int64_t batch, int64
     return static_cast<float *>(p.shared) + t * d.K * k_nr;
 }
 
-// Prefetches (into L2) the weights pack_a reads next, a slice per
+// Prefetches (into L2) the weights a packing reads next, a slice per
 // activation tile, so they arrive from memory while the micro-kernels run
-// rather than when pack_a stalls on them: rows [m, m + rows) x k
-// [k0, k0 + kc) of a row-contiguous matrix, cut into `slices` slices.
+// rather than when the packing stalls on them: `runs` runs of run_bytes
+// contiguous bytes, `stride` bytes apart from `start` (rows of a
+// row-contiguous matrix, or the groups of a repacked one), cut into
+// `slices` slices.
 struct a_prefetch {
-    const char * a = nullptr;
-    size_t nb1 = 0, row_bytes = 0;
-    int64_t lines_per_row = 0, total = 0, per_slice = 0;
+    const char * start = nullptr;
+    size_t stride = 0;
+    int64_t lines_per_run = 0, total = 0, per_slice = 0;
 
     a_prefetch() = default;
-    a_prefetch(const char * a_, size_t nb1_, size_t es, int64_t m, int64_t rows, int64_t k0, int64_t kc, int64_t slices)
-        : a(a_ + static_cast<size_t>(m) * nb1_ + static_cast<size_t>(k0) * es), nb1(nb1_),
-          row_bytes(static_cast<size_t>(kc) * es) {
-        lines_per_row = static_cast<int64_t>((row_bytes + 63) / 64);
-        total = rows * lines_per_row;
+    a_prefetch(const char * start_, size_t stride_, size_t run_bytes, int64_t runs, int64_t slices)
+        : start(start_), stride(stride_), lines_per_run(static_cast<int64_t>((run_bytes + 63) / 64)) {
+        total = runs * lines_per_run;
         per_slice = (total + slices - 1) / std::max<int64_t>(slices, 1);
     }
     void slice(int64_t i) const {
         const int64_t end = std::min(total, (i + 1) * per_slice);
         for (int64_t l = i * per_slice; l < end; ++l) {
-            const int64_t r = l / lines_per_row, c = l % lines_per_row;
-            _mm_prefetch(a + static_cast<size_t>(r) * nb1 + static_cast<size_t>(c) * 64, _MM_HINT_T1);
+            const int64_t r = l / lines_per_run, c = l % lines_per_run;
+            _mm_prefetch(start + static_cast<size_t>(r) * stride + static_cast<size_t>(c) * 64, _MM_HINT_T1);
         }
     }
 };
@@ -306,6 +353,8 @@ void run(const compute_params & p, const mm_dims & d) {
     const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, d.N);
     work_queue queue(p, g.n_items, 1);
     const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
+    const bool repacked = is_repacked(d.a); // 2-D, rows a multiple of 16 (repack_eligible)
+    constexpr size_t group_step = k_repack_float_rows * esize<T>(); // bytes per k of a repacked group
     alignas(64) float ctile[k_nr * k_mr];
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
@@ -317,11 +366,25 @@ void run(const compute_params & p, const mm_dims & d) {
                 const int64_t rows = std::min(k_mc, m1 - mb);
                 for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
                     const int64_t kc = std::min(k_kc, d.K - k0);
-                    pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, ap_block);
                     a_prefetch next_a; // the next K chunk of these rows
-                    if (nb0 == esize<T>() && k0 + kc < d.K) {
-                        next_a = a_prefetch(a, nb1, esize<T>(), mb, rows, k0 + kc, std::min(k_kc, d.K - k0 - kc),
-                                            (n1 - n0 + k_nr - 1) / k_nr);
+                    const int64_t next_k0 = k0 + kc, next_kc = std::min(k_kc, d.K - next_k0);
+                    const int64_t slices = (n1 - n0 + k_nr - 1) / k_nr;
+                    if constexpr (T != TSR_TYPE_F32) {
+                        if (repacked) {
+                            pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
+                            if (next_k0 < d.K) {
+                                next_a = a_prefetch(a + static_cast<size_t>(mb / k_repack_float_rows * d.K + next_k0) * group_step,
+                                                    static_cast<size_t>(d.K) * group_step, static_cast<size_t>(next_kc) * group_step,
+                                                    rows / k_repack_float_rows, slices);
+                            }
+                        }
+                    }
+                    if (!repacked) {
+                        pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, ap_block);
+                        if (nb0 == esize<T>() && next_k0 < d.K) {
+                            next_a = a_prefetch(a + static_cast<size_t>(mb) * nb1 + static_cast<size_t>(next_k0) * esize<T>(), nb1,
+                                                static_cast<size_t>(next_kc) * esize<T>(), rows, slices);
+                        }
                     }
                     for (int64_t n = n0; n < n1; n += k_nr) {
                         next_a.slice((n - n0) / k_nr);

@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
 
 namespace tessera::cpu {
@@ -34,6 +35,10 @@ constexpr int64_t k_strip = 64;  // m-contiguous layout: elements per strip (one
 // the 1B model's rows (4-11 KiB) to the next-group prefetch, gave 0.84 and
 // 1B F16 token generation 17.5 -> 21.9 t/s on 2 threads.
 constexpr int64_t k_prefetch = 4096;
+// Repacked float weights: groups per item (4: 64 rows, four streams) and
+// how far ahead in each group's stream to prefetch.
+constexpr int64_t k_item_groups = 4;
+constexpr size_t k_group_prefetch = 2048;
 
 // Loads 8 consecutive weights of type T as F32.
 template <int32_t T>
@@ -338,6 +343,93 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
     }
 }
 
+// Repacked float weights (repack.hpp): NG consecutive groups of 16 rows,
+// group g's stream at g0 + g group_bytes, step k (16 weights) at k * 16
+// elements. y[16 g + r] = row r of group g . x, with the GEMM's operations
+// (gemm_f.cpp): per K chunk of k_gemm_f_kc a sequential FMA chain from
+// zero, the chunk sums added to the first in order. Each stream is
+// prefetched k_group_prefetch bytes ahead.
+template <int32_t T, int NG>
+void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, float * y) {
+    constexpr int64_t G = k_repack_float_rows;
+    constexpr size_t step = G * esize<T>();
+    const char * g[NG];
+    for (int i = 0; i < NG; ++i) g[i] = g0 + static_cast<size_t>(i) * group_bytes;
+#ifdef TSR_CPU_AVX512
+    __m512 total[NG], acc[NG];
+    for (int64_t k0 = 0; k0 < K; k0 += k_gemm_f_kc) {
+        const int64_t k1 = std::min(K, k0 + k_gemm_f_kc);
+        for (int i = 0; i < NG; ++i) acc[i] = _mm512_setzero_ps();
+        for (int64_t k = k0; k < k1; ++k) {
+            const __m512 xv = _mm512_set1_ps(x[k]);
+            for (int i = 0; i < NG; ++i) {
+                const char * w = g[i] + static_cast<size_t>(k) * step;
+                if (k % 2 == 0) _mm_prefetch(w + k_group_prefetch, _MM_HINT_T0);
+                acc[i] = _mm512_fmadd_ps(load16<T>(w), xv, acc[i]);
+            }
+        }
+        for (int i = 0; i < NG; ++i) total[i] = k0 == 0 ? acc[i] : _mm512_add_ps(total[i], acc[i]);
+    }
+    for (int i = 0; i < NG; ++i) _mm512_storeu_ps(y + G * i, total[i]);
+#else
+    __m256 total[NG][2], acc[NG][2];
+    for (int64_t k0 = 0; k0 < K; k0 += k_gemm_f_kc) {
+        const int64_t k1 = std::min(K, k0 + k_gemm_f_kc);
+        for (int i = 0; i < NG; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        for (int64_t k = k0; k < k1; ++k) {
+            const __m256 xv = _mm256_set1_ps(x[k]);
+            for (int i = 0; i < NG; ++i) {
+                const char * w = g[i] + static_cast<size_t>(k) * step;
+                if (k % 2 == 0) _mm_prefetch(w + k_group_prefetch, _MM_HINT_T0);
+                acc[i][0] = _mm256_fmadd_ps(load8<T>(w), xv, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(load8<T>(w + 8 * esize<T>()), xv, acc[i][1]);
+            }
+        }
+        for (int i = 0; i < NG; ++i) {
+            for (int h = 0; h < 2; ++h) total[i][h] = k0 == 0 ? acc[i][h] : _mm256_add_ps(total[i][h], acc[i][h]);
+        }
+    }
+    for (int i = 0; i < NG; ++i) {
+        _mm256_storeu_ps(y + G * i, total[i][0]);
+        _mm256_storeu_ps(y + G * i + 8, total[i][1]);
+    }
+#endif
+}
+
+// Repacked float weights: items of up to k_item_groups groups of 16 rows.
+template <int32_t T>
+void groups_path(const compute_params & p, const mm_dims & d, float * xbuf) {
+    constexpr int64_t G = k_repack_float_rows;
+    const bool in_place = b_in_place(d);
+    const int64_t n_groups = d.M / G; // repack_eligible: M is a multiple of G
+    const int64_t per_batch = (n_groups + k_item_groups - 1) / k_item_groups;
+    const int64_t n_items = d.n_batch * per_batch;
+    const size_t group_bytes = static_cast<size_t>(d.K) * G * esize<T>();
+    work_queue queue(p, n_items, chunk_for_bytes(k_item_groups * group_bytes, n_items, p.nth));
+    batch_view bv;
+    int64_t loaded = -1;
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const int64_t batch = it / per_batch, g0 = it % per_batch * k_item_groups;
+            if (batch != loaded) {
+                bv.load(d, in_place, batch, xbuf);
+                loaded = batch;
+            }
+            const int64_t ng = std::min(k_item_groups, n_groups - g0);
+            const char * w = bv.a + static_cast<size_t>(g0) * group_bytes;
+            for (int64_t n = 0; n < d.N; ++n) {
+                float * y = bv.y[n] + g0 * G;
+                switch (ng) {
+                case 1: groups<T, 1>(w, group_bytes, bv.x[n], d.K, y); break;
+                case 2: groups<T, 2>(w, group_bytes, bv.x[n], d.K, y); break;
+                case 3: groups<T, 3>(w, group_bytes, bv.x[n], d.K, y); break;
+                default: groups<T, 4>(w, group_bytes, bv.x[n], d.K, y); break;
+                }
+            }
+        }
+    }
+}
+
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
     char * base = static_cast<char *>(p.wdata);
@@ -346,7 +438,9 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t es = esize<T>();
     const bool aligned = reinterpret_cast<uintptr_t>(d.a->data) % es == 0 &&
                          (d.a->nb[0] | d.a->nb[1] | d.a->nb[2] | d.a->nb[3]) % es == 0;
-    if (aligned && d.a->nb[0] == es) {
+    if (is_repacked(d.a)) {
+        if constexpr (T != TSR_TYPE_F32) groups_path<T>(p, d, xbuf);
+    } else if (aligned && d.a->nb[0] == es) {
         rows_path<T>(p, d, false, xbuf, rowbuf);
     } else if (aligned && d.a->nb[1] == es) {
         strips_path<T>(p, d, xbuf);

@@ -4,8 +4,9 @@
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
-// Chooses the path for a node (mul_mat_impl.hpp): weights repacked by the
-// CPU_REPACK buffer type (repack.hpp) always take mul_mat_repack.cpp; else
+// Chooses the path for a node (mul_mat_impl.hpp): Q8_0/Q4_0 weights
+// repacked by the CPU_REPACK buffer type (repack.hpp) always take
+// mul_mat_repack.cpp, repacked F16/BF16 weights matvec_f or gemm_f; else
 // with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
 // portable kernel. The choice depends only on the node.
 #include <algorithm>
@@ -29,10 +30,14 @@ bool is_quant_weight(int32_t t) {
 }
 
 mm_path choose_path(const tsr_tensor * node) {
-    if (is_repacked(node->src[0])) return mm_path::repack; // row-interleaved weights (every variant)
-#ifdef TSR_CPU_AVX2
     const tsr_tensor * a = node->src[0];
     const tsr_tensor * b = node->src[1];
+    if (is_repacked(a)) { // row-interleaved weights (repack.hpp; mul_mat_supported checked dst)
+        // Quantized: every variant; float: only builds with F16C repack them.
+        if (!is_float_type(a->type)) return mm_path::repack;
+        return b->ne[1] >= k_gemm_min_n ? mm_path::gemm_f : mm_path::matvec_f;
+    }
+#ifdef TSR_CPU_AVX2
     // dst packed along m (as MUL_MAT creates it); 4-byte aligned columns.
     if (node->nb[0] != sizeof(float) || reinterpret_cast<uintptr_t>(node->data) % alignof(float) != 0 ||
         node->nb[1] % alignof(float) != 0 || node->nb[2] % alignof(float) != 0 || node->nb[3] % alignof(float) != 0) {
@@ -45,8 +50,6 @@ mm_path choose_path(const tsr_tensor * node) {
         return gemm ? mm_path::gemm_q : mm_path::matvec_q;
     }
     if (is_float_type(a->type)) return gemm ? mm_path::gemm_f : mm_path::matvec_f;
-#else
-    (void)node;
 #endif
     return mm_path::generic;
 }

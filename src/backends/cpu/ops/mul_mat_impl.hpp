@@ -33,6 +33,11 @@ namespace tessera::cpu {
 // Columns per batch from which the GEMM paths are used.
 constexpr int64_t k_gemm_min_n = 4;
 
+// K chunk of the float GEMM's FMA chains (gemm_f.cpp). The one-token
+// kernel for repacked float weights (matvec_f.cpp) chains over the same
+// chunks, so that both give a row the same bits.
+constexpr int64_t k_gemm_f_kc = 256;
+
 // Elements per quantization block (Q8_0, Q4_0) and bytes per block.
 constexpr int64_t k_qblock = 32;
 constexpr size_t k_q8_0_block_bytes = 34;

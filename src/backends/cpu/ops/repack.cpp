@@ -25,12 +25,62 @@ size_t block_bytes_of(int32_t type) {
     }
 }
 
+bool is_float_layout(int32_t type) {
+    return type == TSR_TYPE_F16 || type == TSR_TYPE_BF16;
+}
+
+// The float layout (2-byte elements, repack.hpp): copies `size` bytes from
+// original byte `offset`. Whole groups of 16 rows go through a loop over
+// k with the 16 rows' elements gathered into one 32-byte step; anything
+// else element by element (an element's two bytes stay together).
+template <bool Store>
+void transfer_float(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
+    constexpr size_t es = 2;
+    constexpr auto G = static_cast<size_t>(k_repack_float_rows);
+    const auto K = static_cast<size_t>(t->ne[0]);
+    const size_t row_bytes = K * es, group_bytes = G * row_bytes;
+    char * packed = static_cast<char *>(t->data);
+    size_t done = 0;
+    while (done < size) {
+        const size_t o = offset + done;
+        const size_t row = o / row_bytes, k = o % row_bytes / es, byte = o % es;
+        if (row % G == 0 && k == 0 && byte == 0 && size - done >= group_bytes) {
+            char * grp = packed + row / G * group_bytes;
+            char * src = plain + done;
+            for (size_t kk = 0; kk < K; ++kk) {
+                char * step = grp + kk * G * es;
+                for (size_t r = 0; r < G; ++r) {
+                    if constexpr (Store) {
+                        std::memcpy(step + r * es, src + r * row_bytes + kk * es, es);
+                    } else {
+                        std::memcpy(src + r * row_bytes + kk * es, step + r * es, es);
+                    }
+                }
+            }
+            done += group_bytes;
+            continue;
+        }
+        char * at = packed + ((row / G * K + k) * G + row % G) * es + byte;
+        const size_t n = std::min(es - byte, size - done);
+        if constexpr (Store) {
+            std::memcpy(at, plain + done, n);
+        } else {
+            std::memcpy(plain + done, at, n);
+        }
+        done += n;
+    }
+}
+
 // Copies between the original image (plain, offset-relative) and the
 // interleaved data, `size` bytes from original byte `offset`. The original
 // block's bytes fall into units that stay contiguous in the interleaved
 // layout: the 2-byte scale and the 4-byte quant groups (steps).
 template <bool Store>
 void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
+    if (is_float_layout(t->type)) {
+        transfer_float<Store>(t, plain, offset, size);
+        return;
+    }
     const size_t bb = block_bytes_of(t->type);
     const size_t nblk = static_cast<size_t>(t->ne[0]) / k_qk;
     const size_t row_bytes = nblk * bb;
@@ -97,16 +147,27 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
 
 const void * repack_tag() { return &k_repack_tag; }
 
+int64_t repack_group_rows(int32_t type) {
+    if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q8_0) return k_repack_rows;
+#ifdef TSR_CPU_AVX2
+    if (is_float_layout(type)) return k_repack_float_rows;
+#endif
+    return 0;
+}
+
 bool repack_type_supported(int32_t type) {
-    return type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q8_0;
+    return repack_group_rows(type) != 0;
 }
 
 bool repack_eligible(const tsr_tensor * t) {
     if (t == nullptr || t->view_src != nullptr || !repack_type_supported(t->type)) return false;
+    const int64_t rows = repack_group_rows(t->type);
+    if (t->ne[1] < 1 || t->ne[1] % rows != 0 || t->ne[2] != 1 || t->ne[3] != 1 || t->ne[0] < 1) return false;
+    if (is_float_layout(t->type)) { // 2-byte elements, packed rows
+        return t->nb[0] == 2 && t->nb[1] == 2 * static_cast<uint64_t>(t->ne[0]);
+    }
     const size_t bb = block_bytes_of(t->type);
-    if (bb == 0) return false;
-    if (t->ne[0] < 1 || t->ne[0] % static_cast<int64_t>(k_qk) != 0) return false;
-    if (t->ne[1] < 1 || t->ne[1] % k_repack_rows != 0 || t->ne[2] != 1 || t->ne[3] != 1) return false;
+    if (t->ne[0] % static_cast<int64_t>(k_qk) != 0) return false;
     return t->nb[0] == bb && t->nb[1] == bb * static_cast<uint64_t>(t->ne[0]) / k_qk;
 }
 

@@ -1,9 +1,9 @@
-// backends/cpu/ops/repack.hpp — the row-interleaved ("repacked") layout of
-// Q8_0/Q4_0 weight matrices kept by the CPU_REPACK buffer type
-// (cpu_repack_buffer.cpp) and read by the MUL_MAT kernels of
-// mul_mat_repack.cpp.
+// backends/cpu/ops/repack.hpp — the row-interleaved ("repacked") layouts of
+// weight matrices kept by the CPU_REPACK buffer type
+// (cpu_repack_buffer.cpp): Q8_0/Q4_0 read by the MUL_MAT kernels of
+// mul_mat_repack.cpp, F16/BF16 by those of matvec_f.cpp and gemm_f.cpp.
 //
-// Layout (this project's own design). A qualifying matrix (repack_eligible)
+// Quantized layout (this project's own design). A qualifying matrix (repack_eligible)
 // of M rows, K columns, nblk = K / 32 blocks per row of bb bytes (GGUF block
 // layouts, core/types.hpp: Q8_0 bb = 34 = F16 d + 32 int8; Q4_0 bb = 18 =
 // F16 d + 16 bytes of nibbles, byte i holding element i in its low and
@@ -25,6 +25,16 @@
 // exactly the bytes of the original matrix and is the same for every
 // instruction-set variant.
 //
+// Float layout (F16, BF16; this project's own design): groups of
+// k_repack_float_rows = 16 consecutive rows, each group k-major: element
+// (k, row) of group g = row / 16, r = row % 16, lies at element
+// (g * K + k) * 16 + r. A group is one contiguous stream of K steps of 32
+// bytes, step k holding the 16 rows' weights at k: the float GEMM widens
+// three steps into its 48-row micro-panel column without transposes, and
+// the one-token product reads a group as one stream with one vector per
+// step. Only builds with F16C (TSR_CPU_AVX2) store floats this way (the
+// portable kernels read plain rows only).
+//
 // A tensor is "repacked" when it lives in a CPU_REPACK buffer and that
 // buffer type's init_tensor found it eligible: t->extra == repack_tag() and
 // t->buffer->buft->context == repack_tag(). Every other tensor of such a
@@ -42,8 +52,13 @@
 
 namespace tessera::cpu {
 
-// Rows per interleaved group.
+// Rows per interleaved group: Q8_0/Q4_0, F16/BF16.
 inline constexpr int64_t k_repack_rows = 8;
+inline constexpr int64_t k_repack_float_rows = 16;
+
+// Rows per group of `type` in the repacked layout (0 for a type not
+// repacked in this build).
+int64_t repack_group_rows(int32_t type);
 
 // Its address marks repacked tensors (t->extra) and the CPU_REPACK buffer
 // type (its context); the value is never read. (A variable, so that the
@@ -53,15 +68,16 @@ extern const char k_repack_tag;
 // &k_repack_tag.
 const void * repack_tag();
 
-// True for the types stored interleaved: Q4_0 and Q8_0. (AVX-512 builds
+// True for the types stored interleaved: Q4_0 and Q8_0, and F16 and BF16
+// in builds with F16C. (AVX-512 builds
 // kept Q8_0 plain until the interleaved layout got its 16-row AVX-512
 // GEMM kernel: interleaved, 1B Q8_0 token generation on 2 threads went
 // from 32.5 to 40.5 t/s, about 0.86 of the read bandwidth.)
 bool repack_type_supported(int32_t type);
 
 // True when t can be stored interleaved: repack_type_supported, not a view,
-// 2-D (ne[2] = ne[3] = 1), ne[1] a multiple of k_repack_rows, rows packed
-// (nb[0] = block bytes, nb[1] = nb[0] * ne[0] / 32).
+// 2-D (ne[2] = ne[3] = 1), ne[1] a multiple of repack_group_rows, rows
+// packed (nb[0] = block or element bytes, nb[1] = row bytes).
 bool repack_eligible(const tsr_tensor * t);
 
 // True when t's data is in the interleaved layout (see above).
