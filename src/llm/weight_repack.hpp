@@ -1,6 +1,6 @@
 // llm/weight_repack.hpp — placing a model's matrices in a device's repacked
 // weight layout (issue 6: the CPU device's "CPU_REPACK" buffer type stores
-// Q8_0/Q4_0 matrices row-interleaved for its MUL_MAT kernels). Internal to
+// Q8_0/Q4_0 and F16/BF16 matrices row-interleaved for its MUL_MAT kernels). Internal to
 // the llm layer (used by session.cpp).
 #pragma once
 

@@ -25,8 +25,8 @@ struct session_params {
     enum class flash_attn_mode { automatic, on, off };
     flash_attn_mode flash_attn = flash_attn_mode::automatic;
     // Copy the MUL_MAT weight matrices into the device's repacked-weight
-    // buffer ("CPU_REPACK": on 2 MiB pages, Q4_0/Q8_0 rows interleaved for
-    // the CPU kernels where the build has such kernels) when it has one;
+    // buffer ("CPU_REPACK": on 2 MiB pages, Q4_0/Q8_0 rows, and with F16C
+    // F16/BF16 rows, interleaved for the CPU kernels) when it has one;
     // off: the kernels read the memory-mapped file.
     bool repack = true;
 };

@@ -24,8 +24,8 @@ tsr_buffer_type * host_buffer_type();
 // (buffer_from_host_ptr); alignment 1, since placement inside such memory
 // follows the memory's own layout (e.g. a GGUF file's alignment).
 tsr_buffer_type * mapped_buffer_type();
-// "CPU_REPACK" (cpu_repack_buffer.cpp): weights with Q8_0/Q4_0 matrices
-// stored row-interleaved (ops/repack.hpp); the device's extra buffer type.
+// "CPU_REPACK" (cpu_repack_buffer.cpp): weights with Q8_0/Q4_0 (and, with
+// F16C, F16/BF16) matrices stored row-interleaved (ops/repack.hpp); the device's extra buffer type.
 tsr_buffer_type * repack_buffer_type();
 // True for any buffer type whose memory is host memory.
 bool is_host_buffer_type(tsr_buffer_type * buft);

@@ -8,7 +8,10 @@
 //     micro-kernel reads one contiguous vector pair per k. Any weight
 //     layout packs: row-contiguous rows through 8x8 transposes,
 //     m-contiguous (transposed V cache views) by plain vector copies,
-//     anything else element by element.
+//     anything else element by element. Repacked F16/BF16 weights
+//     (repack.hpp: groups of 16 rows, k-major) are already panel-shaped:
+//     the AVX-512 micro-kernel reads three groups in place and widens
+//     them in registers; the AVX2 one packs them by plain widening copies.
 //   - The activations b are packed once per node, before the products,
 //     into tiles of k_nr columns stored k-major ([k][k_nr], 8x8
 //     transposes; strided b element by element), in scratch shared by the

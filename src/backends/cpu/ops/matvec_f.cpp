@@ -2,7 +2,11 @@
 // BF16) and few columns (N < k_gemm_min_n): one pass over the weights,
 // F16/BF16 widened in registers (F16C / shifts), FMA.
 //
-// Two weight layouts:
+// Three weight layouts:
+//   repacked (F16/BF16 in the CPU_REPACK buffer, repack.hpp: groups of 16
+//     rows, k-major): each group one contiguous stream, 16 rows per
+//     vector; per row the GEMM's operations (chains over its K chunks), so
+//     a column gets the same bits from both paths.
 //   row-contiguous (nb[0] = element size; weight matrices, the K view of a
 //     KV cache): dst[m, n] is a dot product in 16 lanes, element k in lane
 //     k % 16 (FMA); the lanes are summed in a fixed 4-level tree (lane j +

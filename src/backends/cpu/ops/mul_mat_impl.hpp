@@ -3,8 +3,8 @@
 //
 //   generic   mul_mat_generic.cpp: portable dot products, any layout
 //   matvec_f  matvec_f.cpp: float weights, N < k_gemm_min_n columns;
-//             weights streamed once, row-contiguous or m-contiguous
-//             (transposed, e.g. the V view of a KV cache)
+//             weights streamed once, row-contiguous, m-contiguous
+//             (transposed, e.g. the V view of a KV cache) or repacked
 //   matvec_q  matvec_q.cpp: Q8_0/Q4_0 weights, N < k_gemm_min_n; the
 //             columns quantized to Q8_0 (q8_act.hpp), integer block dots
 //   gemm_f    gemm_f.cpp: float weights, N >= k_gemm_min_n; packed panels,
