@@ -18,7 +18,9 @@
 //            shapes BM_mul_mat measures plain.
 //   Attention: the two MUL_MATs of one decode step over an F16 KV cache
 //            (K view with strided heads, transposed V view); one layer's
-//            attention fused (FLASH_ATTN_EXT) vs unfused (BM_attention).
+//            attention fused (FLASH_ATTN_EXT) vs unfused (BM_attention);
+//            one token's fused attention over 64 layers' caches that
+//            stream from memory (BM_attn_decode_layers).
 // Built three times (bench/CMakeLists.txt): bench_ops (baseline kernels),
 // bench_ops_haswell (AVX2/FMA/F16C kernels), bench_ops_native
 // (-march=native kernels).
@@ -353,6 +355,44 @@ void BM_attention(benchmark::State & state) {
     state.counters["FLOP/s"] = flops;
     if (const double peak = limit_for(fma_peak(), n_threads); peak > 0) state.counters["of_fma_peak"] = flops / peak;
 }
+
+// One decoded token's fused attention (FLASH_ATTN_EXT, as BM_attention)
+// in `layers` layers, each with its own F16 KV cache of n_kv positions
+// (head_dim 64, 9 heads over 3 KV heads), together larger than the
+// last-level cache: the caches stream from memory as in a model, where a
+// token's weights evict them between uses (BM_attention keeps its one
+// cache hot). Args: n_kv, layers, threads. Counters: KV bytes per second
+// and the fraction of the read bandwidth.
+void BM_attn_decode_layers(benchmark::State & state) {
+    const int64_t n_kv = state.range(0), layers = state.range(1);
+    const int n_threads = static_cast<int>(state.range(2));
+    const int64_t head_dim = 64, n_head = 9, n_head_kv = 3;
+    context ctx(data_params());
+    std::mt19937 rng(6);
+    tensor * mask = ctx.new_tensor(TSR_TYPE_F32, {n_kv, 1});
+    std::fill_n(static_cast<float *>(mask->data), n_kv, 0.0f);
+    std::vector<tensor *> outs;
+    for (int64_t l = 0; l < layers; ++l) {
+        tensor * kc = ctx.new_tensor(TSR_TYPE_F16, {head_dim * n_head_kv, n_kv});
+        tensor * vc = ctx.new_tensor(TSR_TYPE_F16, {head_dim * n_head_kv, n_kv});
+        fill_weights(kc, rng);
+        fill_weights(vc, rng);
+        tensor * q = ctx.new_tensor(TSR_TYPE_F32, {head_dim, n_head, 1});
+        fill_f32(q, rng);
+        const uint64_t row = kc->nb[1], esz = kc->nb[0];
+        tensor * K = view_3d(ctx, kc, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
+        tensor * V = view_3d(ctx, vc, head_dim, n_kv, n_head_kv, row, head_dim * esz, 0);
+        outs.push_back(flash_attn_ext(ctx, permute(ctx, q, 0, 2, 1, 3), K, V, mask, 0.125f));
+    }
+    state.SetLabel("fused T=1 n_kv=" + std::to_string(n_kv) + " x " + std::to_string(layers) + " layers");
+    const double seconds = run_graph(state, outs, n_threads);
+    if (seconds <= 0.0) return;
+    const double bytes = 2.0 * static_cast<double>(n_kv * head_dim * n_head_kv * 2 * layers) * static_cast<double>(state.iterations()) / seconds;
+    state.counters["KV_B/s"] = benchmark::Counter(bytes, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+    if (const double bw = limit_for(bench::limits().read_bw, n_threads); bw > 0) state.counters["of_read_bw"] = bytes / bw;
+}
+
+BENCHMARK(BM_attn_decode_layers)->Args({1024, 64, 1})->Args({1024, 64, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 BENCHMARK(BM_attention)
     ->Args({0, 512, 512, 1})->Args({1, 512, 512, 1})->Args({0, 512, 512, 2})->Args({1, 512, 512, 2})
