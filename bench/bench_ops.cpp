@@ -268,6 +268,8 @@ BENCHMARK(BM_mul_mat_repack)
     // BM_mul_mat_shape's F16 shapes, plain there.
     ->Args({TSR_TYPE_F16, 4096, 4096, 1, 1, 0})->Args({TSR_TYPE_F16, 4096, 4096, 1, 2, 0})
     ->Args({TSR_TYPE_F16, 576, 1536, 1, 1, 0})
+    // The 135M preset's short rows (n_embd 576, n_ff 1536), streamed.
+    ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1, 0})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1, 0})
     ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2, 0})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
