@@ -32,6 +32,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
 
@@ -40,6 +41,8 @@ namespace tessera::cpu {
 #ifdef TSR_CPU_AVX2
 
 namespace {
+
+using namespace float_load;
 
 #ifdef TSR_CPU_AVX512
 // Tile and block sizes measured on Zen 5 (bench_blas, 4096x512x4096, one
@@ -58,37 +61,6 @@ constexpr int k_nr = 6;  // columns per micro-tile
 constexpr int64_t k_mc = 256; // weight rows per packed block (multiple of k_mr)
 #endif
 constexpr int64_t k_kc = k_gemm_f_kc; // K chunk
-
-template <int32_t T>
-constexpr size_t esize() {
-    return T == TSR_TYPE_F32 ? 4 : 2;
-}
-
-template <int32_t T>
-inline float load1(const char * p) {
-    if constexpr (T == TSR_TYPE_F32) return read_f32(p);
-    else if constexpr (T == TSR_TYPE_F16) return f16_to_f32_inline(read_u16(p));
-    else return bf16_to_f32_inline(read_u16(p));
-}
-
-template <int32_t T>
-inline __m256 load8(const char * p) {
-    if constexpr (T == TSR_TYPE_F32) return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
-    else if constexpr (T == TSR_TYPE_F16) return simd::load_f16x8(p);
-    else return simd::load_bf16x8(p);
-}
-
-#ifdef TSR_CPU_AVX512
-template <int32_t T>
-inline __m512 load16(const char * p) {
-    if constexpr (T == TSR_TYPE_F32) return _mm512_loadu_ps(p);
-    else if constexpr (T == TSR_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-    else {
-        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-    }
-}
-#endif
 
 // Packs rows [m0, m0 + rows) x k [k0, k0 + kc) of matrix a (type T, byte
 // strides nb0 along k, nb1 along m) into micro-panels: panel p holds rows

@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
 
@@ -30,6 +31,8 @@ namespace tessera::cpu {
 #ifdef TSR_CPU_AVX2
 
 namespace {
+
+using namespace float_load;
 
 constexpr int64_t k_chain = 256; // m-contiguous layout: terms per FMA chain
 constexpr int64_t k_strip = 64;  // m-contiguous layout: elements per strip (one attention head)
@@ -44,26 +47,6 @@ constexpr int64_t k_prefetch = 4096;
 constexpr int64_t k_item_groups = 4;
 constexpr size_t k_group_prefetch = 2048;
 
-// Loads 8 consecutive weights of type T as F32.
-template <int32_t T>
-inline __m256 load8(const char * p) {
-    if constexpr (T == TSR_TYPE_F32) return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
-    else if constexpr (T == TSR_TYPE_F16) return simd::load_f16x8(p);
-    else return simd::load_bf16x8(p);
-}
-
-template <int32_t T>
-inline float load1(const char * p) {
-    if constexpr (T == TSR_TYPE_F32) return read_f32(p);
-    else if constexpr (T == TSR_TYPE_F16) return f16_to_f32_inline(read_u16(p));
-    else return bf16_to_f32_inline(read_u16(p));
-}
-
-template <int32_t T>
-constexpr size_t esize() {
-    return T == TSR_TYPE_F32 ? 4 : 2;
-}
-
 // Lane r = the sum of the 8 lanes of h[r], the four rows reduced together:
 // pairs (0+1, 2+3, ...), then pairs of pairs, then the two 128-bit halves.
 inline __m128 hsum4x8(const __m256 * h) {
@@ -72,16 +55,6 @@ inline __m128 hsum4x8(const __m256 * h) {
 }
 
 #ifdef TSR_CPU_AVX512
-template <int32_t T>
-inline __m512 load16(const char * p) {
-    if constexpr (T == TSR_TYPE_F32) return _mm512_loadu_ps(p);
-    else if constexpr (T == TSR_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-    else {
-        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-    }
-}
-
 // The first `n` (< 16) weights at p, the other lanes zero; reads only n elements.
 template <int32_t T>
 inline __m512 load16_partial(const char * p, int n) {
