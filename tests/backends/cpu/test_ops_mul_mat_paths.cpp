@@ -333,9 +333,10 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
 }
 
 // The work grid of the MUL_MAT kernels: every dst element in exactly one
-// item, row blocks within one granule of each other, and as many items per
+// item, row blocks within one granule of each other, as many items per
 // thread where at most nth extra row blocks allow it (1B's 2048-row F16
-// products used to get 7 blocks of 288 rows and one of 32).
+// products used to get 7 blocks of 288 rows and one of 32), and the
+// threads' shares of rows within a granule or two of each other.
 TEST(MulMatGrid, ItemsCoverEveryElementOnceInEvenBlocks) {
     struct shape {
         int64_t M, N, n_batch, granule, rows_max, col_granule, cols_max;
@@ -371,6 +372,23 @@ TEST(MulMatGrid, ItemsCoverEveryElementOnceInEvenBlocks) {
         }
         for (int h : hits) ASSERT_EQ(h, 1);
         if (longest > 0) EXPECT_LE(longest - shortest, sh.granule);
+        // Each thread's contiguous share of the items (work_queue's split)
+        // holds as many rows as another's, give or take one granule (and
+        // the short last granule), when the thread count divides the items.
+        if (g.n_items > 0 && g.n_items % sh.nth == 0) {
+            int64_t least = INT64_MAX, most = 0;
+            for (int t = 0; t < sh.nth; ++t) {
+                const item_range share = split_items(g.n_items, t, sh.nth);
+                int64_t rows = 0;
+                for (int64_t it = share.begin; it < share.end; ++it) {
+                    const mm_item item = item_of(g, d, it);
+                    rows += (item.m1 - item.m0) * (item.n1 - item.n0);
+                }
+                least = std::min(least, rows);
+                most = std::max(most, rows);
+            }
+            EXPECT_LE(most - least, 2 * sh.granule * g.cols_per_item) << "threads' shares differ";
+        }
     }
     // 2048 rows in granules of 48 on 2 threads: 8 blocks, 4 per thread, of
     // 5 or 6 granules (before: 7 of 288 rows and one of 32).
