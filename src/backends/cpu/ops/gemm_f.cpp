@@ -477,6 +477,9 @@ bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
 }
 
 bool gemm_f(const compute_params & p, const mm_dims & d) {
+    // Repacked weights are F16/BF16 (repack_group_rows): refuse any other
+    // repacked type rather than read its layout as plain rows.
+    if (is_repacked(d.a) && d.a->type == TSR_TYPE_F32) return false;
     switch (d.a->type) {
     case TSR_TYPE_F32: run<TSR_TYPE_F32>(p, d); return true;
     case TSR_TYPE_F16: run<TSR_TYPE_F16>(p, d); return true;
