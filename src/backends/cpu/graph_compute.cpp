@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/compute.hpp"
+#include "tessera/core/tensor.hpp"
 #include "tessera/core/types.hpp"
 
 namespace tessera::cpu {
@@ -50,20 +51,10 @@ byte_range range_of(const tsr_tensor * t) {
 
 // True when every thread reads, of `src` (a node computed since the last
 // barrier), only the rows it wrote itself: `src` and `node` split their
-// rows statically the same way (op_splits_rows, the same shape) and src's
-// rows are packed, so no row shares bytes with another.
+// rows statically the same way (op_splits_rows, the same shape) and src is
+// contiguous, so no row shares bytes with another.
 bool reads_own_rows(const tsr_tensor * node, const tsr_tensor * src) {
-    if (!op_splits_rows(node->op) || !op_splits_rows(src->op)) return false;
-    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
-        if (node->ne[i] != src->ne[i]) return false;
-    }
-    const type_traits & tr = get_type_traits(src->type);
-    uint64_t packed = tr.type_size;
-    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
-        if (src->nb[i] != packed) return false;
-        packed *= static_cast<uint64_t>(i == 0 ? src->ne[0] / tr.block_size : src->ne[i]);
-    }
-    return true;
+    return op_splits_rows(node->op) && op_splits_rows(src->op) && same_shape(node, src) && is_contiguous(src);
 }
 
 } // namespace
