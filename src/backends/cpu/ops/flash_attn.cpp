@@ -47,6 +47,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
 #include "backends/cpu/ops/vec_dot.hpp"
@@ -110,25 +111,9 @@ fa_scratch carve(void * wdata, int64_t D) {
 
 #ifdef TSR_CPU_AVX2
 
+// The K/V cache's element type (F16 or F32), for float_load.
 template <bool F16>
-inline __m256 load8(const char * p) {
-    if constexpr (F16) {
-        return simd::load_f16x8(p);
-    } else {
-        return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
-    }
-}
-
-#ifdef TSR_CPU_AVX512
-template <bool F16>
-inline __m512 load16(const char * p) {
-    if constexpr (F16) {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
-    } else {
-        return _mm512_loadu_ps(reinterpret_cast<const float *>(p));
-    }
-}
-#endif
+constexpr int32_t kv_type = F16 ? TSR_TYPE_F16 : TSR_TYPE_F32;
 
 // A vector width of the kernels below: 8 lanes, or 16 with AVX-512.
 // half() folds a vector to 8 lanes (its two 256-bit halves added); with
@@ -141,7 +126,7 @@ struct lanes8 {
     static vec load(const float * p) { return _mm256_loadu_ps(p); }
     static void store(float * p, vec v) { _mm256_storeu_ps(p, v); }
     template <bool F16>
-    static vec loadk(const char * p) { return load8<F16>(p); }
+    static vec loadk(const char * p) { return float_load::load8<kv_type<F16>>(p); }
     static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
     static __m256 half(vec v) { return v; }
 };
@@ -154,7 +139,7 @@ struct lanes16 {
     static vec load(const float * p) { return _mm512_loadu_ps(p); }
     static void store(float * p, vec v) { _mm512_storeu_ps(p, v); }
     template <bool F16>
-    static vec loadk(const char * p) { return load16<F16>(p); }
+    static vec loadk(const char * p) { return float_load::load16<kv_type<F16>>(p); }
     static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
     static __m256 half(vec v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
 };

@@ -1,6 +1,7 @@
 // backends/cpu/ops/float_load.hpp — loads of float weights (F32, F16,
 // BF16; type T a tsr_type) widened to F32, shared by the float MUL_MAT
-// kernels (matvec_f.cpp, gemm_f.cpp). Internal to the CPU kernels.
+// kernels (matvec_f.cpp, gemm_f.cpp) and FLASH_ATTN_EXT's K/V reads
+// (flash_attn.cpp). Internal to the CPU kernels.
 #pragma once
 
 #include <cstddef>
