@@ -1,5 +1,5 @@
 // core/types.cpp — the element-type traits table, F16/BF16 conversion and
-// the reference Q8_0/Q4_0 quantization.
+// the reference Q8_0/Q4_0 quantization (K-quants: types_k.cpp).
 //
 // Block sizes and byte sizes are facts of the GGUF format (ggml_type block
 // definitions, ggml-common.h in the ggml repository; GGUF spec docs/gguf.md).
@@ -82,6 +82,25 @@ void q4_0_from_float(const float * x, void * y, int64_t n) {
     quantize_row_q4_0_ref(x, static_cast<block_q4_0 *>(y), n);
 }
 
+void q4_k_to_float(const void * x, float * y, int64_t n) {
+    dequantize_row_q4_k(static_cast<const block_q4_k *>(x), y, n);
+}
+void q4_k_from_float(const float * x, void * y, int64_t n) {
+    quantize_row_q4_k_ref(x, static_cast<block_q4_k *>(y), n);
+}
+void q6_k_to_float(const void * x, float * y, int64_t n) {
+    dequantize_row_q6_k(static_cast<const block_q6_k *>(x), y, n);
+}
+void q6_k_from_float(const float * x, void * y, int64_t n) {
+    quantize_row_q6_k_ref(x, static_cast<block_q6_k *>(y), n);
+}
+void q8_k_to_float(const void * x, float * y, int64_t n) {
+    dequantize_row_q8_k(static_cast<const block_q8_k *>(x), y, n);
+}
+void q8_k_from_float(const float * x, void * y, int64_t n) {
+    quantize_row_q8_k_ref(x, static_cast<block_q8_k *>(y), n);
+}
+
 // --- the table ----------------------------------------------------------------
 
 constexpr int64_t QK = 32;   // elements per block of the "legacy" quants
@@ -105,10 +124,10 @@ constexpr table_t make_table() {
     set(TSR_TYPE_Q8_1, "Q8_1", QK, 2 * 2 + QK, true);                                     // 36
     set(TSR_TYPE_Q2_K, "Q2_K", QK_K, QK_K / 16 + QK_K / 4 + 2 * 2, true);                 // 84
     set(TSR_TYPE_Q3_K, "Q3_K", QK_K, QK_K / 8 + QK_K / 4 + 12 + 2, true);                 // 110
-    set(TSR_TYPE_Q4_K, "Q4_K", QK_K, 2 * 2 + 12 + QK_K / 2, true);                        // 144
+    set(TSR_TYPE_Q4_K, "Q4_K", QK_K, 2 * 2 + 12 + QK_K / 2, true, q4_k_to_float, q4_k_from_float); // 144
     set(TSR_TYPE_Q5_K, "Q5_K", QK_K, 2 * 2 + 12 + QK_K / 8 + QK_K / 2, true);             // 176
-    set(TSR_TYPE_Q6_K, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, true);          // 210
-    set(TSR_TYPE_Q8_K, "Q8_K", QK_K, 4 + QK_K + (QK_K / 16) * 2, true);                   // 292
+    set(TSR_TYPE_Q6_K, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, true, q6_k_to_float, q6_k_from_float); // 210
+    set(TSR_TYPE_Q8_K, "Q8_K", QK_K, 4 + QK_K + (QK_K / 16) * 2, true, q8_k_to_float, q8_k_from_float); // 292
     set(TSR_TYPE_IQ2_XXS, "IQ2_XXS", QK_K, 2 + (QK_K / 8) * 2, true);                     // 66
     set(TSR_TYPE_IQ2_XS, "IQ2_XS", QK_K, 2 + (QK_K / 8) * 2 + QK_K / 32, true);           // 74
     set(TSR_TYPE_IQ3_XXS, "IQ3_XXS", QK_K, 2 + 3 * QK_K / 8, true);                       // 98

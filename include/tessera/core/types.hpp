@@ -8,6 +8,8 @@
 //   Q4_0: 32 elements per block = { f16 d; uint8 qs[16]; }          18 bytes
 //         element j (0..15) is the low nibble of qs[j], element j+16 the
 //         high nibble; x = d * (nibble - 8)
+//   Q4_K, Q6_K, Q8_K: super-blocks of 256 elements, see block_q4_k,
+//         block_q6_k and block_q8_k below.
 #pragma once
 
 #include <cstddef>
@@ -85,5 +87,83 @@ void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t n);
 void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t n);
 void quantize_row_q4_0_ref(const float * x, block_q4_0 * y, int64_t n);
 void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n);
+
+// --- K-quants: super-blocks of 256 elements (GGUF block layouts) ------------
+inline constexpr int64_t qk_k = 256; // elements per super-block
+
+// Q4_K, 144 bytes: 8 sub-blocks of 32 elements, each with a 6-bit scale
+// sc[j] and a 6-bit min m[j] (0..63) packed into scales[12]:
+//   j < 4:  sc = scales[j] & 63,  m = scales[j + 4] & 63
+//   j >= 4: sc = (scales[j + 4] & 15) | (scales[j - 4] >> 6) << 4
+//           m  = (scales[j + 4] >> 4) | (scales[j] >> 6) << 4
+// qs[32 i .. 32 i + 32) hold sub-block 2i in their low nibbles and sub-block
+// 2i + 1 in their high nibbles (element order). Element value:
+//   x = (d * sc[j]) * q - (dmin * m[j]),  q = 0..15
+struct block_q4_k {
+    f16_bits d;    // super-block scale of the scales
+    f16_bits dmin; // super-block scale of the mins
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+static_assert(sizeof(block_q4_k) == 144);
+
+// Q6_K, 210 bytes: 16 sub-blocks of 16 elements with int8 scales sc[16].
+// Quants q = 0..63: low 4 bits in ql, high 2 bits in qh. In each half h
+// (elements 128 h .. 128 h + 127; ql + 64 h, qh + 32 h) for l = 0..31:
+//   element l      : ql[l] & 15       | (qh[l] >> 0 & 3) << 4
+//   element l + 32 : ql[l + 32] & 15  | (qh[l] >> 2 & 3) << 4
+//   element l + 64 : ql[l] >> 4       | (qh[l] >> 4 & 3) << 4
+//   element l + 96 : ql[l + 32] >> 4  | (qh[l] >> 6 & 3) << 4
+// Element value: x = (d * sc[e / 16]) * (q - 32).
+struct block_q6_k {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    f16_bits d;
+};
+static_assert(sizeof(block_q6_k) == 210);
+
+// Q8_K, 292 bytes: the 8-bit intermediate format of K-quant dot products.
+// x = d * qs[i]; bsums[j] = sum of qs[16 j .. 16 j + 16).
+struct block_q8_k {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+static_assert(sizeof(block_q8_k) == 292);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K block.
+inline void q4_k_scale_min(const uint8_t * scales, int j, uint8_t & sc, uint8_t & m) {
+    if (j < 4) {
+        sc = scales[j] & 63;
+        m = scales[j + 4] & 63;
+    } else {
+        sc = static_cast<uint8_t>((scales[j + 4] & 15) | ((scales[j - 4] >> 6) << 4));
+        m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+}
+
+// Dequantization as the element values above define it (F32 products in
+// the order written). n must be a multiple of 256; throws tessera::error
+// otherwise.
+void dequantize_row_q4_k(const block_q4_k * x, float * y, int64_t n);
+void dequantize_row_q6_k(const block_q6_k * x, float * y, int64_t n);
+void dequantize_row_q8_k(const block_q8_k * x, float * y, int64_t n);
+
+// Reference quantizers (scalar). Any valid blocks decode the same way in
+// every reader; these choose them as follows:
+//   Q4_K: per sub-block of 32, lo = min(0, min x), hi = max(0, max x),
+//         scale (hi - lo) / 15 and min -lo; d = max scale / 63 and
+//         dmin = max min / 63 (stored as F16), sc and m rounded to the
+//         nearest of 0..63, then q = round((x + dmin m) / (d sc)) clamped
+//         to 0..15 using the stored F16 values.
+//   Q6_K: per sub-block of 16, s = v / -32 with v the value of largest
+//         magnitude; d = max |s| / 127 (F16), sc = round(s / d), then
+//         q = round(x / (d sc)) clamped to -32..31, stored as q + 32.
+//   Q8_K: d = amax / 127 (F32), q = round(x / d) (halves away from zero),
+//         NaN to 0; the activation format of the K-quant kernels.
+void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n);
+void quantize_row_q6_k_ref(const float * x, block_q6_k * y, int64_t n);
+void quantize_row_q8_k_ref(const float * x, block_q8_k * y, int64_t n);
 
 } // namespace tessera
