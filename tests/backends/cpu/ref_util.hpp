@@ -18,6 +18,7 @@
 #include "tessera/core/graph.hpp"
 #include "tessera/core/ops.hpp"
 #include "tessera/core/tensor.hpp"
+#include "tessera/core/types.hpp"
 
 namespace tessera::cpu::test {
 
@@ -105,6 +106,16 @@ inline double get(const tsr_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 =
         const int q = j < 16 ? (byte & 0x0f) : (byte >> 4);
         return d * (q - 8);
     }
+    case TSR_TYPE_Q4_K:
+    case TSR_TYPE_Q6_K: {
+        // Super-block i0 / 256, decoded by the core (tested against
+        // hand-built blocks in tests/core/test_types_k.cpp).
+        const char * blk = static_cast<const char *>(t->data) + (i0 / 256) * t->nb[0] + i1 * t->nb[1] +
+                           i2 * t->nb[2] + i3 * t->nb[3];
+        float y[256];
+        get_type_traits(t->type).to_float(blk, y, 256);
+        return y[i0 % 256];
+    }
     default: ADD_FAILURE() << "get: unsupported type " << t->type; return 0.0;
     }
 }
@@ -159,6 +170,22 @@ inline void fill_weights(tsr_tensor * t, std::mt19937 & rng) {
             const auto d = static_cast<uint16_t>((exp(rng) << 10) | mant(rng));
             std::memcpy(p + b, &d, 2);
             for (size_t j = 2; j < bs; ++j) p[b + j] = static_cast<unsigned char>(byte(rng));
+        }
+        break;
+    }
+    case TSR_TYPE_Q4_K:
+    case TSR_TYPE_Q6_K: {
+        // Random scales and quants; the F16 super-block scales (Q4_K: d and
+        // dmin at bytes 0 and 2; Q6_K: d at byte 208) of moderate size.
+        const bool q4 = t->type == TSR_TYPE_Q4_K;
+        const size_t bs = q4 ? 144 : 210;
+        std::uniform_int_distribution<int> byte(0, 255), exp(6, 9), mant(0, 1023);
+        for (size_t b = 0; b + bs <= bytes; b += bs) {
+            for (size_t j = 0; j < bs; ++j) p[b + j] = static_cast<unsigned char>(byte(rng));
+            for (size_t off : q4 ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
+                const auto d = static_cast<uint16_t>((exp(rng) << 10) | mant(rng));
+                std::memcpy(p + b + off, &d, 2);
+            }
         }
         break;
     }

@@ -1,6 +1,6 @@
 // backends/cpu/ops/mul_mat.cpp — MUL_MAT: dst[m, n] = sum_k a[k, m] * b[k, n]
 //   a:   weights [K, M, A2, A3] of F32, F16, BF16 (any strides) or Q8_0,
-//        Q4_0 (row-contiguous)
+//        Q4_0, Q4_K, Q6_K (row-contiguous)
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
@@ -8,7 +8,9 @@
 // repacked by the CPU_REPACK buffer type (repack.hpp) always take
 // mul_mat_repack.cpp, repacked F16/BF16 weights matvec_f or gemm_f; else
 // with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
-// portable kernel. The choice depends only on the node.
+// portable kernel (K-quants: mul_mat_k.cpp with AVX2, else the portable
+// kernel, both with the operations of vec_dot_k.hpp). The choice depends
+// only on the node.
 #include <algorithm>
 #include <cstdint>
 
@@ -17,13 +19,14 @@
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/vec_dot_k.hpp"
 #include "tessera/core/types.hpp"
 
 namespace tessera::cpu {
 
 namespace {
 
-enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack };
+enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack, k_quant };
 
 bool is_quant_weight(int32_t t) {
     return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
@@ -44,6 +47,7 @@ mm_path choose_path(const tsr_tensor * node) {
         return mm_path::generic;
     }
     const bool gemm = b->ne[1] >= k_gemm_min_n;
+    if (is_k_quant(a->type)) return mm_path::k_quant;
     if (is_quant_weight(a->type)) {
         // matvec_q addresses 8 rows by int32 byte offsets.
         if (a->nb[1] > static_cast<uint64_t>(INT32_MAX / 8)) return mm_path::generic;
@@ -60,8 +64,9 @@ bool mul_mat_supported(const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
     const tsr_tensor * b = node->src[1];
     if (node->type != TSR_TYPE_F32 || b->type != TSR_TYPE_F32) return false;
-    if (!is_float_type(a->type) && !is_quant_weight(a->type)) return false;
-    if (is_quant_weight(a->type) && a->nb[0] != get_type_traits(a->type).type_size) return false;
+    const bool quant = is_quant_weight(a->type) || is_k_quant(a->type);
+    if (!is_float_type(a->type) && !quant) return false;
+    if (quant && a->nb[0] != get_type_traits(a->type).type_size) return false;
     if (a->ne[0] != b->ne[0]) return false;
     if (is_repacked(a) && !mul_mat_repack_supported(node)) return false;
     if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
@@ -76,6 +81,7 @@ size_t mul_mat_work_size(const tsr_tensor * node) {
     case mm_path::gemm_f: return gemm_f_work_size(mm_dims_of(dst));
     case mm_path::gemm_q: return gemm_q_work_size(mm_dims_of(dst));
     case mm_path::repack: return mul_mat_repack_work_size(mm_dims_of(dst));
+    case mm_path::k_quant: return mul_mat_k_work_size(mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return mul_mat_generic_work_size(node);
@@ -94,6 +100,7 @@ bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
     case mm_path::gemm_f: return gemm_f(p, mm_dims_of(dst));
     case mm_path::gemm_q: return gemm_q(p, mm_dims_of(dst));
     case mm_path::repack: return mul_mat_repack(p, mm_dims_of(dst));
+    case mm_path::k_quant: return mul_mat_k(p, mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return compute_mul_mat_generic(p, dst);

@@ -2,7 +2,7 @@
 // dst[m, n] = sum_k a[k, m] * b[k, n]. Used by the baseline builds and for
 // layouts the vector paths (mul_mat.cpp) do not take.
 //   a:   weights [K, M, A2, A3] of F32, F16, BF16 (any strides) or Q8_0,
-//        Q4_0 (row-contiguous)
+//        Q4_0, Q4_K, Q6_K (row-contiguous)
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
@@ -15,17 +15,18 @@
 //
 // For each tile a thread prepares the activation columns once: F32 columns
 // are used in place (or gathered when strided); for quantized weights they
-// are quantized to Q8_0 in the thread's scratch with the core's reference
-// quantizer. Then, per weight row, the row is brought to the kernel's input
+// are quantized to Q8_0 (K-quants: Q8_K) in the thread's scratch with the
+// core's reference quantizer. Then, per weight row, the row is brought to the kernel's input
 // format (F16/BF16 widened to F32, Q4_0 expanded to Q8_0, strided rows
-// gathered; all lossless) and dotted with each column: dot_f32 or the
-// integer block dot product dot_q8_0.
+// gathered; all lossless) and dotted with each column: dot_f32, the
+// integer block dot product dot_q8_0, or dot_k_quant (vec_dot_k.hpp).
 #include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
 #include "backends/cpu/ops/vec_dot.hpp"
+#include "backends/cpu/ops/vec_dot_k.hpp"
 
 namespace tessera::cpu {
 
@@ -35,10 +36,12 @@ constexpr int64_t k_tile_m = 16; // weight rows per tile
 constexpr int64_t k_tile_n = 32; // activation columns per tile
 
 bool is_quant_weight(int32_t t) {
-    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
+    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0 || is_k_quant(t);
 }
 
-size_t q8_row_bytes(int64_t k) {
+// Bytes of one quantized column (Q8_0, or Q8_K for K-quant weights).
+size_t q8_row_bytes(int32_t weight_type, int64_t k) {
+    if (is_k_quant(weight_type)) return static_cast<size_t>(k / k_qk_k) * k_q8_k_bytes;
     return static_cast<size_t>(k / k_qk) * k_q8_0_bytes;
 }
 
@@ -69,7 +72,8 @@ mm_shape shape_of(const tsr_tensor * dst) {
 // Bytes of one prepared column (Q8_0 or F32) and of one prepared weight row.
 size_t column_bytes(const tsr_tensor * node) {
     const int64_t k = node->src[0]->ne[0];
-    return is_quant_weight(node->src[0]->type) ? q8_row_bytes(k) : static_cast<size_t>(k) * sizeof(float);
+    const int32_t t = node->src[0]->type;
+    return is_quant_weight(t) ? q8_row_bytes(t, k) : static_cast<size_t>(k) * sizeof(float);
 }
 
 // Per-thread scratch: [column tile][one gathered F32 column][one weight row],
@@ -108,7 +112,9 @@ const char * weight_row(const tsr_tensor * a, bool packed, int64_t m, int64_t j2
     const char * row = row_ptr(a, m, j2, j3);
     const int64_t k = a->ne[0];
     switch (a->type) {
-    case TSR_TYPE_Q8_0: return row;
+    case TSR_TYPE_Q8_0:
+    case TSR_TYPE_Q4_K:
+    case TSR_TYPE_Q6_K: return row;
     case TSR_TYPE_Q4_0: q4_0_row_to_q8_0(row, buf, k / k_qk); return buf;
     case TSR_TYPE_F32:
         if (packed) return row;
@@ -137,7 +143,7 @@ const char * weight_row(const tsr_tensor * a, bool packed, int64_t m, int64_t j2
 size_t mul_mat_generic_work_size(const tsr_tensor * node) {
     const int64_t k = node->src[0]->ne[0];
     const size_t k_f32 = align64(static_cast<size_t>(k) * sizeof(float));
-    const size_t row = std::max(k_f32, align64(q8_row_bytes(k)));
+    const size_t row = std::max(k_f32, align64(q8_row_bytes(TSR_TYPE_Q8_0, k)));
     return align64(column_bytes(node) * k_tile_n) + k_f32 + row;
 }
 
@@ -150,7 +156,8 @@ bool compute_mul_mat_generic(const compute_params & p, tsr_tensor * dst) {
     const size_t esize = quant ? 0 : float_type_size(a->type);
     const bool a_packed = quant || packed_aligned_rows(a, esize, esize);
     const bool b_in_place = packed_aligned_rows(b, sizeof(float), alignof(float));
-    const size_t q_bytes = q8_row_bytes(s.K);
+    const bool k_quant = is_k_quant(a->type);
+    const size_t q_bytes = q8_row_bytes(a->type, s.K);
     const int64_t n_blocks = s.K / k_qk;
 
     const void * cols[k_tile_n];
@@ -170,7 +177,11 @@ bool compute_mul_mat_generic(const compute_params & p, tsr_tensor * dst) {
                 if (quant) {
                     const float * x = column_f32(b, b_in_place, n0 + c, i2, i3, sc.b_gather);
                     char * q = sc.b_tile + static_cast<size_t>(c) * q_bytes;
-                    quantize_row_q8_0_ref(x, reinterpret_cast<block_q8_0 *>(q), s.K);
+                    if (k_quant) {
+                        quantize_row_q8_k_ref(x, reinterpret_cast<block_q8_k *>(q), s.K);
+                    } else {
+                        quantize_row_q8_0_ref(x, reinterpret_cast<block_q8_0 *>(q), s.K);
+                    }
                     cols[c] = q;
                 } else {
                     auto * tile = reinterpret_cast<float *>(sc.b_tile);
@@ -184,8 +195,14 @@ bool compute_mul_mat_generic(const compute_params & p, tsr_tensor * dst) {
             const char * w = weight_row(a, a_packed, m, i2 / s.r2, i3 / s.r3, sc.a_row);
             char * out = row_ptr(dst, n0, i2, i3) + static_cast<size_t>(m) * dst->nb[0];
             for (int64_t c = 0; c < n_cols; ++c) {
-                const float v = quant ? dot_q8_0(w, static_cast<const char *>(cols[c]), n_blocks)
-                                      : dot_f32(reinterpret_cast<const float *>(w), static_cast<const float *>(cols[c]), s.K);
+                float v;
+                if (k_quant) {
+                    v = dot_k_quant(a->type, w, static_cast<const block_q8_k *>(cols[c]), s.K / k_qk_k);
+                } else if (quant) {
+                    v = dot_q8_0(w, static_cast<const char *>(cols[c]), n_blocks);
+                } else {
+                    v = dot_f32(reinterpret_cast<const float *>(w), static_cast<const float *>(cols[c]), s.K);
+                }
                 write_f32(out + static_cast<size_t>(c) * dst->nb[1], v);
             }
         }

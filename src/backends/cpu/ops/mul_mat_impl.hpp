@@ -11,6 +11,8 @@
 //             register-blocked FMA micro-kernel
 //   gemm_q    gemm_q.cpp: Q8_0/Q4_0 weights, N >= k_gemm_min_n; weight
 //             rows interleaved into panels, integer micro-kernel
+//   k_quant   mul_mat_k.cpp: Q4_K/Q6_K weights, any N; columns quantized
+//             to Q8_K, the integer sums of vec_dot_k.hpp
 //
 // The path depends only on the node (types, shapes, strides), never on the
 // thread count; within a path every output element is computed by the same
@@ -130,6 +132,8 @@ bool gemm_f_prepare(const compute_params & p, const mm_dims & d);
 bool gemm_f(const compute_params & p, const mm_dims & d);
 size_t gemm_q_work_size(const mm_dims & d);
 bool gemm_q(const compute_params & p, const mm_dims & d);
+size_t mul_mat_k_work_size(const mm_dims & d);
+bool mul_mat_k(const compute_params & p, const mm_dims & d);
 
 // A grid of work items (batch, row block, column block), row block
 // fastest, cut into contiguous per-thread ranges. Only the amount of work

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/types.hpp"
+
 namespace tessera::cpu {
 
 // Where one quantized column lives.
@@ -67,5 +69,10 @@ q8_col q8_col_at(void * base, int64_t n_blocks);
 // Quantizes x[0 .. 32 n_blocks) (packed F32) into col; the block sums are
 // stored multiplied by 2^sum_shift (0 <= sum_shift <= 7).
 void quantize_q8_act(const float * x, int64_t n_blocks, const q8_col & col, int sum_shift);
+
+// Quantizes x[0 .. 256 n_super) (packed F32) to Q8_K blocks (core/types.hpp),
+// bit-identical to quantize_row_q8_k_ref: the activations of the K-quant
+// kernels (vec_dot_k.hpp).
+void quantize_q8_k_act(const float * x, int64_t n_super, block_q8_k * y);
 
 } // namespace tessera::cpu
