@@ -25,6 +25,7 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/llm/file_type.hpp"
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/session.hpp"
 
@@ -103,22 +104,15 @@ std::string utc_now() {
     return buf;
 }
 
-// "llama 1B Q4_0": architecture, size class, weight type (the reference's
-// model description; the file type names follow llama.cpp's llama_ftype).
+// "llama 1B Q4_0", "llama 1B Q4_K - Medium": architecture, size class, file
+// type (the reference's model description; general.file_type named as its
+// bench names llama_ftype ids, llm::file_type_description), or the most
+// common weight type when the file has no known id.
 std::string model_type(const llm::model & m) {
     const double n = double(m.n_params());
     std::string size = n >= 1e9 ? fmt::format("{:.0f}B", n / 1e9) : fmt::format("{:.0f}M", n / 1e6);
     std::string ftype;
-    if (auto ft = m.file().find_int("general.file_type")) {
-        switch (*ft) {
-        case 0: ftype = "all F32"; break;
-        case 1: ftype = "F16"; break;
-        case 2: ftype = "Q4_0"; break;
-        case 7: ftype = "Q8_0"; break;
-        case 32: ftype = "BF16"; break;
-        default: break;
-        }
-    }
+    if (auto ft = m.file().find_int("general.file_type")) ftype = llm::file_type_description(*ft);
     if (ftype.empty()) ftype = m.type_summary();
     return fmt::format("{} {} {}", m.hp().arch, size, ftype);
 }

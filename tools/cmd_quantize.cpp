@@ -1,8 +1,9 @@
 // tools/cmd_quantize.cpp — `tessera quantize IN.gguf OUT.gguf TYPE`: converts
-// a model's 2-D weights to F32, F16, BF16, Q8_0 or Q4_0 (llm::quantize_file),
-// printing one progress line per tensor on stderr.
-#include <algorithm>
-#include <cctype>
+// a model's 2-D weights to F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K or the
+// mixes Q4_K_S and Q4_K_M (llm::quantize_file; per-tensor rule and fallbacks
+// in tessera/llm/file_type.hpp), printing one progress line per tensor on
+// stderr; a tensor whose type fell back (Q4_K -> Q4_0, Q6_K -> Q8_0: ne[0]
+// not a multiple of 256) says so at the end of its line.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -28,17 +29,6 @@ std::string shape_text(const int64_t * ne) {
     return s + "]";
 }
 
-// Target type from a case-insensitive name; throws listing the choices.
-type parse_target(const std::string & name) {
-    std::string up = name;
-    std::transform(up.begin(), up.end(), up.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    for (type t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
-        if (up == type_name(t) && llm::is_quantize_target(t)) return t;
-    }
-    throw error(fmt::format("unknown or unsupported quantization type '{}' (supported: F32, F16, BF16, Q8_0, Q4_0)",
-                            name));
-}
-
 struct options {
     std::string in, out, type;
     bool allow_requantize = false;
@@ -47,21 +37,33 @@ struct options {
 
 int run_quantize(const options & o) {
     llm::quantize_params p;
-    p.target = parse_target(o.type);
+    p.target = llm::parse_file_type(o.type);
     p.allow_requantize = o.allow_requantize;
     if (!o.quiet) {
         p.progress = [](const llm::quantize_progress & pr) {
             const int w = static_cast<int>(fmt::format("{}", pr.count).size());
-            fmt::print(stderr, "[{:>{}}/{}] {:<32} {:>5} -> {:<5} {:<16} {:9.2f} MiB -> {:9.2f} MiB\n", pr.index + 1, w,
+            std::string note;
+            if (pr.wanted != pr.to) {
+                note = fmt::format("  ({}: {} needs ne[0] % {} == 0)", pr.from == pr.to ? "kept" : "fallback",
+                                   type_name(pr.wanted), get_type_traits(pr.wanted).block_size);
+            }
+            fmt::print(stderr, "[{:>{}}/{}] {:<32} {:>5} -> {:<5} {:<16} {:9.2f} MiB -> {:9.2f} MiB{}\n", pr.index + 1, w,
                        pr.count, pr.name, type_name(pr.from), type_name(pr.to), shape_text(pr.ne),
-                       double(pr.bytes_in) / mib, double(pr.bytes_out) / mib);
+                       double(pr.bytes_in) / mib, double(pr.bytes_out) / mib, note);
         };
     }
     const auto t0 = std::chrono::steady_clock::now();
     const llm::quantize_result r = llm::quantize_file(o.in, o.out, p);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print(stderr, "{}: {} of {} tensors converted to {}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", o.out,
-               r.n_converted, r.n_tensors, type_name(p.target), double(r.bytes_in) / mib, double(r.bytes_out) / mib, s);
+    // "(10 Q4_K, 3 Q6_K, 2 Q4_0)" when the tensors got more than one type.
+    std::string mix;
+    if (r.n_by_type.size() > 1) {
+        for (const auto & [t, n] : r.n_by_type) mix += fmt::format("{}{} {}", mix.empty() ? " (" : ", ", n, type_name(t));
+        mix += ")";
+    }
+    fmt::print(stderr, "{}: {} of {} tensors converted to {}{}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", o.out,
+               r.n_converted, r.n_tensors, llm::file_type_name(p.target), mix, double(r.bytes_in) / mib,
+               double(r.bytes_out) / mib, s);
     return 0;
 }
 
@@ -70,10 +72,14 @@ int run_quantize(const options & o) {
 command register_quantize(CLI::App & app) {
     auto o = std::make_shared<options>();
     CLI::App * sub = app.add_subcommand(
-        "quantize", "convert a GGUF model's 2-D weights to another type (F32, F16, BF16, Q8_0, Q4_0)");
+        "quantize", "convert a GGUF model's 2-D weights to another type or mix (" + llm::quantize_target_names() + ")");
     sub->add_option("IN", o->in, "input GGUF model")->required();
     sub->add_option("OUT", o->out, "output GGUF file (written atomically)")->required();
-    sub->add_option("TYPE", o->type, "target type: F32, F16, BF16, Q8_0 or Q4_0")->required();
+    sub->add_option("TYPE", o->type,
+                    "target: " + llm::quantize_target_names() +
+                        " (Q4_K_M: output, and attn_v/ffn_down of some layers, Q6_K, the rest Q4_K; Q4_K_S: output "
+                        "Q6_K, the rest Q4_K; Q4_K/Q6_K fall back to Q4_0/Q8_0 where ne[0] % 256 != 0)")
+        ->required();
     sub->add_flag("--allow-requantize", o->allow_requantize,
                   "also convert tensors that are already block-quantized (loses accuracy)");
     sub->add_flag("-q,--quiet", o->quiet, "no per-tensor progress lines");

@@ -1,8 +1,8 @@
 // tools/cmd_synth.cpp — `tessera gguf synth --preset 1b|135m|tiny --type T
 // --vocab VOCAB.gguf -o FILE [--seed S]`: writes a random-weight Llama model
 // (llm::synth_model; the value generator is documented in tessera/llm/synth.hpp).
-#include <algorithm>
-#include <cctype>
+// T: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S or Q4_K_M (case-insensitive;
+// per-tensor rule and fallbacks in tessera/llm/file_type.hpp).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -31,16 +31,11 @@ struct options {
 };
 
 int run_synth(const options & o) {
-    std::string up = o.type;
-    std::transform(up.begin(), up.end(), up.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    type t = TSR_TYPE_F32;
+    llm::file_type t;
     try {
-        t = type_from_name(up);
+        t = llm::parse_file_type(o.type);
     } catch (const error &) {
-        t = TSR_TYPE_COUNT;
-    }
-    if (t == TSR_TYPE_COUNT || !llm::is_quantize_target(t)) {
-        throw error(fmt::format("--type '{}' is not supported (F32, F16, BF16, Q8_0, Q4_0)", o.type));
+        throw error(fmt::format("--type '{}' is not supported ({})", o.type, llm::quantize_target_names()));
     }
     llm::synth_params p;
     p.shape = llm::synth_preset(o.preset);
@@ -65,7 +60,7 @@ int run_synth(const options & o) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(o.out, ec);
     fmt::print(stderr, "{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
-               o.out, p.shape.name, type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
+               o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, o.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
     return 0;
 }
@@ -77,7 +72,10 @@ command add_gguf_synth(CLI::App & gguf_sub) {
     CLI::App * sub = gguf_sub.add_subcommand("synth", "write a random-weight Llama model of a preset shape");
     sub->add_option("--preset", o->preset, "shape: 1b (TinyLlama-1.1B), 135m (SmolLM-135M) or tiny (tests)")
         ->required();
-    sub->add_option("--type", o->type, "type of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0")->capture_default_str();
+    sub->add_option("--type", o->type,
+                    "type of the 2-D weights: " + llm::quantize_target_names() +
+                        " (the mixes and their fallbacks as in `tessera quantize`)")
+        ->capture_default_str();
     sub->add_option("--vocab", o->vocab, "vocabulary-only GGUF whose tokenizer.* keys are copied")->required();
     sub->add_option("-o,--output", o->out, "output GGUF file (written atomically)")->required();
     sub->add_option("--seed", o->seed, "seed of the weight generator")->capture_default_str();

@@ -1,11 +1,11 @@
 // llm/quantize.cpp — converting a GGUF model's weights to another type.
 //
-// File-type ids: llama.cpp's llama_ftype enumeration (the values stored in
-// general.file_type by its converters and quantizer).
+// The per-tensor type rule and the file-type ids: llm/file_type.cpp.
 #include "tessera/llm/quantize.hpp"
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -15,32 +15,9 @@
 
 namespace tessera::llm {
 
-uint32_t file_type_of(type t) {
-    switch (t) {
-    case TSR_TYPE_F32: return 0;  // ALL_F32
-    case TSR_TYPE_F16: return 1;  // MOSTLY_F16
-    case TSR_TYPE_Q4_0: return 2; // MOSTLY_Q4_0
-    case TSR_TYPE_Q8_0: return 7; // MOSTLY_Q8_0
-    case TSR_TYPE_BF16: return 32; // MOSTLY_BF16
-    default: break;
-    }
-    throw error(fmt::format("no model file type for element type {}", type_name(t)));
-}
-
-bool is_quantize_target(type t) {
-    switch (t) {
-    case TSR_TYPE_F32:
-    case TSR_TYPE_F16:
-    case TSR_TYPE_BF16:
-    case TSR_TYPE_Q8_0:
-    case TSR_TYPE_Q4_0: return get_type_traits(t).from_float != nullptr;
-    default: return false;
-    }
-}
-
-bool should_convert(const gguf::tensor_info & ti, type target) {
-    if (ti.n_dims != 2 || ti.type == target) return false;
-    return ti.ne[0] % get_type_traits(target).block_size == 0;
+bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer) {
+    const auto to = tensor_type_for(target, ti.name, std::span<const int64_t>(ti.ne, ti.n_dims), n_layer);
+    return to && *to != ti.type;
 }
 
 void convert_rows(std::string_view what, type from, std::span<const uint8_t> src, type to,
@@ -71,7 +48,8 @@ void convert_rows(std::string_view what, type from, std::span<const uint8_t> src
 quantize_result quantize_file(const std::filesystem::path & in, const std::filesystem::path & out,
                               const quantize_params & p) {
     if (!is_quantize_target(p.target)) {
-        throw error(fmt::format("cannot quantize to {} (supported: F32, F16, BF16, Q8_0, Q4_0)", type_name(p.target)));
+        throw error(fmt::format("cannot quantize to {} (supported: {})", file_type_name(p.target),
+                                quantize_target_names()));
     }
     std::error_code ec;
     if (!std::filesystem::exists(in, ec)) throw error(fmt::format("{}: no such file", in.string()));
@@ -85,14 +63,17 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
     w.set_u32("general.file_type", file_type_of(p.target));
     w.set_u32("general.quantization_version", quantization_version);
 
+    const uint32_t n_layer = n_layer_of(*r);
     quantize_result res;
     res.n_tensors = r->n_tensors();
     const size_t count = r->n_tensors();
     for (size_t i = 0; i < count; ++i) {
         const gguf::tensor_info & ti = r->tensors()[i];
-        const bool convert = should_convert(ti, p.target);
-        const type to = convert ? p.target : ti.type;
         const std::span<const int64_t> ne(ti.ne, ti.n_dims);
+        const std::optional<type> chosen = tensor_type_for(p.target, ti.name, ne, n_layer);
+        const bool convert = chosen && *chosen != ti.type;
+        const type to = convert ? *chosen : ti.type;
+        const type wanted = ti.n_dims == 2 ? rule_type_for(p.target, ti.name, n_layer) : ti.type;
         if (convert) {
             // Check up front so nothing is written for a file that must fail.
             const type_traits & tf = get_type_traits(ti.type);
@@ -103,16 +84,21 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
             if (tf.is_quantized && !p.allow_requantize) {
                 throw error(fmt::format("{}: tensor '{}' is already quantized ({}); converting it to {} would "
                                         "compound the rounding error (allow with --allow-requantize)",
-                                        r->name(), ti.name, tf.name, type_name(p.target)));
+                                        r->name(), ti.name, tf.name, type_name(to)));
             }
         }
         const uint64_t bytes_out = convert ? row_size(to, ti.ne[0]) * static_cast<uint64_t>(ti.n_elements() / ti.ne[0])
                                            : ti.size;
         res.bytes_in += ti.size;
         res.bytes_out += bytes_out;
-        if (convert) ++res.n_converted;
+        if (convert) {
+            ++res.n_converted;
+            auto it = std::find_if(res.n_by_type.begin(), res.n_by_type.end(), [to](const auto & e) { return e.first == to; });
+            if (it == res.n_by_type.end()) it = res.n_by_type.insert(it, {to, 0});
+            ++it->second;
+        }
 
-        quantize_progress pr{i, count, ti.name, ti.type, to, ti.ne, ti.size, bytes_out};
+        quantize_progress pr{i, count, ti.name, ti.type, to, wanted, ti.ne, ti.size, bytes_out};
         auto report = [fn = p.progress, pr]() {
             if (fn) fn(pr);
         };

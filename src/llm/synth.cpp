@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -61,12 +62,23 @@ struct tensor_plan {
     type t = TSR_TYPE_F32;
 };
 
-// The tensors of a model in file order.
-std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, type wtype) {
+// The tensors of a model in file order, each 2-D one in the type
+// tensor_type_for gives it. Throws when the target is not supported or a
+// matrix fits no block of its type.
+std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, const file_type & wtype) {
     const int64_t E = s.n_embd, V = n_vocab, F = s.n_ff;
     const int64_t EKV = static_cast<int64_t>(s.n_embd / s.n_head) * s.n_head_kv;
     std::vector<tensor_plan> out;
-    auto w = [&](std::string name, int64_t ne0, int64_t ne1) { out.push_back({std::move(name), {ne0, ne1}, 2, wtype}); };
+    auto w = [&](std::string name, int64_t ne0, int64_t ne1) {
+        const int64_t ne[2] = {ne0, ne1};
+        const std::optional<type> t = tensor_type_for(wtype, name, ne, s.n_layer);
+        if (!t) {
+            const type want = k_quant_fallback(rule_type_for(wtype, name, s.n_layer));
+            throw error(fmt::format("synth: n_embd {} and n_ff {} must be multiples of the {} block size {} ({})",
+                                    s.n_embd, s.n_ff, type_name(want), get_type_traits(want).block_size, name));
+        }
+        out.push_back({std::move(name), {ne0, ne1}, 2, *t});
+    };
     auto norm = [&](std::string name) { out.push_back({std::move(name), {E, 1}, 1, TSR_TYPE_F32}); };
     w("token_embd.weight", E, V);
     norm("output_norm.weight");
@@ -86,9 +98,11 @@ std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, t
     return out;
 }
 
-void check_shape(const synth_shape & s, type wtype) {
+// Checks the target and the shape (the block sizes through plan_tensors).
+void check_shape(const synth_shape & s, const file_type & wtype) {
     if (!is_quantize_target(wtype)) {
-        throw error(fmt::format("synth: weight type {} is not supported (F32, F16, BF16, Q8_0, Q4_0)", type_name(wtype)));
+        throw error(fmt::format("synth: weight type {} is not supported ({})", file_type_name(wtype),
+                                quantize_target_names()));
     }
     if (s.n_embd == 0 || s.n_layer == 0 || s.n_head == 0 || s.n_head_kv == 0 || s.n_ff == 0 || s.n_ctx == 0) {
         throw error(fmt::format("synth: shape '{}' has a zero dimension", s.name));
@@ -100,11 +114,7 @@ void check_shape(const synth_shape & s, type wtype) {
     if (s.n_head % s.n_head_kv != 0) {
         throw error(fmt::format("synth: n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv));
     }
-    const int64_t bs = get_type_traits(wtype).block_size;
-    if (s.n_embd % bs != 0 || s.n_ff % bs != 0) {
-        throw error(fmt::format("synth: n_embd {} and n_ff {} must be multiples of the {} block size {}", s.n_embd,
-                                s.n_ff, type_name(wtype), bs));
-    }
+    plan_tensors(s, 1, wtype);
 }
 
 } // namespace
@@ -123,7 +133,8 @@ void synth_values(uint64_t seed, std::string_view name, int64_t fan_in, std::spa
     value_stream(seed, name, fan_in).fill(out);
 }
 
-uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, type wtype) {
+uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_type & wtype) {
+    check_shape(s, wtype);
     uint64_t total = 0;
     for (const tensor_plan & t : plan_tensors(s, n_vocab, wtype)) {
         total += row_size(t.t, t.ne[0]) * static_cast<uint64_t>(t.ne[1]);

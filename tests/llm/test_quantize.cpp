@@ -415,7 +415,22 @@ TEST(Quantize, FileTypeIds) {
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q4_0), 2u);
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q8_0), 7u);
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_BF16), 32u);
-    EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q4_K), error);
+    // K-quants: llama_ftype MOSTLY_Q4_K_S 14, MOSTLY_Q4_K_M 15, MOSTLY_Q6_K 18;
+    // plain Q4_K has no id of its own and is written as 14.
+    EXPECT_EQ(llm::file_type_of(llm::file_type_q4_k_s), 14u);
+    EXPECT_EQ(llm::file_type_of(llm::file_type_q4_k_m), 15u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q4_K), 14u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q6_K), 18u);
+    EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q5_K), error);
+    EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q2_K), error);
+    // The reference bench's names of those ids.
+    EXPECT_EQ(llm::file_type_description(0), "all F32");
+    EXPECT_EQ(llm::file_type_description(2), "Q4_0");
+    EXPECT_EQ(llm::file_type_description(14), "Q4_K - Small");
+    EXPECT_EQ(llm::file_type_description(15), "Q4_K - Medium");
+    EXPECT_EQ(llm::file_type_description(18), "Q6_K");
+    EXPECT_EQ(llm::file_type_description(32), "BF16");
+    EXPECT_EQ(llm::file_type_description(16), "");
 }
 
 TEST(Quantize, ConvertRowsChecksSizes) {

@@ -104,6 +104,35 @@ TEST(Synth, Presets) {
     EXPECT_EQ(llm::synth_data_size(m, 32000, TSR_TYPE_Q8_0), 143032320ull / 32 * 34 + 576ull * 61 * 4);
 }
 
+// synth_data_size of the mixes, counted by hand from the Q4_K_M rule: bytes
+// per element Q4_K 144/256, Q6_K 210/256, Q4_0 18/32, Q8_0 34/32.
+TEST(Synth, MixDataSizes) {
+    const auto b = llm::synth_preset("1b");
+    // 1b: n_embd 2048, n_ff 5632 = 22 * 256, n_embd_kv 256: no fallback.
+    // Q6_K: output (2048 x 32000) and attn_v (2048 x 256) + ffn_down
+    // (5632 x 2048) of the 10 layers 0, 1, 4, 7, 10, 13, 16, 19, 20, 21.
+    const uint64_t E = 2048, V = 32000, F = 5632, EKV = 256;
+    const uint64_t q6 = E * V + 10 * (E * EKV + F * E);
+    const uint64_t q4 = E * V + 22 * (2 * E * E + E * EKV + 2 * E * F) + 12 * (E * EKV + F * E);
+    EXPECT_EQ(q4 + q6, 1099956224ull);
+    EXPECT_EQ(llm::synth_data_size(b, 32000, llm::file_type_q4_k_m), q4 / 256 * 144 + q6 / 256 * 210 + 2048ull * 45 * 4);
+    EXPECT_EQ(llm::synth_data_size(b, 32000, llm::file_type_q4_k_s),
+              (q4 + q6 - E * V) / 256 * 144 + E * V / 256 * 210 + 2048ull * 45 * 4);
+    EXPECT_EQ(llm::synth_data_size(b, 32000, TSR_TYPE_Q6_K), 1099956224ull / 256 * 210 + 2048ull * 45 * 4);
+    // 135m: n_embd 576 is no multiple of 256, n_ff 1536 is: every matrix but
+    // ffn_down falls back (Q4_K -> Q4_0, Q6_K -> Q8_0). Q4_K_M's 14 layers
+    // 0, 1, 2, 5, 8, ..., 23, 26..29 take attn_v as Q8_0 and ffn_down as Q6_K.
+    const auto m = llm::synth_preset("135m");
+    const uint64_t e = 576, f = 1536, ekv = 192;
+    const uint64_t m_q40 = e * V + 30 * (2 * e * e + e * ekv + 2 * e * f) + 16 * e * ekv;
+    const uint64_t m_q80 = e * V + 14 * e * ekv;
+    const uint64_t m_q4k = 16 * f * e, m_q6k = 14 * f * e;
+    EXPECT_EQ(m_q40 + m_q80 + m_q4k + m_q6k, 143032320ull);
+    EXPECT_EQ(llm::synth_data_size(m, 32000, llm::file_type_q4_k_m),
+              m_q40 / 32 * 18 + m_q80 / 32 * 34 + m_q4k / 256 * 144 + m_q6k / 256 * 210 + 576ull * 61 * 4);
+    EXPECT_THROW(llm::synth_data_size(m, 32000, TSR_TYPE_Q5_K), error);
+}
+
 TEST(Synth, LayoutMetadataAndValues) {
     temp_dir dir;
     llm::synth_model(tiny(TSR_TYPE_F32, 7), dir / "m.gguf");
@@ -210,6 +239,91 @@ TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
         EXPECT_EQ(r.tensor("blk.0.ffn_norm.weight").type, TSR_TYPE_F32);
         EXPECT_EQ(r.get_u32("general.file_type"), llm::file_type_of(t));
     }
+    // The K-quant targets on the tiny shape (n_embd 64): every matrix falls
+    // back; Q4_K_M still gives layer 1's attn_v and ffn_down (and output)
+    // Q6_K's fallback Q8_0.
+    for (const llm::file_type ft : {llm::file_type(TSR_TYPE_Q4_K), llm::file_type(TSR_TYPE_Q6_K), llm::file_type_q4_k_s,
+                                    llm::file_type_q4_k_m}) {
+        const std::string tn = llm::file_type_name(ft);
+        auto sp = tiny(TSR_TYPE_F32, 5);
+        sp.wtype = ft;
+        llm::synth_model(sp, dir / ("s_" + tn + ".gguf"));
+        llm::quantize_params qp;
+        qp.target = ft;
+        llm::quantize_file(dir / "f32.gguf", dir / ("q_" + tn + ".gguf"), qp);
+        EXPECT_EQ(read_all(dir / ("s_" + tn + ".gguf")), read_all(dir / ("q_" + tn + ".gguf"))) << tn;
+        const gguf::reader r(dir / ("s_" + tn + ".gguf"));
+        EXPECT_EQ(r.get_u32("general.file_type"), llm::file_type_of(ft)) << tn;
+        EXPECT_EQ(r.file_size() - r.data_offset(), llm::synth_data_size(sp.shape, 32000, ft)) << tn;
+        if (ft == llm::file_type_q4_k_m) {
+            EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q8_0);
+            EXPECT_EQ(r.tensor("blk.0.attn_v.weight").type, TSR_TYPE_Q4_0);
+            EXPECT_EQ(r.tensor("blk.1.attn_v.weight").type, TSR_TYPE_Q8_0);
+            EXPECT_EQ(r.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q8_0);
+            EXPECT_EQ(r.tensor("blk.1.ffn_up.weight").type, TSR_TYPE_Q4_0);
+        }
+    }
+}
+
+// A shape whose matrices all hold whole 256-element super-blocks (n_embd
+// 256, n_ff 512, 3 layers: Q4_K_M gives layer 2 Q6_K, since 2 >= 7*3/8): the
+// Q4_K_M synth model equals quantize of the F32 one, and decodes to logits
+// close to the F32 model's.
+TEST(Synth, Q4KMOfA256WideShapeMatchesQuantizeAndDecodes) {
+    temp_dir dir;
+    auto p = tiny(TSR_TYPE_F32, 11);
+    p.shape = {"k256", 256, 3, 4, 2, 512, 64};
+    llm::synth_model(p, dir / "f32.gguf");
+    p.wtype = llm::file_type_q4_k_m;
+    llm::synth_model(p, dir / "s.gguf");
+    llm::quantize_params qp;
+    qp.target = llm::file_type_q4_k_m;
+    llm::quantize_file(dir / "f32.gguf", dir / "q.gguf", qp);
+    EXPECT_EQ(read_all(dir / "s.gguf"), read_all(dir / "q.gguf"));
+    {
+        const gguf::reader r(dir / "s.gguf");
+        EXPECT_EQ(r.get_u32("general.file_type"), 15u);
+        EXPECT_EQ(r.tensor("token_embd.weight").type, TSR_TYPE_Q4_K);
+        EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q6_K);
+        for (int il = 0; il < 3; ++il) {
+            const type more = il == 2 ? TSR_TYPE_Q6_K : TSR_TYPE_Q4_K;
+            EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_v.weight", il)).type, more) << il;
+            EXPECT_EQ(r.tensor(fmt::format("blk.{}.ffn_down.weight", il)).type, more) << il;
+            EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_k.weight", il)).type, TSR_TYPE_Q4_K) << il;
+            EXPECT_EQ(r.tensor(fmt::format("blk.{}.ffn_gate.weight", il)).type, TSR_TYPE_Q4_K) << il;
+        }
+        EXPECT_EQ(r.file_size() - r.data_offset(), llm::synth_data_size(p.shape, 32000, llm::file_type_q4_k_m));
+    }
+    // Decoding: the quantized model's logits follow the F32 model's.
+    auto logits_of = [](const fs::path & file) {
+        auto m = llm::model::load(file);
+        llm::session_params sp;
+        sp.n_ctx = 16;
+        sp.n_threads = 2;
+        llm::session s(*m, sp);
+        const std::vector<int32_t> toks = {1, 450, 4996, 17354};
+        const auto l = s.decode(toks); // a view into the session: copied
+        return std::vector<float>(l.begin(), l.end());
+    };
+    const auto a = logits_of(dir / "f32.gguf");
+    const auto b = logits_of(dir / "s.gguf");
+    ASSERT_EQ(a.size(), b.size());
+    double sab = 0, saa = 0, sbb = 0, ma = 0, mb = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(b[i]));
+        ma += a[i];
+        mb += b[i];
+    }
+    ma /= double(a.size());
+    mb /= double(b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        sab += (a[i] - ma) * (b[i] - mb);
+        saa += (a[i] - ma) * (a[i] - ma);
+        sbb += (b[i] - mb) * (b[i] - mb);
+    }
+    // Pearson correlation (measured 0.98 for Q4_K and Q4_0 alone, 0.998 for
+    // Q6_K, on this shape and seed).
+    EXPECT_GT(sab / std::sqrt(saa * sbb), 0.95);
 }
 
 TEST(Synth, LoadsAndDecodesWithSaneLogits) {
@@ -253,8 +367,13 @@ TEST(Synth, Errors) {
     expect_error(p, "nope.gguf: no such file");
     p.vocab = fs::path(TESSERA_SHARED_DIR) / "models" / "mnist-fc-f32.gguf";
     expect_error(p, "no tokenizer.ggml.tokens");
+    p = tiny(TSR_TYPE_Q5_K);
+    expect_error(p, "Q5_K is not supported");
     p = tiny(TSR_TYPE_Q4_K);
-    expect_error(p, "Q4_K is not supported");
+    p.shape.n_embd = 80; // fits neither a Q4_K super-block nor a Q4_0 block
+    p.shape.n_head = 5;
+    p.shape.n_head_kv = 5;
+    expect_error(p, "the Q4_0 block size 32");
     p = tiny(TSR_TYPE_Q4_0);
     p.shape.n_embd = 80; // not a multiple of the 32-element block
     p.shape.n_head = 5;

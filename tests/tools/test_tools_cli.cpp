@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -120,12 +121,79 @@ TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q9_9");
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q9_9'")) << r.err;
-    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q4_K");
+    EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q9_9' (supported: F32, F16, BF16, Q8_0, "
+                                "Q4_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M)"))
+        << r.err;
+    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q5_K");
     EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q5_K' (supported: ")) << r.err;
     r = run_tessera("quantize " + (d / "m.gguf"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_FALSE(fs::exists(d / "out.gguf"));
+}
+
+// Q4_K_M on the tiny shape (n_embd 64, n_ff 128: no 256-element super-block
+// fits, so every matrix falls back: Q4_K -> Q4_0, Q6_K -> Q8_0), from an F16
+// model and then run; from an F32 model it equals synth's own Q4_K_M file.
+TEST(QuantizeCli, Q4KMOfTinyFallsBackMatchesSynthAndRuns) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    auto r = run_tessera("gguf synth -q --preset tiny --type F16 --seed 9 --vocab " + vocab + " -o " + (d / "f16.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_tessera("quantize " + (d / "f16.gguf") + " " + (d / "m.gguf") + " q4_k_m");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string embd = line_with(r.err, "token_embd.weight");
+    EXPECT_TRUE(contains(embd, "F16 -> Q4_0")) << r.err;
+    EXPECT_TRUE(contains(embd, "(fallback: Q4_K needs ne[0] % 256 == 0)")) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "output.weight"), "(fallback: Q6_K needs ne[0] % 256 == 0)")) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "blk.1.attn_v.weight"), "F16 -> Q8_0")) << r.err; // layer 1 of 2: more bits
+    EXPECT_TRUE(contains(line_with(r.err, "blk.0.attn_v.weight"), "F16 -> Q4_0")) << r.err;
+    EXPECT_FALSE(contains(line_with(r.err, "blk.0.ffn_norm.weight"), "fallback")) << r.err;
+    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q4_K_M (13 Q4_0, 3 Q8_0)")) << r.err;
+    {
+        const tessera::gguf::reader m(d / "m.gguf");
+        EXPECT_EQ(m.get_u32("general.file_type"), 15u);
+        EXPECT_EQ(m.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q8_0);
+        EXPECT_EQ(m.tensor("blk.0.ffn_down.weight").type, TSR_TYPE_Q4_0);
+    }
+    r = run_tessera("run -m " + (d / "m.gguf") + " -p Hello -n 4 --temp 0 -t 1 -c 64");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "generation: 4 tokens")) << r.err;
+
+    r = run_tessera("gguf synth -q --preset tiny --type F32 --seed 9 --vocab " + vocab + " -o " + (d / "f32.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_tessera("quantize -q " + (d / "f32.gguf") + " " + (d / "q.gguf") + " Q4_K_M");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_tessera("gguf synth -q --preset tiny --type Q4_K_M --seed 9 --vocab " + vocab + " -o " + (d / "s.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(slurp(d / "q.gguf"), slurp(d / "s.gguf"));
+}
+
+// The 135m shape in Q4_K_M really holds K-quants (ffn_down: n_ff 1536 = 6
+// super-blocks) next to the fallbacks, runs, and benches as "Q4_K - Medium".
+TEST(SynthCli, Q4KM135mHoldsKQuantsRunsAndBenches) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    auto r = run_tessera("gguf synth --preset 135m --type Q4_K_M --vocab " + vocab + " -o " + (d / "m.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "synth-135m Q4_K_M (n_embd 576, 30 layers")) << r.err;
+    {
+        const tessera::gguf::reader m(d / "m.gguf");
+        EXPECT_EQ(m.get_u32("general.file_type"), 15u);
+        EXPECT_EQ(m.tensor("token_embd.weight").type, TSR_TYPE_Q4_0);
+        EXPECT_EQ(m.tensor("output.weight").type, TSR_TYPE_Q8_0);
+        EXPECT_EQ(m.tensor("blk.2.ffn_down.weight").type, TSR_TYPE_Q6_K); // 2 < 30/8
+        EXPECT_EQ(m.tensor("blk.3.ffn_down.weight").type, TSR_TYPE_Q4_K);
+        EXPECT_EQ(m.tensor("blk.5.ffn_down.weight").type, TSR_TYPE_Q6_K); // (5 - 3) % 3 == 2
+        EXPECT_EQ(m.tensor("blk.5.attn_v.weight").type, TSR_TYPE_Q8_0);
+        EXPECT_EQ(m.tensor("blk.6.attn_v.weight").type, TSR_TYPE_Q4_0);
+    }
+    r = run_tessera("run -m " + (d / "m.gguf") + " -p Hello -n 2 --temp 0 -t 2 -c 64");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "generation: 2 tokens")) << r.err;
+    r = run_tessera("bench -m " + (d / "m.gguf") + " -p 4 -n 0 -t 2 -r 1 -o json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)[0]["model_type"], "llama 143M Q4_K - Medium");
 }
 
 TEST(SynthCli, ReproducibleLoadableAndChecked) {
@@ -146,9 +214,11 @@ TEST(SynthCli, ReproducibleLoadableAndChecked) {
     r = run_tessera("gguf synth --preset 7b --vocab " + vocab + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "unknown preset '7b'")) << r.err;
-    r = run_tessera("gguf synth --preset tiny --type Q6_K --vocab " + vocab + " -o " + (d / "x.gguf"));
+    r = run_tessera("gguf synth --preset tiny --type Q5_K --vocab " + vocab + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "--type 'Q6_K' is not supported")) << r.err;
+    EXPECT_TRUE(contains(r.err, "--type 'Q5_K' is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S, "
+                                "Q4_K_M)"))
+        << r.err;
     r = run_tessera("gguf synth --preset tiny --vocab " + (d / "none.gguf") + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "none.gguf: no such file")) << r.err;
@@ -237,6 +307,22 @@ TEST(BenchCli, MarkdownTableRows) {
     EXPECT_EQ(cells(lines[3])[5], "tg2");
     EXPECT_EQ(cells(lines[4])[4], "2");
     EXPECT_EQ(cells(lines[6])[0], "llama 4M F16");
+}
+
+// The model description names the file type as the reference's bench does.
+TEST(BenchCli, KQuantFileTypeNames) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    for (const auto & [type, name] : std::vector<std::pair<std::string, std::string>>{
+             {"Q4_K_M", "llama 4M Q4_K - Medium"}, {"Q4_K_S", "llama 4M Q4_K - Small"},
+             {"Q4_K", "llama 4M Q4_K - Small"}, {"Q6_K", "llama 4M Q6_K"}}) {
+        ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type " + type + " --vocab " + vocab + " -o " + (d / "m.gguf"))
+                      .exit_code,
+                  0);
+        const auto r = run_tessera("bench -m " + (d / "m.gguf") + " -p 4 -n 0 -t 1 -r 1 -o json");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(json::parse(r.out)[0]["model_type"], name) << type;
+    }
 }
 
 TEST(BenchCli, BadInputExitsOne) {

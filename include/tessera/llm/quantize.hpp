@@ -1,16 +1,20 @@
 // tessera/llm/quantize.hpp — converting the weights of a GGUF model file to
-// another element type (F32, F16, Q8_0, Q4_0), as `tessera quantize` does.
+// another element type or mix of types (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// Q6_K, Q4_K_S, Q4_K_M), as `tessera quantize` does.
 //
-// Which tensors change: every 2-D tensor whose ne[0] is a multiple of the
-// target type's block size (token_embd and output included); 1-D tensors
-// (norm weights, biases) and tensors of other ranks are copied unchanged.
-// A converted tensor is decoded to F32 with its type's to_float, then encoded
-// with the target's reference from_float (tessera/core/types.hpp), so Q8_0 and
-// Q4_0 bytes are exactly those the GGUF block format defines.
+// Which tensors change, and to which type: tensor_type_for
+// (tessera/llm/file_type.hpp) — 2-D tensors only (token_embd and output
+// included), the mixes choosing per tensor, Q4_K falling back to Q4_0 and
+// Q6_K to Q8_0 where ne[0] is not a multiple of 256; 1-D tensors (norm
+// weights, biases), tensors of other ranks and tensors whose ne[0] fits no
+// block are copied unchanged. A converted tensor is decoded to F32 with its
+// type's to_float, then encoded with the chosen type's reference from_float
+// (tessera/core/types.hpp), so Q8_0, Q4_0, Q4_K and Q6_K bytes are exactly
+// those the GGUF block formats define and quantize_row_*_ref writes.
 //
 // Metadata is copied in file order; general.file_type is set to the llama.cpp
-// file-type id of the target (see file_type_of) and
-// general.quantization_version to 2 (the current Q4_0/Q8_0 block layout).
+// file-type id of the target (file_type_of: e.g. 15 for Q4_K_M) and
+// general.quantization_version to 2 (the current block layouts).
 #pragma once
 
 #include <cstddef>
@@ -18,9 +22,12 @@
 #include <filesystem>
 #include <functional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "tessera/core/types.hpp"
 #include "tessera/gguf/reader.hpp"
+#include "tessera/llm/file_type.hpp"
 
 namespace tessera::llm {
 
@@ -28,17 +35,12 @@ namespace tessera::llm {
 // spec: "general.quantization_version: version of quantization format").
 inline constexpr uint32_t quantization_version = 2;
 
-// The general.file_type id llama.cpp uses for a model whose weights are
-// mostly `t` (llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2,
-// MOSTLY_Q8_0 = 7, MOSTLY_BF16 = 32). Throws tessera::error for other types.
-uint32_t file_type_of(type t);
+// file_type_of, is_quantize_target, tensor_type_for: tessera/llm/file_type.hpp.
 
-// True when `t` is a type quantize_file can write (F32, F16, BF16, Q8_0, Q4_0).
-bool is_quantize_target(type t);
-
-// True when quantize_file converts tensor `ti` to `target`: 2-D, ne[0] a
-// multiple of target's block size, and not already of type `target`.
-bool should_convert(const gguf::tensor_info & ti, type target);
+// True when quantize_file converts tensor `ti` under `target` (n_layer: the
+// model's layer count, n_layer_of): tensor_type_for gives a type and `ti`
+// is not already of that type.
+bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer);
 
 // Converts `n_rows` rows of `ne0` elements from `src` (type `from`, packed rows)
 // into `dst` (type `to`, packed rows) through F32. dst.size() must equal
@@ -56,6 +58,10 @@ struct quantize_progress {
     std::string_view name;
     type from = TSR_TYPE_F32;
     type to = TSR_TYPE_F32;
+    // The type the target's rule picked (rule_type_for) for a 2-D tensor,
+    // `from` for the others; differs from `to` when ne[0] made it fall back
+    // (Q4_K -> Q4_0, Q6_K -> Q8_0) or fit no block (copied unchanged).
+    type wanted = TSR_TYPE_F32;
     const int64_t * ne = nullptr; // 4 entries
     uint64_t bytes_in = 0;
     uint64_t bytes_out = 0;
@@ -63,7 +69,7 @@ struct quantize_progress {
 using quantize_progress_fn = std::function<void(const quantize_progress &)>;
 
 struct quantize_params {
-    type target = TSR_TYPE_Q8_0;
+    file_type target = TSR_TYPE_Q8_0; // a plain type or a mix (file_type_q4_k_m, ...)
     // Converting a tensor that is already block-quantized (Q8_0 -> Q4_0, ...)
     // compounds the rounding errors: refused unless this is set.
     bool allow_requantize = false;
@@ -76,13 +82,16 @@ struct quantize_result {
     size_t n_converted = 0;
     uint64_t bytes_in = 0;  // tensor data bytes read
     uint64_t bytes_out = 0; // tensor data bytes written
+    // Converted tensors per written type, in order of first use.
+    std::vector<std::pair<type, size_t>> n_by_type;
 };
 
 // Reads the GGUF file `in` and writes `out` atomically (gguf::writer: a
 // temporary file renamed into place; `out` is never left half-written).
 // Tensor data is converted one tensor at a time while writing, so memory use
 // is bounded by the largest tensor. Throws tessera::error naming the file or
-// tensor: `in` missing or not GGUF, target not a quantize target, a tensor to
+// tensor: `in` missing or not GGUF, target not a quantize target (the
+// message lists quantize_target_names()), a tensor to
 // convert of a type without to_float, a quantized tensor without
 // allow_requantize, `in` and `out` the same file.
 quantize_result quantize_file(const std::filesystem::path & in, const std::filesystem::path & out,

@@ -17,7 +17,11 @@
 //   blk.N.attn_v.weight [n_embd, n_embd_kv], blk.N.attn_output.weight
 //   [n_embd, n_embd], blk.N.ffn_norm.weight [n_embd] F32,
 //   blk.N.ffn_gate.weight and blk.N.ffn_up.weight [n_embd, n_ff],
-//   blk.N.ffn_down.weight [n_ff, n_embd]; the 2-D weights in the chosen type.
+//   blk.N.ffn_down.weight [n_ff, n_embd]; the 2-D weights in the type the
+//   target picks for each (tensor_type_for, tessera/llm/file_type.hpp: a
+//   plain type for all of them, or the Q4_K_M / Q4_K_S mix, with Q4_K and
+//   Q6_K falling back to Q4_0 and Q8_0 where ne[0] is not a multiple of 256,
+//   e.g. every matrix of the tiny preset and most of the 135m one).
 //
 // Values (reproducible on every platform: no std:: distributions, whose
 // output is implementation-defined):
@@ -29,8 +33,8 @@
 //     draw x, value = (2u - 1) * a, rounded to F32 and then encoded with the
 //     type's reference from_float;
 //   - norm weights: 1.
-// Hence a synth model of type T is byte-identical to `tessera quantize` of the
-// F32 synth model with the same seed to T.
+// Hence a synth model of type T (plain or mix) is byte-identical to
+// `tessera quantize` of the F32 synth model with the same seed to T.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +46,7 @@
 #include <vector>
 
 #include "tessera/core/types.hpp"
+#include "tessera/llm/file_type.hpp"
 
 namespace tessera::llm {
 
@@ -65,7 +70,9 @@ std::vector<std::string> synth_preset_names();
 
 struct synth_params {
     synth_shape shape;
-    type wtype = TSR_TYPE_F16;       // type of the 2-D weights: F32, F16, BF16, Q8_0 or Q4_0
+    // The 2-D weights' target: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K (a plain
+    // type converts implicitly) or file_type_q4_k_s / file_type_q4_k_m.
+    file_type wtype = TSR_TYPE_F16;
     std::filesystem::path vocab;     // GGUF holding tokenizer.ggml.tokens etc. (tensors ignored)
     uint64_t seed = 1;
     float rms_eps = 1e-5f;           // attention.layer_norm_rms_epsilon
@@ -76,8 +83,9 @@ struct synth_params {
 
 // Writes the model to `out` atomically (gguf::writer), generating one tensor
 // at a time while writing (memory bounded by the largest tensor). Throws
-// tessera::error: unknown/unsupported type, a shape whose n_embd is not a
-// multiple of n_head or of the type's block size (also n_ff), n_head not a
+// tessera::error: unknown/unsupported target, a shape whose n_embd is not a
+// multiple of n_head, a matrix whose ne[0] (n_embd or n_ff) fits no block of
+// its type even after the K-quant fallback, n_head not a
 // multiple of n_head_kv, a vocab file that is missing, not GGUF, or lacks
 // tokenizer.ggml.tokens, or a write failure (`out` then left as it was).
 void synth_model(const synth_params & p, const std::filesystem::path & out);
@@ -87,8 +95,10 @@ void synth_model(const synth_params & p, const std::filesystem::path & out);
 // fastest) of the 2-D tensor named `name` whose ne[0] is `fan_in`.
 void synth_values(uint64_t seed, std::string_view name, int64_t fan_in, std::span<float> out);
 
-// Total bytes of tensor data a model of this shape, vocabulary size and type
-// holds (not counting the header).
-uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, type wtype);
+// Total bytes of tensor data a model of this shape, vocabulary size and
+// target holds (not counting the header), each matrix counted in the type
+// tensor_type_for gives it. Throws tessera::error where synth_model would
+// refuse the shape or target.
+uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_type & wtype);
 
 } // namespace tessera::llm

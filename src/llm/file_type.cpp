@@ -1,0 +1,160 @@
+// llm/file_type.cpp — quantization targets and their per-tensor type rule
+// (see tessera/llm/file_type.hpp for the rules and the id table).
+#include "tessera/llm/file_type.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::llm {
+
+namespace {
+
+// The layer index N of a tensor named "blk.N.<rest>", with <rest> stored in
+// `rest`; nullopt for other names.
+std::optional<int64_t> block_index(std::string_view name, std::string_view & rest) {
+    constexpr std::string_view prefix = "blk.";
+    if (!name.starts_with(prefix)) return std::nullopt;
+    const char * b = name.data() + prefix.size();
+    const char * e = name.data() + name.size();
+    int64_t n = 0;
+    const auto [p, ec] = std::from_chars(b, e, n);
+    if (ec != std::errc() || p == b || p == e || *p != '.' || n < 0) return std::nullopt;
+    rest = std::string_view(p + 1, static_cast<size_t>(e - (p + 1)));
+    return n;
+}
+
+std::string upper(std::string_view s) {
+    std::string u(s);
+    std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    return u;
+}
+
+} // namespace
+
+std::vector<file_type> quantize_targets() {
+    return {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16,  TSR_TYPE_Q8_0,   TSR_TYPE_Q4_0,
+            TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, file_type_q4_k_s, file_type_q4_k_m};
+}
+
+std::string quantize_target_names() {
+    std::string s;
+    for (const file_type & ft : quantize_targets()) s += (s.empty() ? "" : ", ") + file_type_name(ft);
+    return s;
+}
+
+bool is_quantize_target(const file_type & ft) {
+    const std::vector<file_type> all = quantize_targets();
+    if (std::find(all.begin(), all.end(), ft) == all.end()) return false;
+    // The mixes also write Q6_K and the fallbacks Q4_0 and Q8_0.
+    std::vector<type> used = {ft.base, k_quant_fallback(ft.base)};
+    if (ft.kind != file_type::mix::none) used.insert(used.end(), {TSR_TYPE_Q6_K, TSR_TYPE_Q8_0});
+    return std::all_of(used.begin(), used.end(), [](type t) { return get_type_traits(t).from_float != nullptr; });
+}
+
+std::string file_type_name(const file_type & ft) {
+    switch (ft.kind) {
+    case file_type::mix::q4_k_s: return "Q4_K_S";
+    case file_type::mix::q4_k_m: return "Q4_K_M";
+    case file_type::mix::none: break;
+    }
+    return std::string(type_name(ft.base));
+}
+
+file_type parse_file_type(std::string_view name) {
+    const std::string up = upper(name);
+    for (const file_type & ft : quantize_targets()) {
+        if (up == file_type_name(ft) && is_quantize_target(ft)) return ft;
+    }
+    throw error(fmt::format("unknown or unsupported quantization type '{}' (supported: {})", name,
+                            quantize_target_names()));
+}
+
+uint32_t file_type_of(const file_type & ft) {
+    switch (ft.kind) {
+    case file_type::mix::q4_k_s: return 14; // MOSTLY_Q4_K_S
+    case file_type::mix::q4_k_m: return 15; // MOSTLY_Q4_K_M
+    case file_type::mix::none: break;
+    }
+    switch (ft.base) {
+    case TSR_TYPE_F32: return 0;   // ALL_F32
+    case TSR_TYPE_F16: return 1;   // MOSTLY_F16
+    case TSR_TYPE_Q4_0: return 2;  // MOSTLY_Q4_0
+    case TSR_TYPE_Q8_0: return 7;  // MOSTLY_Q8_0
+    case TSR_TYPE_Q4_K: return 14; // no id of its own: MOSTLY_Q4_K_S (see the header)
+    case TSR_TYPE_Q6_K: return 18; // MOSTLY_Q6_K
+    case TSR_TYPE_BF16: return 32; // MOSTLY_BF16
+    default: break;
+    }
+    throw error(fmt::format("no model file type for element type {}", type_name(ft.base)));
+}
+
+std::string_view file_type_description(int64_t id) {
+    switch (id) {
+    case 0: return "all F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 7: return "Q8_0";
+    case 14: return "Q4_K - Small";
+    case 15: return "Q4_K - Medium";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    default: return {};
+    }
+}
+
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer) {
+    if (ft.kind == file_type::mix::none) return ft.base;
+    if (name == "output.weight") return TSR_TYPE_Q6_K;
+    if (ft.kind == file_type::mix::q4_k_m) {
+        std::string_view rest;
+        if (const auto il = block_index(name, rest);
+            il && (rest == "attn_v.weight" || rest == "ffn_down.weight") && use_more_bits(*il, n_layer)) {
+            return TSR_TYPE_Q6_K;
+        }
+    }
+    return TSR_TYPE_Q4_K;
+}
+
+type k_quant_fallback(type t) {
+    switch (t) {
+    case TSR_TYPE_Q4_K: return TSR_TYPE_Q4_0;
+    case TSR_TYPE_Q6_K: return TSR_TYPE_Q8_0;
+    default: return t;
+    }
+}
+
+std::optional<type> tensor_type_for(const file_type & ft, std::string_view name, std::span<const int64_t> ne,
+                                    uint32_t n_layer) {
+    if (ne.size() != 2) return std::nullopt;
+    type t = rule_type_for(ft, name, n_layer);
+    if (ne[0] % get_type_traits(t).block_size != 0) t = k_quant_fallback(t);
+    if (ne[0] % get_type_traits(t).block_size != 0) return std::nullopt;
+    return t;
+}
+
+uint32_t n_layer_of(const gguf::reader & r) {
+    if (const auto arch = r.find_string("general.architecture")) {
+        const std::string key = fmt::format("{}.block_count", *arch);
+        if (const auto n = r.find_int(key)) {
+            if (*n < 0 || *n > int64_t(1) << 20) {
+                throw error(fmt::format("{}: key '{}' = {} is not a layer count", r.name(), key, *n));
+            }
+            return static_cast<uint32_t>(*n);
+        }
+    }
+    int64_t n = 0;
+    for (const gguf::tensor_info & ti : r.tensors()) {
+        std::string_view rest;
+        if (const auto il = block_index(ti.name, rest); il && *il < int64_t(1) << 20) n = std::max(n, *il + 1);
+    }
+    return static_cast<uint32_t>(n);
+}
+
+} // namespace tessera::llm

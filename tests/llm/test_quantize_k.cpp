@@ -1,0 +1,331 @@
+// The K-quant targets of llm::quantize_file: the Q4_K_M / Q4_K_S per-tensor
+// rule (expected layer lists worked out by hand below), the fallback for
+// ne[0] not a multiple of 256, target names, and a small GGUF converted to
+// Q4_K_M whose K-quant bytes must equal the core reference quantizers'
+// output for the source values.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/types.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
+#include "tessera/llm/quantize.hpp"
+
+namespace {
+
+using namespace tessera;
+namespace fs = std::filesystem;
+
+struct temp_dir {
+    fs::path path;
+    temp_dir() {
+        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
+        path = fs::temp_directory_path() / (std::string("tessera_quant_k_") + info->test_suite_name() + "_" +
+                                            info->name() + "_" + std::to_string(::getpid()));
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~temp_dir() { fs::remove_all(path); }
+    fs::path operator/(const std::string & s) const { return path / s; }
+};
+
+// Deterministic values in [-scale, scale) (LCG, Knuth MMIX constants).
+std::vector<float> lcg_values(size_t n, uint64_t seed, float scale) {
+    std::vector<float> v(n);
+    uint64_t s = seed;
+    for (auto & x : v) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x = scale * (float(double(s >> 40) / double(1ull << 24)) * 2.0f - 1.0f);
+    }
+    return v;
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float> & v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+
+std::vector<uint8_t> bytes_of(const gguf::tensor_info & t) { return {t.data, t.data + t.size}; }
+
+// The reference quantizers of the core, row by row.
+std::vector<uint8_t> q4_k_ref(const std::vector<float> & x) {
+    std::vector<block_q4_k> b(x.size() / 256);
+    quantize_row_q4_k_ref(x.data(), b.data(), int64_t(x.size()));
+    std::vector<uint8_t> out(b.size() * sizeof(block_q4_k));
+    std::memcpy(out.data(), b.data(), out.size());
+    return out;
+}
+std::vector<uint8_t> q6_k_ref(const std::vector<float> & x) {
+    std::vector<block_q6_k> b(x.size() / 256);
+    quantize_row_q6_k_ref(x.data(), b.data(), int64_t(x.size()));
+    std::vector<uint8_t> out(b.size() * sizeof(block_q6_k));
+    std::memcpy(out.data(), b.data(), out.size());
+    return out;
+}
+std::vector<uint8_t> q4_0_ref(const std::vector<float> & x) {
+    std::vector<block_q4_0> b(x.size() / 32);
+    quantize_row_q4_0_ref(x.data(), b.data(), int64_t(x.size()));
+    std::vector<uint8_t> out(b.size() * sizeof(block_q4_0));
+    std::memcpy(out.data(), b.data(), out.size());
+    return out;
+}
+
+// The layers whose attn_v / ffn_down get Q6_K in Q4_K_M, from the rule.
+std::set<uint32_t> q6_layers(uint32_t n_layer) {
+    std::set<uint32_t> out;
+    const int64_t ne[2] = {2048, 256};
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        const auto v = llm::tensor_type_for(llm::file_type_q4_k_m, fmt::format("blk.{}.attn_v.weight", il), ne, n_layer);
+        const auto d = llm::tensor_type_for(llm::file_type_q4_k_m, fmt::format("blk.{}.ffn_down.weight", il), ne, n_layer);
+        EXPECT_EQ(v, d) << il;
+        if (v == TSR_TYPE_Q6_K) out.insert(il);
+        else EXPECT_EQ(v, TSR_TYPE_Q4_K) << il;
+    }
+    return out;
+}
+
+} // namespace
+
+TEST(QuantizeRules, UseMoreBitsLayerLists) {
+    // n = 22: n/8 = 2, 7n/8 = 154/8 = 19 -> 0, 1 and 19, 20, 21; (i - 2) % 3 == 2
+    // -> 4, 7, 10, 13, 16 (19 already in).
+    EXPECT_EQ(q6_layers(22), (std::set<uint32_t>{0, 1, 4, 7, 10, 13, 16, 19, 20, 21}));
+    // n = 30: n/8 = 3, 7n/8 = 210/8 = 26 -> 0, 1, 2 and 26..29; (i - 3) % 3 == 2
+    // -> 5, 8, 11, 14, 17, 20, 23.
+    EXPECT_EQ(q6_layers(30), (std::set<uint32_t>{0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 26, 27, 28, 29}));
+    // n = 2 (the tiny preset): n/8 = 0, 7n/8 = 1 -> layer 1 only.
+    EXPECT_EQ(q6_layers(2), (std::set<uint32_t>{1}));
+    EXPECT_TRUE(llm::use_more_bits(21, 22));
+    EXPECT_FALSE(llm::use_more_bits(18, 22));
+}
+
+TEST(QuantizeRules, Q4KMOtherTensorsAndQ4KSAndPlain) {
+    const int64_t mat[2] = {2048, 2048}, vec[1] = {2048};
+    const auto m = llm::file_type_q4_k_m;
+    EXPECT_EQ(llm::tensor_type_for(m, "output.weight", mat, 22), TSR_TYPE_Q6_K);
+    EXPECT_EQ(llm::tensor_type_for(m, "token_embd.weight", mat, 22), TSR_TYPE_Q4_K);
+    for (const char * n : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"}) {
+        EXPECT_EQ(llm::tensor_type_for(m, fmt::format("blk.0.{}.weight", n), mat, 22), TSR_TYPE_Q4_K) << n;
+    }
+    // Names that only look like the rule's: not blk.N.attn_v.weight.
+    EXPECT_EQ(llm::tensor_type_for(m, "blk.x.attn_v.weight", mat, 22), TSR_TYPE_Q4_K);
+    EXPECT_EQ(llm::tensor_type_for(m, "blk.0.attn_v.bias", mat, 22), TSR_TYPE_Q4_K);
+    EXPECT_EQ(llm::tensor_type_for(m, "attn_v.weight", mat, 22), TSR_TYPE_Q4_K);
+    // 1-D tensors are never converted.
+    EXPECT_EQ(llm::tensor_type_for(m, "output_norm.weight", vec, 22), std::nullopt);
+    // Q4_K_S: output Q6_K, everything else Q4_K.
+    const auto s = llm::file_type_q4_k_s;
+    EXPECT_EQ(llm::tensor_type_for(s, "output.weight", mat, 22), TSR_TYPE_Q6_K);
+    EXPECT_EQ(llm::tensor_type_for(s, "blk.0.attn_v.weight", mat, 22), TSR_TYPE_Q4_K);
+    EXPECT_EQ(llm::tensor_type_for(s, "blk.21.ffn_down.weight", mat, 22), TSR_TYPE_Q4_K);
+    // Plain targets: one type for all, output too.
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q4_K, "output.weight", mat, 22), TSR_TYPE_Q4_K);
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q6_K, "blk.3.attn_q.weight", mat, 22), TSR_TYPE_Q6_K);
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q8_0, "output.weight", mat, 22), TSR_TYPE_Q8_0);
+}
+
+TEST(QuantizeRules, FallbackWhenNe0IsNotAMultipleOf256) {
+    const int64_t n576[2] = {576, 576}, n1536[2] = {1536, 576}, n48[2] = {48, 4}, n64[2] = {64, 2};
+    const auto m = llm::file_type_q4_k_m;
+    // The 135m shape: n_embd 576 = 2.25 super-blocks.
+    EXPECT_EQ(llm::tensor_type_for(m, "blk.3.attn_q.weight", n576, 30), TSR_TYPE_Q4_0);
+    EXPECT_EQ(llm::tensor_type_for(m, "blk.0.attn_v.weight", n576, 30), TSR_TYPE_Q8_0);
+    EXPECT_EQ(llm::tensor_type_for(m, "output.weight", n576, 30), TSR_TYPE_Q8_0);
+    // n_ff 1536 = 6 super-blocks: ffn_down keeps the K-quants.
+    EXPECT_EQ(llm::tensor_type_for(m, "blk.0.ffn_down.weight", n1536, 30), TSR_TYPE_Q6_K);
+    EXPECT_EQ(llm::tensor_type_for(m, "blk.3.ffn_down.weight", n1536, 30), TSR_TYPE_Q4_K);
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q4_K, "w", n64, 1), TSR_TYPE_Q4_0);
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q6_K, "w", n64, 1), TSR_TYPE_Q8_0);
+    // Not even a 32-element block: copied unchanged.
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q4_K, "w", n48, 1), std::nullopt);
+    EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_Q4_K), TSR_TYPE_Q4_0);
+    EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_Q6_K), TSR_TYPE_Q8_0);
+    EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_F16), TSR_TYPE_F16);
+    // rule_type_for is the choice before the fallback.
+    EXPECT_EQ(llm::rule_type_for(m, "output.weight", 30), TSR_TYPE_Q6_K);
+}
+
+TEST(QuantizeRules, TargetNames) {
+    EXPECT_EQ(llm::quantize_target_names(), "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M");
+    EXPECT_EQ(llm::parse_file_type("q4_k_m"), llm::file_type_q4_k_m);
+    EXPECT_EQ(llm::parse_file_type("Q4_K_S"), llm::file_type_q4_k_s);
+    EXPECT_EQ(llm::parse_file_type("Q6_K"), llm::file_type(TSR_TYPE_Q6_K));
+    EXPECT_EQ(llm::parse_file_type("f16"), llm::file_type(TSR_TYPE_F16));
+    EXPECT_EQ(llm::file_type_name(llm::file_type_q4_k_m), "Q4_K_M");
+    EXPECT_EQ(llm::file_type_name(TSR_TYPE_Q4_K), "Q4_K");
+    for (const char * bad : {"Q5_K", "Q2_K", "Q4_1", "Q4_K_L", "", "Q9_9"}) {
+        try {
+            llm::parse_file_type(bad);
+            ADD_FAILURE() << "expected an error for '" << bad << "'";
+        } catch (const error & e) {
+            EXPECT_EQ(std::string(e.what()), fmt::format("unknown or unsupported quantization type '{}' (supported: "
+                                                         "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M)",
+                                                         bad));
+        }
+    }
+    EXPECT_FALSE(llm::is_quantize_target(TSR_TYPE_Q5_K));
+    EXPECT_TRUE(llm::is_quantize_target(llm::file_type_q4_k_m));
+}
+
+TEST(QuantizeRules, LayerCountFromKeyOrTensorNames) {
+    temp_dir dir;
+    const int64_t ne[] = {32};
+    const std::vector<uint8_t> data(32 * 4, 0);
+    {
+        gguf::writer w;
+        w.set_string("general.architecture", "llama");
+        w.set_u32("llama.block_count", 22);
+        w.add_tensor("blk.3.attn_norm.weight", TSR_TYPE_F32, ne, data);
+        w.write(dir / "key.gguf");
+    }
+    {
+        gguf::writer w;
+        w.set_string("general.architecture", "llama");
+        w.add_tensor("blk.3.attn_norm.weight", TSR_TYPE_F32, ne, data);
+        w.add_tensor("blk.11.attn_norm.weight", TSR_TYPE_F32, ne, data);
+        w.add_tensor("blk.7.attn_norm.weight", TSR_TYPE_F32, ne, data);
+        w.write(dir / "names.gguf");
+    }
+    EXPECT_EQ(llm::n_layer_of(gguf::reader(dir / "key.gguf")), 22u);
+    EXPECT_EQ(llm::n_layer_of(gguf::reader(dir / "names.gguf")), 12u);
+}
+
+// A 22-layer-style file (block_count 22, a few of its tensors) converted to
+// Q4_K_M: each tensor's type follows the rule and its bytes are the core
+// reference quantizer's output for the source values.
+TEST(QuantizeK, Q4KMBytesEqualTheReferenceQuantizers) {
+    temp_dir dir;
+    struct src {
+        std::string name;
+        int64_t ne0, ne1;
+        type want; // expected type after quantize
+    };
+    const std::vector<src> srcs = {
+        {"token_embd.weight", 512, 3, TSR_TYPE_Q4_K},
+        {"output.weight", 256, 3, TSR_TYPE_Q6_K},
+        {"blk.0.attn_v.weight", 256, 2, TSR_TYPE_Q6_K},   // layer 0 < 22/8
+        {"blk.2.attn_v.weight", 256, 2, TSR_TYPE_Q4_K},   // (2 - 2) % 3 = 0
+        {"blk.4.ffn_down.weight", 512, 2, TSR_TYPE_Q6_K}, // (4 - 2) % 3 = 2
+        {"blk.5.ffn_down.weight", 256, 2, TSR_TYPE_Q4_K},
+        {"blk.20.attn_q.weight", 256, 2, TSR_TYPE_Q4_K},  // not attn_v/ffn_down
+        {"blk.1.attn_k.weight", 64, 2, TSR_TYPE_Q4_0},    // 64 % 256 != 0: fallback
+        {"blk.1.ffn_down.weight", 96, 2, TSR_TYPE_Q8_0},  // Q6_K's fallback
+        {"odd.weight", 48, 2, TSR_TYPE_F32},              // fits no block: kept
+    };
+    std::vector<std::vector<float>> vals;
+    {
+        gguf::writer w;
+        w.set_string("general.architecture", "llama");
+        w.set_u32("general.file_type", 0);
+        w.set_u32("llama.block_count", 22);
+        uint64_t seed = 100;
+        for (const src & s : srcs) {
+            vals.push_back(lcg_values(size_t(s.ne0 * s.ne1), seed++, 0.5f));
+            const int64_t ne[] = {s.ne0, s.ne1};
+            w.add_tensor(s.name, TSR_TYPE_F32, ne, f32_bytes(vals.back()));
+        }
+        const int64_t ne_norm[] = {256};
+        w.add_tensor("output_norm.weight", TSR_TYPE_F32, ne_norm, f32_bytes(lcg_values(256, 1, 1.0f)));
+        w.write(dir / "in.gguf");
+    }
+    llm::quantize_params p;
+    p.target = llm::file_type_q4_k_m;
+    std::vector<std::string> notes;
+    p.progress = [&](const llm::quantize_progress & pr) {
+        if (pr.wanted != pr.to) notes.push_back(fmt::format("{} {}->{}", pr.name, type_name(pr.wanted), type_name(pr.to)));
+    };
+    const auto res = llm::quantize_file(dir / "in.gguf", dir / "out.gguf", p);
+    EXPECT_EQ(res.n_converted, srcs.size() - 1);
+    EXPECT_EQ(res.n_by_type, (std::vector<std::pair<type, size_t>>{
+                                 {TSR_TYPE_Q4_K, 4}, {TSR_TYPE_Q6_K, 3}, {TSR_TYPE_Q4_0, 1}, {TSR_TYPE_Q8_0, 1}}));
+    EXPECT_EQ(notes, (std::vector<std::string>{"blk.1.attn_k.weight Q4_K->Q4_0", "blk.1.ffn_down.weight Q6_K->Q8_0",
+                                               "odd.weight Q4_K->F32"}));
+
+    const gguf::reader r(dir / "out.gguf");
+    EXPECT_EQ(r.get_u32("general.file_type"), 15u);
+    EXPECT_EQ(r.get_u32("general.quantization_version"), 2u);
+    for (size_t i = 0; i < srcs.size(); ++i) {
+        const src & s = srcs[i];
+        const auto & t = r.tensor(s.name);
+        ASSERT_EQ(t.type, s.want) << s.name;
+        std::vector<uint8_t> want;
+        switch (s.want) {
+        case TSR_TYPE_Q4_K: want = q4_k_ref(vals[i]); break;
+        case TSR_TYPE_Q6_K: want = q6_k_ref(vals[i]); break;
+        case TSR_TYPE_Q4_0: want = q4_0_ref(vals[i]); break;
+        case TSR_TYPE_F32: want = f32_bytes(vals[i]); break;
+        default: {
+            std::vector<block_q8_0> b(vals[i].size() / 32);
+            quantize_row_q8_0_ref(vals[i].data(), b.data(), int64_t(vals[i].size()));
+            want.resize(b.size() * sizeof(block_q8_0));
+            std::memcpy(want.data(), b.data(), want.size());
+        }
+        }
+        EXPECT_EQ(bytes_of(t), want) << s.name;
+        // Decoded back, the values stay near the source (Q4_K: 16 levels
+        // over a sub-block's range; Q6_K: 64).
+        std::vector<float> back(vals[i].size());
+        get_type_traits(t.type).to_float(t.data, back.data(), int64_t(back.size()));
+        double err = 0;
+        for (size_t j = 0; j < back.size(); ++j) err = std::max(err, std::fabs(double(back[j]) - vals[i][j]));
+        EXPECT_LT(err, s.want == TSR_TYPE_Q6_K ? 0.02 : 0.07) << s.name;
+    }
+}
+
+TEST(QuantizeK, PlainTargetsAndRequantizeRule) {
+    temp_dir dir;
+    const auto x = lcg_values(512 * 2, 5, 1.0f);
+    {
+        gguf::writer w;
+        w.set_string("general.architecture", "llama");
+        const int64_t ne[] = {512, 2};
+        w.add_tensor("output.weight", TSR_TYPE_F32, ne, f32_bytes(x));
+        w.write(dir / "in.gguf");
+    }
+    for (const auto & [ft, id, t] : std::vector<std::tuple<llm::file_type, uint32_t, type>>{
+             {TSR_TYPE_Q4_K, 14, TSR_TYPE_Q4_K},
+             {TSR_TYPE_Q6_K, 18, TSR_TYPE_Q6_K},
+             {llm::file_type_q4_k_s, 14, TSR_TYPE_Q6_K}}) {
+        llm::quantize_params p;
+        p.target = ft;
+        const fs::path out = dir / (llm::file_type_name(ft) + ".gguf");
+        llm::quantize_file(dir / "in.gguf", out, p);
+        const gguf::reader r(out);
+        EXPECT_EQ(r.get_u32("general.file_type"), id) << llm::file_type_name(ft);
+        EXPECT_EQ(r.tensor("output.weight").type, t) << llm::file_type_name(ft);
+        EXPECT_EQ(bytes_of(r.tensor("output.weight")), t == TSR_TYPE_Q4_K ? q4_k_ref(x) : q6_k_ref(x));
+    }
+    // A Q4_K file to Q6_K: already quantized, refused unless allowed.
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q6_K;
+    try {
+        llm::quantize_file(dir / "Q4_K.gguf", dir / "requant.gguf", p);
+        ADD_FAILURE() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("already quantized (Q4_K); converting it to Q6_K"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "requant.gguf"));
+    p.allow_requantize = true;
+    llm::quantize_file(dir / "Q4_K.gguf", dir / "requant.gguf", p);
+    EXPECT_EQ(gguf::reader(dir / "requant.gguf").tensor("output.weight").type, TSR_TYPE_Q6_K);
+    // A Q4_K input to plain Q4_K is copied, not requantized.
+    p.allow_requantize = false;
+    p.target = TSR_TYPE_Q4_K;
+    llm::quantize_file(dir / "Q4_K.gguf", dir / "same.gguf", p);
+    EXPECT_EQ(bytes_of(gguf::reader(dir / "same.gguf").tensor("output.weight")), q4_k_ref(x));
+}
