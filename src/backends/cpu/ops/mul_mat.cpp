@@ -8,8 +8,8 @@
 // repacked by the CPU_REPACK buffer type (repack.hpp) always take
 // mul_mat_repack.cpp, repacked F16/BF16 weights matvec_f or gemm_f; else
 // with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
-// portable kernel (K-quants: mul_mat_k.cpp with AVX2, else the portable
-// kernel, both with the operations of vec_dot_k.hpp). The choice depends
+// portable kernel (K-quants: mul_mat_k.cpp / gemm_k.cpp with AVX2, else
+// the portable kernel, all with the operations of vec_dot_k.hpp). The choice depends
 // only on the node.
 #include <algorithm>
 #include <cstdint>
@@ -26,7 +26,7 @@ namespace tessera::cpu {
 
 namespace {
 
-enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack, k_quant };
+enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack, matvec_k, gemm_k };
 
 bool is_quant_weight(int32_t t) {
     return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
@@ -47,7 +47,7 @@ mm_path choose_path(const tsr_tensor * node) {
         return mm_path::generic;
     }
     const bool gemm = b->ne[1] >= k_gemm_min_n;
-    if (is_k_quant(a->type)) return mm_path::k_quant;
+    if (is_k_quant(a->type)) return gemm ? mm_path::gemm_k : mm_path::matvec_k;
     if (is_quant_weight(a->type)) {
         // matvec_q addresses 8 rows by int32 byte offsets.
         if (a->nb[1] > static_cast<uint64_t>(INT32_MAX / 8)) return mm_path::generic;
@@ -81,7 +81,8 @@ size_t mul_mat_work_size(const tsr_tensor * node) {
     case mm_path::gemm_f: return gemm_f_work_size(mm_dims_of(dst));
     case mm_path::gemm_q: return gemm_q_work_size(mm_dims_of(dst));
     case mm_path::repack: return mul_mat_repack_work_size(mm_dims_of(dst));
-    case mm_path::k_quant: return mul_mat_k_work_size(mm_dims_of(dst));
+    case mm_path::matvec_k: return mul_mat_k_work_size(mm_dims_of(dst));
+    case mm_path::gemm_k: return gemm_k_work_size(mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return mul_mat_generic_work_size(node);
@@ -100,7 +101,8 @@ bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
     case mm_path::gemm_f: return gemm_f(p, mm_dims_of(dst));
     case mm_path::gemm_q: return gemm_q(p, mm_dims_of(dst));
     case mm_path::repack: return mul_mat_repack(p, mm_dims_of(dst));
-    case mm_path::k_quant: return mul_mat_k(p, mm_dims_of(dst));
+    case mm_path::matvec_k: return mul_mat_k(p, mm_dims_of(dst));
+    case mm_path::gemm_k: return gemm_k(p, mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return compute_mul_mat_generic(p, dst);

@@ -11,8 +11,10 @@
 //             register-blocked FMA micro-kernel
 //   gemm_q    gemm_q.cpp: Q8_0/Q4_0 weights, N >= k_gemm_min_n; weight
 //             rows interleaved into panels, integer micro-kernel
-//   k_quant   mul_mat_k.cpp: Q4_K/Q6_K weights, any N; columns quantized
-//             to Q8_K, the integer sums of vec_dot_k.hpp
+//   matvec_k  mul_mat_k.cpp: Q4_K/Q6_K weights, N < k_gemm_min_n; columns
+//             quantized to Q8_K, the integer sums of vec_dot_k.hpp
+//   gemm_k    gemm_k.cpp: Q4_K/Q6_K weights, N >= k_gemm_min_n; rows
+//             unpacked into panels, integer micro-kernel, the same sums
 //
 // The path depends only on the node (types, shapes, strides), never on the
 // thread count; within a path every output element is computed by the same
@@ -134,6 +136,8 @@ size_t gemm_q_work_size(const mm_dims & d);
 bool gemm_q(const compute_params & p, const mm_dims & d);
 size_t mul_mat_k_work_size(const mm_dims & d);
 bool mul_mat_k(const compute_params & p, const mm_dims & d);
+size_t gemm_k_work_size(const mm_dims & d);
+bool gemm_k(const compute_params & p, const mm_dims & d);
 
 // A grid of work items (batch, row block, column block), row block
 // fastest, cut into contiguous per-thread ranges. Only the amount of work

@@ -1,0 +1,404 @@
+// backends/cpu/ops/gemm_k.cpp — MUL_MAT with Q4_K / Q6_K weights and
+// N >= k_gemm_min_n columns (prompt processing): an integer GEMM on the
+// columns quantized to Q8_K, with the integer sums and F32 steps of
+// vec_dot_k.hpp, so every element has the bits the one-token kernel
+// (mul_mat_k.cpp) and the portable one give it.
+//
+// Weight rows are unpacked k_p at a time (AVX-512: 16, AVX2: 8) into a
+// panel; per super-block:
+//   steps   64 x [k_p rows][4 bytes]: quants 4s..4s+3 of each row (Q4_K
+//           0..15, Q6_K 0..63, unsigned), one vector per step
+//   scales  n_sub x [k_p int32]: sub-block scale sc_j of each row (Q4_K 8
+//           sub-blocks of 32, Q6_K 16 of 16); without VNNI the int16 pair
+//           (sc_j, sc_j), the multiplier of vpmaddwd
+//   pairs   [k_p int32] x (Q4_K 4: mins (m_2i, m_2i+1); Q6_K 8: scales
+//           (sc_2i, sc_2i+1)) as int16 pairs, for the block-sum terms
+//   d, dmin [k_p floats] (Q6_K: d only)
+// The micro-kernel broadcasts four activation quants of a column against a
+// step (vpdpbusd, or vpmaddubsw pair sums in int16 — at most 8 steps of
+// 2 * 15 * 127 for Q4_K, 2 steps of 2 * 63 * 127 for Q6_K — then
+// vpmaddwd by the scale pair), k_c columns at a time:
+//   isum[row] = sum_j sc_j * (sub-block j's dot), exact in int32;
+//   Q4_K msum[row] = sum_j m_j * (block sum of sub-block j) (vpmaddwd of
+//   the min pairs with the column's block-sum pairs);
+//   Q6_K isum -= 32 * sum_j sc_j * (block sum of j);
+//   then the F32 steps per super-block, in order.
+#include <algorithm>
+
+#include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/vec_dot_k.hpp"
+
+namespace tessera::cpu {
+
+#ifdef TSR_CPU_AVX2
+
+namespace {
+
+#ifdef TSR_CPU_AVX512
+constexpr int k_p = 16; // rows per panel
+constexpr int k_c = 8;  // columns per micro-tile
+#else
+constexpr int k_p = 8;
+constexpr int k_c = 4;
+#endif
+#ifdef TSR_CPU_VNNI256
+constexpr bool k_vnni = true;
+#else
+constexpr bool k_vnni = false;
+#endif
+constexpr int64_t k_nq = 512; // columns quantized at a time
+
+template <int32_t T>
+struct fmt {
+    static constexpr bool q4 = T == TSR_TYPE_Q4_K;
+    static constexpr int n_sub = q4 ? 8 : 16;      // sub-blocks per super-block
+    static constexpr int steps_per_sub = 64 / n_sub;
+    static constexpr int n_pairs = q4 ? 4 : 8;     // int16 pair words of the block-sum term
+    // Panel bytes per super-block and the offsets of its parts.
+    static constexpr size_t steps = 0;
+    static constexpr size_t scales = 64 * k_p * 4;
+    static constexpr size_t pairs = scales + n_sub * k_p * 4;
+    static constexpr size_t d = pairs + n_pairs * k_p * 4;
+    static constexpr size_t dmin = d + k_p * 4;
+    static constexpr size_t bytes = dmin + (q4 ? k_p * 4 : 0);
+};
+
+// Quantized activations of a micro-tile of k_c columns, per super-block:
+// [k_c x 256 quants][k_c x 8 int32 block-sum pair words][k_c floats dx].
+// Pair word i of a column: Q4_K (bsum32_2i, bsum32_2i+1) for i < 4 (bsum32_j
+// = the sum of sub-block j's 32 quants); Q6_K (bsum_2i, bsum_2i+1).
+constexpr size_t k_xqs = 0;
+constexpr size_t k_xpairs = k_c * 256;
+constexpr size_t k_xd = k_xpairs + k_c * 32;
+constexpr size_t k_xblock = k_xd + k_c * 4;
+
+inline int32_t pair16(int a, int b) {
+    return static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(a))) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
+}
+
+// Copies one quantized column into slot c of the tiles (one tile of
+// k_xblock bytes per super-block).
+template <int32_t T>
+void scatter_column(const block_q8_k * q, int64_t n_super, char * tile, int c) {
+    for (int64_t b = 0; b < n_super; ++b) {
+        char * t = tile + static_cast<size_t>(b) * k_xblock;
+        std::memcpy(t + k_xqs + c * 256, q[b].qs, 256);
+        auto * pw = reinterpret_cast<int32_t *>(t + k_xpairs + c * 32);
+        if constexpr (fmt<T>::q4) {
+            for (int i = 0; i < 4; ++i) {
+                pw[i] = pair16(q[b].bsums[4 * i] + q[b].bsums[4 * i + 1], q[b].bsums[4 * i + 2] + q[b].bsums[4 * i + 3]);
+            }
+            for (int i = 4; i < 8; ++i) pw[i] = 0;
+        } else {
+            for (int i = 0; i < 8; ++i) pw[i] = pair16(q[b].bsums[2 * i], q[b].bsums[2 * i + 1]);
+        }
+        std::memcpy(t + k_xd + c * 4, &q[b].d, 4);
+    }
+}
+
+// The 256 quants of super-block b of a row as bytes in element order.
+template <int32_t T>
+void unpack_quants(const char * blk, uint8_t * q) {
+    if constexpr (fmt<T>::q4) {
+        const __m256i nib = _mm256_set1_epi8(0x0f);
+        for (int p = 0; p < 4; ++p) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + k_q4_k_qs + 32 * p));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + 64 * p), _mm256_and_si256(v, nib));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + 64 * p + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
+        }
+    } else {
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        const __m256i m2 = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + k_q6_k_ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + k_q6_k_ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + k_q6_k_qh + 32 * h));
+            auto * o = reinterpret_cast<__m256i *>(q + 128 * h);
+            _mm256_storeu_si256(o, _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)));
+            _mm256_storeu_si256(o + 1, _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)));
+            _mm256_storeu_si256(o + 2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)));
+            _mm256_storeu_si256(o + 3,
+                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)));
+        }
+    }
+}
+
+// Packs rows [m0, m0 + rows) (rows <= k_p) of matrix a into the panel;
+// missing rows are zero.
+template <int32_t T>
+void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_super, uint8_t * panel) {
+    using F = fmt<T>;
+    alignas(32) uint8_t q[8][256];
+    for (int64_t b = 0; b < n_super; ++b) {
+        uint8_t * pb = panel + static_cast<size_t>(b) * F::bytes;
+        auto * sc = reinterpret_cast<int32_t *>(pb + F::scales);
+        auto * pr = reinterpret_cast<int32_t *>(pb + F::pairs);
+        auto * dv = reinterpret_cast<float *>(pb + F::d);
+        for (int g = 0; g < k_p / 8; ++g) {
+            for (int i = 0; i < 8; ++i) {
+                const int r = g * 8 + i;
+                if (r >= rows) {
+                    std::memset(q[i], 0, 256);
+                    for (int j = 0; j < F::n_sub; ++j) sc[j * k_p + r] = 0;
+                    for (int j = 0; j < F::n_pairs; ++j) pr[j * k_p + r] = 0;
+                    dv[r] = 0.0f;
+                    if constexpr (F::q4) reinterpret_cast<float *>(pb + F::dmin)[r] = 0.0f;
+                    continue;
+                }
+                const char * blk = a + static_cast<size_t>(m0 + r) * nb1 + static_cast<size_t>(b) * k_block_bytes(T);
+                unpack_quants<T>(blk, q[i]);
+                if constexpr (F::q4) {
+                    const q4_k_scales s = unpack_q4_k_scales(blk + k_q4_k_scales);
+                    const uint32_t sw[2] = {s.sc_lo, s.sc_hi}, mw[2] = {s.m_lo, s.m_hi};
+                    int scv[8], mv[8];
+                    for (int j = 0; j < 8; ++j) {
+                        scv[j] = static_cast<int>((sw[j / 4] >> (8 * (j % 4))) & 0xff);
+                        mv[j] = static_cast<int>((mw[j / 4] >> (8 * (j % 4))) & 0xff);
+                    }
+                    for (int j = 0; j < 8; ++j) sc[j * k_p + r] = k_vnni ? scv[j] : pair16(scv[j], scv[j]);
+                    for (int j = 0; j < 4; ++j) pr[j * k_p + r] = pair16(mv[2 * j], mv[2 * j + 1]);
+                    dv[r] = _cvtsh_ss(read_u16(blk + k_q4_k_d));
+                    reinterpret_cast<float *>(pb + F::dmin)[r] = _cvtsh_ss(read_u16(blk + k_q4_k_dmin));
+                } else {
+                    const auto * s = reinterpret_cast<const int8_t *>(blk + k_q6_k_scales);
+                    for (int j = 0; j < 16; ++j) sc[j * k_p + r] = k_vnni ? s[j] : pair16(s[j], s[j]);
+                    for (int j = 0; j < 8; ++j) pr[j * k_p + r] = pair16(s[2 * j], s[2 * j + 1]);
+                    dv[r] = _cvtsh_ss(read_u16(blk + k_q6_k_d));
+                }
+            }
+            // Steps: dword s of the 8 rows side by side, 8 steps at a time.
+            for (int s0 = 0; s0 < 64; s0 += 8) {
+                __m256 v[8];
+                for (int i = 0; i < 8; ++i) v[i] = _mm256_load_ps(reinterpret_cast<const float *>(q[i] + 4 * s0));
+                simd::transpose8x8(v);
+                for (int j = 0; j < 8; ++j) _mm256_store_ps(reinterpret_cast<float *>(pb + F::steps + (s0 + j) * k_p * 4 + g * 32), v[j]);
+            }
+        }
+    }
+}
+
+inline int32_t quad(const char * p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+inline float scalar_f32(const char * p) {
+    float v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// Vector operations on k_p int32 / F32 lanes.
+#ifdef TSR_CPU_AVX512
+struct vec {
+    using vi = __m512i;
+    using vf = __m512;
+    static vi zero() { return _mm512_setzero_si512(); }
+    static vi load(const void * p) { return _mm512_load_si512(p); }
+    static vf loadf(const void * p) { return _mm512_load_ps(p); }
+    static vi bcast(int32_t v) { return _mm512_set1_epi32(v); }
+    static vf bcastf(float v) { return _mm512_set1_ps(v); }
+    static vi add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+    static vi add16(vi a, vi b) { return _mm512_add_epi16(a, b); }
+    static vi sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+    static vi shl5(vi a) { return _mm512_slli_epi32(a, 5); }
+    static vi mullo(vi a, vi b) { return _mm512_mullo_epi32(a, b); }
+    static vi madd16(vi a, vi b) { return _mm512_madd_epi16(a, b); }
+    static vi maddubs(vi u, vi s) { return _mm512_maddubs_epi16(u, s); }
+    static vi dot4_bcast(vi acc, vi u, const char * x4) { return simd::dot4_u8s8_bcast(acc, u, x4); }
+    static vf cvt(vi a) { return _mm512_cvtepi32_ps(a); }
+    static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+    static vf neg(vf a) { return _mm512_xor_ps(a, _mm512_set1_ps(-0.0f)); }
+    static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+    static vf zerof() { return _mm512_setzero_ps(); }
+    static void storef(float * p, vf v) { _mm512_store_ps(p, v); }
+};
+#else
+struct vec {
+    using vi = __m256i;
+    using vf = __m256;
+    static vi zero() { return _mm256_setzero_si256(); }
+    static vi load(const void * p) { return _mm256_load_si256(static_cast<const __m256i *>(p)); }
+    static vf loadf(const void * p) { return _mm256_load_ps(static_cast<const float *>(p)); }
+    static vi bcast(int32_t v) { return _mm256_set1_epi32(v); }
+    static vf bcastf(float v) { return _mm256_set1_ps(v); }
+    static vi add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+    static vi add16(vi a, vi b) { return _mm256_add_epi16(a, b); }
+    static vi sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+    static vi shl5(vi a) { return _mm256_slli_epi32(a, 5); }
+    static vi mullo(vi a, vi b) { return _mm256_mullo_epi32(a, b); }
+    static vi madd16(vi a, vi b) { return _mm256_madd_epi16(a, b); }
+    static vi maddubs(vi u, vi s) { return _mm256_maddubs_epi16(u, s); }
+    static vi dot4_bcast(vi acc, vi u, const char * x4) { return simd::dot4_u8s8(acc, u, _mm256_set1_epi32(quad(x4))); }
+    static vf cvt(vi a) { return _mm256_cvtepi32_ps(a); }
+    static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+    static vf neg(vf a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+    static vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+    static vf zerof() { return _mm256_setzero_ps(); }
+    static void storef(float * p, vf v) { _mm256_store_ps(p, v); }
+};
+#endif
+
+// out[c][0..k_p) = the k_p panel rows . column c, for C columns.
+template <int32_t T, int C>
+__attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const uint8_t * panel, int64_t n_super, const char * xt, float * out) {
+    using F = fmt<T>;
+    using V = vec;
+    typename V::vf acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = V::zerof();
+    for (int64_t b = 0; b < n_super; ++b) {
+        const uint8_t * pb = panel + static_cast<size_t>(b) * F::bytes;
+        const char * xb = xt + static_cast<size_t>(b) * k_xblock;
+        typename V::vi isum[C];
+        for (int c = 0; c < C; ++c) isum[c] = V::zero();
+        for (int j = 0; j < F::n_sub; ++j) {
+            const typename V::vi scj = V::load(pb + F::scales + j * k_p * 4);
+            const uint8_t * st = pb + F::steps + static_cast<size_t>(j * F::steps_per_sub) * k_p * 4;
+            const char * xs = xb + k_xqs + j * F::steps_per_sub * 4;
+            if constexpr (k_vnni) {
+                typename V::vi is[C];
+                for (int c = 0; c < C; ++c) is[c] = V::zero();
+#pragma GCC unroll 8
+                for (int s = 0; s < F::steps_per_sub; ++s) {
+                    const typename V::vi w = V::load(st + s * k_p * 4);
+                    for (int c = 0; c < C; ++c) is[c] = V::dot4_bcast(is[c], w, xs + c * 256 + s * 4);
+                }
+                for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(is[c], scj));
+            } else {
+                // int16 pair sums over at most 8 (Q4_K) or 2 (Q6_K) steps, then
+                // vpmaddwd by the (sc_j, sc_j) pairs.
+                constexpr int run = F::q4 ? 8 : 2;
+                for (int s0 = 0; s0 < F::steps_per_sub; s0 += run) {
+                    for (int c = 0; c < C; ++c) {
+                        typename V::vi s16 = V::zero();
+#pragma GCC unroll 8
+                        for (int s = s0; s < s0 + run; ++s) {
+                            s16 = V::add16(s16, V::maddubs(V::load(st + s * k_p * 4), V::bcast(quad(xs + c * 256 + s * 4))));
+                        }
+                        isum[c] = V::add(isum[c], V::madd16(s16, scj));
+                    }
+                }
+            }
+        }
+        // The block-sum terms: sum over pair words i of pairs_i . (the column's word i).
+        typename V::vi bterm[C];
+        for (int c = 0; c < C; ++c) bterm[c] = V::zero();
+        for (int i = 0; i < F::n_pairs; ++i) {
+            const typename V::vi pw = V::load(pb + F::pairs + i * k_p * 4);
+            for (int c = 0; c < C; ++c) bterm[c] = V::add(bterm[c], V::madd16(pw, V::bcast(quad(xb + k_xpairs + c * 32 + i * 4))));
+        }
+        const typename V::vf d = V::loadf(pb + F::d);
+        for (int c = 0; c < C; ++c) {
+            const typename V::vf dx = V::bcastf(scalar_f32(xb + k_xd + c * 4));
+            if constexpr (F::q4) {
+                const typename V::vf dmin = V::loadf(pb + F::dmin);
+                acc[c] = V::fma(V::mul(d, dx), V::cvt(isum[c]), acc[c]);
+                acc[c] = V::fma(V::neg(V::mul(dmin, dx)), V::cvt(bterm[c]), acc[c]);
+            } else {
+                acc[c] = V::fma(V::mul(d, dx), V::cvt(V::sub(isum[c], V::shl5(bterm[c]))), acc[c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; ++c) V::storef(out + c * k_p, acc[c]);
+}
+
+template <int32_t T, int C = k_c>
+void tile(int cols, const uint8_t * panel, int64_t n_super, const char * xt, float * out) {
+    if constexpr (C > 1) {
+        if (cols < C) return tile<T, C - 1>(cols, panel, n_super, xt, out);
+    }
+    micro_kernel<T, C>(panel, n_super, xt, out);
+}
+
+size_t xtile_bytes(int64_t n_super) {
+    return align64(static_cast<size_t>(n_super) * k_xblock);
+}
+
+size_t panel_bytes(int64_t n_super) {
+    return align64(static_cast<size_t>(n_super) * fmt<TSR_TYPE_Q6_K>::bytes); // the larger panel
+}
+
+struct scratch {
+    char * cols;          // k_nq / k_c quantized micro-tiles
+    uint8_t * panel;      // one packed panel
+    block_q8_k * column;  // one quantized column
+    float * xbuf;         // one gathered column
+};
+
+scratch carve(void * w, int64_t n_super) {
+    scratch s{};
+    char * p = static_cast<char *>(w);
+    s.cols = p;
+    p += (k_nq / k_c) * xtile_bytes(n_super);
+    s.panel = reinterpret_cast<uint8_t *>(p);
+    p += panel_bytes(n_super);
+    s.column = reinterpret_cast<block_q8_k *>(p);
+    p += align64(static_cast<size_t>(n_super) * k_q8_k_bytes);
+    s.xbuf = reinterpret_cast<float *>(p);
+    return s;
+}
+
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+    const int64_t n_super = d.K / k_qk_k;
+    const size_t tile_bytes = xtile_bytes(n_super);
+    const scratch sc = carve(p.wdata, n_super);
+    const bool in_place = b_in_place(d);
+    const mm_grid g = make_mm_grid(d, p.nth, k_p, k_p, k_c, k_nq);
+    work_queue queue(p, g.n_items, 1);
+    alignas(64) float otile[k_c * k_p];
+    int64_t have_cols = -1; // (batch, column block) quantized in sc.cols
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            if (item.bc != have_cols) {
+                for (int64_t n = item.n0; n < item.n1; ++n) {
+                    quantize_q8_k_act(b_column(d, in_place, item.batch, n, sc.xbuf), n_super, sc.column);
+                    scatter_column<T>(sc.column, n_super, sc.cols + static_cast<size_t>((n - item.n0) / k_c) * tile_bytes,
+                                      static_cast<int>((n - item.n0) % k_c));
+                }
+                have_cols = item.bc;
+            }
+            const char * a = a_matrix(d, item.batch);
+            for (int64_t mp = item.m0; mp < item.m1; mp += k_p) {
+                const int64_t rows = std::min<int64_t>(k_p, item.m1 - mp);
+                pack_panel<T>(a, d.a->nb[1], mp, rows, n_super, sc.panel);
+                for (int64_t n = item.n0; n < item.n1; n += k_c) {
+                    const int ncols = static_cast<int>(std::min<int64_t>(k_c, item.n1 - n));
+                    tile<T>(ncols, sc.panel, n_super, sc.cols + static_cast<size_t>((n - item.n0) / k_c) * tile_bytes, otile);
+                    for (int c = 0; c < ncols; ++c) {
+                        float * y = dst_column(d, item.batch, n + c);
+                        std::copy(otile + c * k_p, otile + c * k_p + rows, y + mp);
+                    }
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+size_t gemm_k_work_size(const mm_dims & d) {
+    const int64_t n_super = d.K / k_qk_k;
+    return (k_nq / k_c) * xtile_bytes(n_super) + panel_bytes(n_super) + align64(static_cast<size_t>(n_super) * k_q8_k_bytes) +
+           align64(static_cast<size_t>(d.K) * sizeof(float));
+}
+
+bool gemm_k(const compute_params & p, const mm_dims & d) {
+    switch (d.a->type) {
+    case TSR_TYPE_Q4_K: run<TSR_TYPE_Q4_K>(p, d); return true;
+    case TSR_TYPE_Q6_K: run<TSR_TYPE_Q6_K>(p, d); return true;
+    default: return false;
+    }
+}
+
+#else // portable build: the generic kernel is used instead
+
+size_t gemm_k_work_size(const mm_dims &) { return 0; }
+bool gemm_k(const compute_params &, const mm_dims &) { return false; }
+
+#endif
+
+} // namespace tessera::cpu
