@@ -109,9 +109,9 @@ std::string_view file_type_description(int64_t id) {
 
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer) {
+type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer, bool tied_output) {
     if (ft.kind == file_type::mix::none) return ft.base;
-    if (name == "output.weight") return TSR_TYPE_Q6_K;
+    if (name == "output.weight" || (tied_output && name == "token_embd.weight")) return TSR_TYPE_Q6_K;
     if (ft.kind == file_type::mix::q4_k_m) {
         std::string_view rest;
         if (const auto il = block_index(name, rest);
@@ -131,9 +131,9 @@ type k_quant_fallback(type t) {
 }
 
 std::optional<type> tensor_type_for(const file_type & ft, std::string_view name, std::span<const int64_t> ne,
-                                    uint32_t n_layer) {
+                                    uint32_t n_layer, bool tied_output) {
     if (ne.size() != 2) return std::nullopt;
-    type t = rule_type_for(ft, name, n_layer);
+    type t = rule_type_for(ft, name, n_layer, tied_output);
     if (ne[0] % get_type_traits(t).block_size != 0) t = k_quant_fallback(t);
     if (ne[0] % get_type_traits(t).block_size != 0) return std::nullopt;
     return t;

@@ -125,7 +125,9 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
                                     want[2], want[3]));
         }
         const type_traits & tt = get_type_traits(info->type);
-        if (tt.to_float == nullptr) {
+        // Q8_K is only the activation format of the K-quant kernels: no
+        // MUL_MAT takes it as weights.
+        if (tt.to_float == nullptr || info->type == TSR_TYPE_Q8_K) {
             throw error(fmt::format("{}: tensor '{}' has type {}, which this build cannot compute yet",
                                     r.name(), name, tt.name));
         }

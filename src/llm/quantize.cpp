@@ -15,8 +15,8 @@
 
 namespace tessera::llm {
 
-bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer) {
-    const auto to = tensor_type_for(target, ti.name, std::span<const int64_t>(ti.ne, ti.n_dims), n_layer);
+bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer, bool tied_output) {
+    const auto to = tensor_type_for(target, ti.name, std::span<const int64_t>(ti.ne, ti.n_dims), n_layer, tied_output);
     return to && *to != ti.type;
 }
 
@@ -64,16 +64,17 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
     w.set_u32("general.quantization_version", quantization_version);
 
     const uint32_t n_layer = n_layer_of(*r);
+    const bool tied_output = r->find_tensor("output.weight") == nullptr;
     quantize_result res;
     res.n_tensors = r->n_tensors();
     const size_t count = r->n_tensors();
     for (size_t i = 0; i < count; ++i) {
         const gguf::tensor_info & ti = r->tensors()[i];
         const std::span<const int64_t> ne(ti.ne, ti.n_dims);
-        const std::optional<type> chosen = tensor_type_for(p.target, ti.name, ne, n_layer);
+        const std::optional<type> chosen = tensor_type_for(p.target, ti.name, ne, n_layer, tied_output);
         const bool convert = chosen && *chosen != ti.type;
         const type to = convert ? *chosen : ti.type;
-        const type wanted = ti.n_dims == 2 ? rule_type_for(p.target, ti.name, n_layer) : ti.type;
+        const type wanted = ti.n_dims == 2 ? rule_type_for(p.target, ti.name, n_layer, tied_output) : ti.type;
         if (convert) {
             // Check up front so nothing is written for a file that must fail.
             const type_traits & tf = get_type_traits(ti.type);

@@ -329,3 +329,37 @@ TEST(QuantizeK, PlainTargetsAndRequantizeRule) {
     llm::quantize_file(dir / "Q4_K.gguf", dir / "same.gguf", p);
     EXPECT_EQ(bytes_of(gguf::reader(dir / "same.gguf").tensor("output.weight")), q4_k_ref(x));
 }
+
+// Tied embeddings (no output.weight): token_embd is the output projection
+// too and gets output.weight's Q6_K in the mixes; with output.weight
+// present it stays Q4_K.
+TEST(QuantizeK, TiedTokenEmbdGetsTheOutputType) {
+    const int64_t mat[2] = {512, 64};
+    EXPECT_EQ(llm::tensor_type_for(llm::file_type_q4_k_m, "token_embd.weight", mat, 22, true), TSR_TYPE_Q6_K);
+    EXPECT_EQ(llm::tensor_type_for(llm::file_type_q4_k_s, "token_embd.weight", mat, 22, true), TSR_TYPE_Q6_K);
+    EXPECT_EQ(llm::tensor_type_for(llm::file_type_q4_k_m, "token_embd.weight", mat, 22, false), TSR_TYPE_Q4_K);
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q4_K, "token_embd.weight", mat, 22, true), TSR_TYPE_Q4_K); // plain: one type
+    EXPECT_EQ(llm::tensor_type_for(llm::file_type_q4_k_m, "blk.0.attn_q.weight", mat, 22, true), TSR_TYPE_Q4_K);
+
+    temp_dir dir;
+    const auto x = lcg_values(512 * 4, 9, 1.0f);
+    for (const bool with_output : {false, true}) {
+        const fs::path in = dir / (with_output ? "untied.gguf" : "tied.gguf");
+        {
+            gguf::writer w;
+            w.set_string("general.architecture", "llama");
+            const int64_t ne[] = {512, 4};
+            w.add_tensor("token_embd.weight", TSR_TYPE_F32, ne, f32_bytes(x));
+            if (with_output) w.add_tensor("output.weight", TSR_TYPE_F32, ne, f32_bytes(x));
+            w.write(in);
+        }
+        llm::quantize_params p;
+        p.target = llm::file_type_q4_k_m;
+        const fs::path out = dir / (with_output ? "untied-q4km.gguf" : "tied-q4km.gguf");
+        llm::quantize_file(in, out, p);
+        const gguf::reader r(out);
+        const type want = with_output ? TSR_TYPE_Q4_K : TSR_TYPE_Q6_K;
+        EXPECT_EQ(r.tensor("token_embd.weight").type, want) << with_output;
+        EXPECT_EQ(bytes_of(r.tensor("token_embd.weight")), with_output ? q4_k_ref(x) : q6_k_ref(x));
+    }
+}

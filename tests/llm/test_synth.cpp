@@ -17,7 +17,9 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/types.hpp"
 #include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "tessera/llm/session.hpp"
@@ -269,6 +271,40 @@ TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
 // 256, n_ff 512, 3 layers: Q4_K_M gives layer 2 Q6_K, since 2 >= 7*3/8): the
 // Q4_K_M synth model equals quantize of the F32 one, and decodes to logits
 // close to the F32 model's.
+// Q8_K is only the activation format of the K-quant kernels: a model with a
+// Q8_K weight is refused at load, naming the file, the tensor and the type.
+TEST(Synth, AQ8KWeightIsRefusedAtLoad) {
+    temp_dir dir;
+    auto p = tiny(TSR_TYPE_F32, 11);
+    p.shape = {"k256", 256, 3, 4, 2, 512, 64};
+    llm::synth_model(p, dir / "f32.gguf");
+    {
+        const gguf::reader r(dir / "f32.gguf");
+        gguf::writer w;
+        w.copy_all_kv(r);
+        for (const gguf::tensor_info & ti : r.tensors()) {
+            const std::span<const int64_t> ne(ti.ne, ti.n_dims);
+            if (ti.name != "blk.1.attn_q.weight") {
+                w.add_tensor(ti.name, ti.type, ne, std::span<const uint8_t>(ti.data, ti.size));
+                continue;
+            }
+            std::vector<uint8_t> q(row_size(TSR_TYPE_Q8_K, ti.ne[0]) * static_cast<size_t>(ti.ne[1]));
+            get_type_traits(TSR_TYPE_Q8_K).from_float(reinterpret_cast<const float *>(ti.data), q.data(), ti.ne[0] * ti.ne[1]);
+            w.add_tensor(ti.name, TSR_TYPE_Q8_K, ne, q);
+        }
+        w.write(dir / "q8k.gguf");
+    }
+    try {
+        llm::model::load(dir / "q8k.gguf");
+        ADD_FAILURE() << "expected an error";
+    } catch (const error & e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("q8k.gguf: tensor 'blk.1.attn_q.weight' has type Q8_K, which this build cannot compute yet"),
+                  std::string::npos)
+            << msg;
+    }
+}
+
 TEST(Synth, Q4KMOfA256WideShapeMatchesQuantizeAndDecodes) {
     temp_dir dir;
     auto p = tiny(TSR_TYPE_F32, 11);

@@ -7,8 +7,12 @@
 //   F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K: every 2-D tensor that type.
 //   Q4_K_M: output.weight -> Q6_K; blk.N.attn_v.weight and
 //           blk.N.ffn_down.weight -> Q6_K when use_more_bits(N, n_layer),
-//           else Q4_K; every other 2-D tensor (token_embd too) -> Q4_K.
-//   Q4_K_S: output.weight -> Q6_K, every other 2-D tensor -> Q4_K (a
+//           else Q4_K; every other 2-D tensor -> Q4_K. In a model without
+//           output.weight (tied embeddings: token_embd is also the output
+//           projection) token_embd gets output.weight's Q6_K, as in
+//           llama.cpp's quantizer.
+//   Q4_K_S: output.weight (or a tied token_embd) -> Q6_K, every other 2-D
+//           tensor -> Q4_K (a
 //           simplification: llama.cpp's Q4_K_S also gives a few of the first
 //           attn_v/ffn_down tensors more bits; ours does not).
 // Fallback: K-quant super-blocks hold 256 elements, so a tensor whose ne[0]
@@ -88,8 +92,9 @@ std::string_view file_type_description(int64_t id);
 bool use_more_bits(int64_t i, int64_t n);
 
 // The type the target's rule picks for the 2-D tensor `name`, before the
-// ne[0] fallback. n_layer: the model's block count.
-type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer);
+// ne[0] fallback. n_layer: the model's block count; tied_output: the model
+// has no output.weight (token_embd is the output projection too).
+type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer, bool tied_output = false);
 
 // The type used instead of `t` when ne[0] is not a multiple of 256: Q4_0
 // for Q4_K, Q8_0 for Q6_K, `t` itself for every other type.
@@ -100,7 +105,7 @@ type k_quant_fallback(type t);
 // when the tensor is copied unchanged: not 2-D, or ne[0] not a multiple of
 // the fallen-back type's block size either.
 std::optional<type> tensor_type_for(const file_type & ft, std::string_view name, std::span<const int64_t> ne,
-                                    uint32_t n_layer);
+                                    uint32_t n_layer, bool tied_output = false);
 
 // A model's layer count for the rules: `<general.architecture>.block_count`
 // when present, else 1 + the largest N of the tensors named blk.N.*, else 0.

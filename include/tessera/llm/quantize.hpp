@@ -38,9 +38,10 @@ inline constexpr uint32_t quantization_version = 2;
 // file_type_of, is_quantize_target, tensor_type_for: tessera/llm/file_type.hpp.
 
 // True when quantize_file converts tensor `ti` under `target` (n_layer: the
-// model's layer count, n_layer_of): tensor_type_for gives a type and `ti`
-// is not already of that type.
-bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer);
+// model's layer count, n_layer_of; tied_output: the model has no
+// output.weight): tensor_type_for gives a type and `ti` is not already of
+// that type.
+bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer, bool tied_output = false);
 
 // Converts `n_rows` rows of `ne0` elements from `src` (type `from`, packed rows)
 // into `dst` (type `to`, packed rows) through F32. dst.size() must equal

@@ -35,8 +35,8 @@ inline __m256i load256(const void * p) {
     return _mm256_loadu_si256(static_cast<const __m256i *>(p));
 }
 
-// Sums of C columns of one Q4_K super-block w: isum[c], msum[c] as in
-// vec_dot_k.hpp.
+// q4_k_block: the sums of C columns of one Q4_K super-block w, isum[c]
+// and msum[c] as in vec_dot_k.hpp; q6_k_block: isum[c] of a Q6_K one.
 #ifdef TSR_CPU_AVX512
 
 // AVX-512 versions: two pairs of Q4_K sub-blocks, or two quarters of a
