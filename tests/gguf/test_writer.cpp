@@ -14,23 +14,13 @@
 #include "tessera/core/error.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace tessera;
 using namespace tessera::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh empty directory under the build tree (or /tmp), removed at the end.
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        std::string templ = (fs::temp_directory_path() / "tessera_gguf_test.XXXXXX").string();
-        path = ::mkdtemp(templ.data());
-    }
-    ~temp_dir() { fs::remove_all(path); }
-    size_t n_entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), {})); }
-};
 
 std::vector<uint8_t> f32_bytes(std::initializer_list<float> v) {
     std::vector<uint8_t> b(v.size() * 4);

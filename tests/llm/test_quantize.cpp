@@ -20,6 +20,7 @@
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
 #include "tessera/llm/quantize.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
@@ -27,19 +28,8 @@ using namespace tessera;
 namespace fs = std::filesystem;
 
 // A fresh directory per test, removed afterwards.
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
-        path = fs::temp_directory_path() /
-               (std::string("tessera_quant_") + info->test_suite_name() + "_" + info->name() + "_" +
-                std::to_string(::getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() { fs::remove_all(path); }
-    fs::path operator/(const std::string & s) const { return path / s; }
-    size_t n_entries() const { return size_t(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
+struct temp_dir : tessera::test::temp_dir {
+    temp_dir() : tessera::test::temp_dir("quant") {}
 };
 
 // --- independent encoders (the format definitions, written out here) -----------

@@ -23,23 +23,15 @@
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
 #include "tessera/llm/quantize.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
 using namespace tessera;
 namespace fs = std::filesystem;
 
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
-        path = fs::temp_directory_path() / (std::string("tessera_quant_k_") + info->test_suite_name() + "_" +
-                                            info->name() + "_" + std::to_string(::getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() { fs::remove_all(path); }
-    fs::path operator/(const std::string & s) const { return path / s; }
+struct temp_dir : tessera::test::temp_dir {
+    temp_dir() : tessera::test::temp_dir("quant_k") {}
 };
 
 // Deterministic values in [-scale, scale) (LCG, Knuth MMIX constants).

@@ -24,6 +24,7 @@
 #include "tessera/llm/quantize.hpp"
 #include "tessera/llm/session.hpp"
 #include "tessera/llm/synth.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
@@ -32,16 +33,8 @@ namespace fs = std::filesystem;
 
 const fs::path vocab_path = fs::path(TESSERA_SHARED_DIR) / "vocab" / "ggml-vocab-llama-spm.gguf";
 
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
-        path = fs::temp_directory_path() / (std::string("tessera_synth_") + info->name() + "_" + std::to_string(::getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() { fs::remove_all(path); }
-    fs::path operator/(const std::string & s) const { return path / s; }
+struct temp_dir : tessera::test::temp_dir {
+    temp_dir() : tessera::test::temp_dir("synth") {}
 };
 
 std::vector<uint8_t> read_all(const fs::path & p) {

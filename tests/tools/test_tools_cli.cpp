@@ -17,6 +17,7 @@
 #include "support/run_process.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/llm/quantize.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
@@ -32,16 +33,9 @@ std::string slurp(const fs::path & p) {
 
 bool have_tessera() { return fs::exists(fs::path(TESSERA_BINARY_DIR) / "tessera"); }
 
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        const auto * info = ::testing::UnitTest::GetInstance()->current_test_info();
-        path = fs::temp_directory_path() / (std::string("tessera_cli_") + info->test_suite_name() + "_" + info->name() +
-                                            "_" + std::to_string(::getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() { fs::remove_all(path); }
+// Paths as strings: the CLI tests paste them into command lines.
+struct temp_dir : tessera::test::temp_dir {
+    temp_dir() : tessera::test::temp_dir("cli") {}
     std::string operator/(const std::string & s) const { return (path / s).string(); }
 };
 

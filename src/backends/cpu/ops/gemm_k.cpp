@@ -346,36 +346,17 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t tile_bytes = xtile_bytes(n_super);
     const scratch sc = carve(p.wdata, n_super);
     const bool in_place = b_in_place(d);
-    const mm_grid g = make_mm_grid(d, p.nth, k_p, k_p, k_c, k_nq);
-    work_queue queue(p, g.n_items, 1);
-    alignas(64) float otile[k_c * k_p];
-    int64_t have_cols = -1; // (batch, column block) quantized in sc.cols
-    for (item_range items{}; queue.next(items);) {
-        for (int64_t it = items.begin; it < items.end; ++it) {
-            const mm_item item = item_of(g, d, it);
-            if (item.bc != have_cols) {
-                for (int64_t n = item.n0; n < item.n1; ++n) {
-                    quantize_q8_k_act(b_column(d, in_place, item.batch, n, sc.xbuf), n_super, sc.column);
-                    scatter_column<T>(sc.column, n_super, sc.cols + static_cast<size_t>((n - item.n0) / k_c) * tile_bytes,
-                                      static_cast<int>((n - item.n0) % k_c));
-                }
-                have_cols = item.bc;
+    run_panel_gemm<k_p, k_c>(
+        p, d, k_nq,
+        [&](int64_t batch, int64_t n0, int64_t n1) {
+            for (int64_t n = n0; n < n1; ++n) {
+                quantize_q8_k_act(b_column(d, in_place, batch, n, sc.xbuf), n_super, sc.column);
+                scatter_column<T>(sc.column, n_super, sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes,
+                                  static_cast<int>((n - n0) % k_c));
             }
-            const char * a = a_matrix(d, item.batch);
-            for (int64_t mp = item.m0; mp < item.m1; mp += k_p) {
-                const int64_t rows = std::min<int64_t>(k_p, item.m1 - mp);
-                pack_panel<T>(a, d.a->nb[1], mp, rows, n_super, sc.panel);
-                for (int64_t n = item.n0; n < item.n1; n += k_c) {
-                    const int ncols = static_cast<int>(std::min<int64_t>(k_c, item.n1 - n));
-                    tile<T>(ncols, sc.panel, n_super, sc.cols + static_cast<size_t>((n - item.n0) / k_c) * tile_bytes, otile);
-                    for (int c = 0; c < ncols; ++c) {
-                        float * y = dst_column(d, item.batch, n + c);
-                        std::copy(otile + c * k_p, otile + c * k_p + rows, y + mp);
-                    }
-                }
-            }
-        }
-    }
+        },
+        [&](const char * a, int64_t m0, int64_t rows) { pack_panel<T>(a, d.a->nb[1], m0, rows, n_super, sc.panel); },
+        [&](int ncols, int64_t ti, float * out) { tile<T>(ncols, sc.panel, n_super, sc.cols + static_cast<size_t>(ti) * tile_bytes, out); });
 }
 
 } // namespace

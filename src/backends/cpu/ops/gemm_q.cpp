@@ -285,34 +285,13 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t tile_bytes = xtile_bytes(n_blocks);
     const scratch sc = carve(p.wdata, n_blocks);
     const bool in_place = b_in_place(d);
-    const mm_grid g = make_mm_grid(d, p.nth, k_p, k_p, k_c, k_nq);
-    work_queue queue(p, g.n_items, 1);
-    alignas(64) float otile[k_c * k_p];
-    int64_t have_cols = -1; // (batch, column block) quantized in sc.cols
-    for (item_range items{}; queue.next(items);) {
-        for (int64_t it = items.begin; it < items.end; ++it) {
-            const mm_item item = item_of(g, d, it);
-            const int64_t bc = item.bc, batch = item.batch;
-            const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
-            if (bc != have_cols) {
-                quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, sc.cols, tile_bytes, sc.xbuf, std::max(bias_shift<M>(), 0));
-                have_cols = bc;
-            }
-            const char * a = a_matrix(d, batch);
-            for (int64_t mp = m0; mp < m1; mp += k_p) {
-                const int64_t rows = std::min<int64_t>(k_p, m1 - mp);
-                pack_panel<T>(a, d.a->nb[1], mp, rows, n_blocks, sc.panel);
-                for (int64_t n = n0; n < n1; n += k_c) {
-                    const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                    tile<M>(ncols, sc.panel, n_blocks, sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
-                    for (int c = 0; c < ncols; ++c) {
-                        float * y = dst_column(d, batch, n + c);
-                        std::copy(otile + c * k_p, otile + c * k_p + rows, y + mp);
-                    }
-                }
-            }
-        }
-    }
+    run_panel_gemm<k_p, k_c>(
+        p, d, k_nq,
+        [&](int64_t batch, int64_t n0, int64_t n1) {
+            quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, sc.cols, tile_bytes, sc.xbuf, std::max(bias_shift<M>(), 0));
+        },
+        [&](const char * a, int64_t m0, int64_t rows) { pack_panel<T>(a, d.a->nb[1], m0, rows, n_blocks, sc.panel); },
+        [&](int ncols, int64_t ti, float * out) { tile<M>(ncols, sc.panel, n_blocks, sc.cols + static_cast<size_t>(ti) * tile_bytes, out); });
 }
 
 } // namespace

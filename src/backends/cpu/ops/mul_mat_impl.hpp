@@ -184,4 +184,44 @@ inline mm_item item_of(const mm_grid & g, const mm_dims & d, int64_t it) {
     return r;
 }
 
+// The item loop of the panel GEMMs (gemm_q.cpp, gemm_k.cpp): items of KP
+// rows x up to cols_max columns (make_mm_grid, row and column granules KP
+// and KC), taken from a work_queue. Per item: the column block's
+// activations prepared once (prepare_cols(batch, n0, n1); items of one
+// block follow each other), the rows packed KP at a time
+// (pack(a_matrix, m0, rows)), each packed panel multiplied with the
+// block's micro-tiles of KC columns (tile(ncols, tile_index, out): out[c *
+// KP + r] = row m0 + r . column n0 + KC tile_index + c) and the results
+// copied to dst.
+template <int KP, int KC, class Prepare, class Pack, class Tile>
+void run_panel_gemm(const compute_params & p, const mm_dims & d, int64_t cols_max, Prepare && prepare_cols, Pack && pack,
+                    Tile && tile) {
+    const mm_grid g = make_mm_grid(d, p.nth, KP, KP, KC, cols_max);
+    work_queue queue(p, g.n_items, 1);
+    alignas(64) float otile[KC * KP];
+    int64_t have_cols = -1; // (batch, column block) prepared
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            if (item.bc != have_cols) {
+                prepare_cols(item.batch, item.n0, item.n1);
+                have_cols = item.bc;
+            }
+            const char * a = a_matrix(d, item.batch);
+            for (int64_t mp = item.m0; mp < item.m1; mp += KP) {
+                const int64_t rows = std::min<int64_t>(KP, item.m1 - mp);
+                pack(a, mp, rows);
+                for (int64_t n = item.n0; n < item.n1; n += KC) {
+                    const int ncols = static_cast<int>(std::min<int64_t>(KC, item.n1 - n));
+                    tile(ncols, (n - item.n0) / KC, otile);
+                    for (int c = 0; c < ncols; ++c) {
+                        float * y = dst_column(d, item.batch, n + c);
+                        std::copy(otile + c * KP, otile + c * KP + rows, y + mp);
+                    }
+                }
+            }
+        }
+    }
+}
+
 } // namespace tessera::cpu

@@ -35,6 +35,24 @@ inline __m256i load256(const void * p) {
     return _mm256_loadu_si256(static_cast<const __m256i *>(p));
 }
 
+// int16 [sc0..sc7 | m0..m7] of a Q4_K block.
+inline __m256i q4_k_scales_mins16(const char * w) {
+    const q4_k_scales s = unpack_q4_k_scales(w + k_q4_k_scales);
+    return _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(s.sc_lo), static_cast<int>(s.sc_hi), static_cast<int>(s.m_lo),
+                                               static_cast<int>(s.m_hi)));
+}
+
+// msum of a column (vec_dot_k.hpp): sum_j m_j (bsum[2j] + bsum[2j + 1]),
+// m16 the int16 mins; the pair sums (|.| <= 32 * 127) fit int16.
+inline int32_t q4_k_msum(const block_q8_k & x, __m128i m16) {
+    const auto * bs = reinterpret_cast<const __m128i *>(x.bsums);
+    const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(bs), _mm_loadu_si128(bs + 1));
+    __m128i t = _mm_madd_epi16(pairs, m16);
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    return _mm_cvtsi128_si32(t);
+}
+
 // q4_k_block: the sums of C columns of one Q4_K super-block w, isum[c]
 // and msum[c] as in vec_dot_k.hpp; q6_k_block: isum[c] of a Q6_K one.
 #ifdef TSR_CPU_AVX512
@@ -52,19 +70,12 @@ inline int32_t hsum_i32(__m512i v) {
 
 template <int C>
 inline void q4_k_block(const char * w, const block_q8_k * const * x, int64_t b, int32_t * isum, int32_t * msum) {
-    const q4_k_scales s = unpack_q4_k_scales(w + k_q4_k_scales);
-    const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(s.sc_lo), static_cast<int>(s.sc_hi),
-                                                             static_cast<int>(s.m_lo), static_cast<int>(s.m_hi)));
+    const __m256i sm16 = q4_k_scales_mins16(w);
     const __m512i sc4 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm16)); // sc0..7 in every 128-bit lane
     const __m128i m16 = _mm256_extracti128_si256(sm16, 1);
     __m512i acc[C];
     for (int c = 0; c < C; ++c) {
-        const auto * bs = reinterpret_cast<const __m128i *>(x[c][b].bsums);
-        const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(bs), _mm_loadu_si128(bs + 1));
-        __m128i t = _mm_madd_epi16(pairs, m16);
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-        msum[c] = _mm_cvtsi128_si32(t);
+        msum[c] = q4_k_msum(x[c][b], m16);
         acc[c] = _mm512_setzero_si512();
     }
     const __m512i nib = _mm512_set1_epi8(0x0f);
@@ -144,22 +155,14 @@ constexpr bool k_permuted_q4_act = false;
 
 template <int C>
 inline void q4_k_block(const char * w, const block_q8_k * const * x, int64_t b, int32_t * isum, int32_t * msum) {
-    const q4_k_scales s = unpack_q4_k_scales(w + k_q4_k_scales);
-    // int16 [sc0..sc7 | m0..m7]; the scales also in both 128-bit lanes, from
-    // which one vpshufb per sub-block broadcasts sc_j.
-    const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(s.sc_lo), static_cast<int>(s.sc_hi),
-                                                             static_cast<int>(s.m_lo), static_cast<int>(s.m_hi)));
+    // The scales in both 128-bit lanes, from which one vpshufb per
+    // sub-block broadcasts sc_j.
+    const __m256i sm16 = q4_k_scales_mins16(w);
     const __m256i sc2 = _mm256_permute4x64_epi64(sm16, 0x44);
-    // Mins: sum_j m_j (bsum[2j] + bsum[2j + 1]); the pair sums (|.| <= 32 * 127) fit int16.
     const __m128i m16 = _mm256_extracti128_si256(sm16, 1);
     __m256i acc[C];
     for (int c = 0; c < C; ++c) {
-        const auto * bs = reinterpret_cast<const __m128i *>(x[c][b].bsums);
-        const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(bs), _mm_loadu_si128(bs + 1));
-        __m128i t = _mm_madd_epi16(pairs, m16);
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-        msum[c] = _mm_cvtsi128_si32(t);
+        msum[c] = q4_k_msum(x[c][b], m16);
         acc[c] = _mm256_setzero_si256();
     }
     const __m256i nib = _mm256_set1_epi8(0x0f);
