@@ -20,6 +20,7 @@
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
 #include "tessera/llm/quantize.hpp"
+#include "llm/quantize_test_data.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {
@@ -28,6 +29,9 @@ using namespace tessera;
 namespace fs = std::filesystem;
 
 // A fresh directory per test, removed afterwards.
+using tessera::test::f32_bytes;
+using tessera::test::lcg_values;
+
 struct temp_dir : tessera::test::temp_dir {
     temp_dir() : tessera::test::temp_dir("quant") {}
 };
@@ -92,29 +96,12 @@ std::vector<uint8_t> q4_0_expected(const std::vector<float> & x) {
     return out;
 }
 
-std::vector<uint8_t> f32_bytes(const std::vector<float> & v) {
-    std::vector<uint8_t> b(v.size() * 4);
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
-}
-
 std::vector<uint8_t> f16_bytes(const std::vector<float> & v) {
     std::vector<uint8_t> b;
     for (float f : v) {
         for (uint8_t byte : le16(f16_bits_of(f))) b.push_back(byte);
     }
     return b;
-}
-
-// Deterministic values in [-scale, scale) (LCG, Knuth MMIX constants).
-std::vector<float> lcg_values(size_t n, uint64_t seed, float scale) {
-    std::vector<float> v(n);
-    uint64_t s = seed;
-    for (auto & x : v) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x = scale * (float(double(s >> 40) / double(1ull << 24)) * 2.0f - 1.0f);
-    }
-    return v;
 }
 
 std::vector<uint8_t> bytes_of(const gguf::tensor_info & t) { return {t.data, t.data + t.size}; }

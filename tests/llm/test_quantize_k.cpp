@@ -23,6 +23,7 @@
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
 #include "tessera/llm/quantize.hpp"
+#include "llm/quantize_test_data.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {
@@ -30,26 +31,12 @@ namespace {
 using namespace tessera;
 namespace fs = std::filesystem;
 
+using tessera::test::f32_bytes;
+using tessera::test::lcg_values;
+
 struct temp_dir : tessera::test::temp_dir {
     temp_dir() : tessera::test::temp_dir("quant_k") {}
 };
-
-// Deterministic values in [-scale, scale) (LCG, Knuth MMIX constants).
-std::vector<float> lcg_values(size_t n, uint64_t seed, float scale) {
-    std::vector<float> v(n);
-    uint64_t s = seed;
-    for (auto & x : v) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x = scale * (float(double(s >> 40) / double(1ull << 24)) * 2.0f - 1.0f);
-    }
-    return v;
-}
-
-std::vector<uint8_t> f32_bytes(const std::vector<float> & v) {
-    std::vector<uint8_t> b(v.size() * 4);
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
-}
 
 std::vector<uint8_t> bytes_of(const gguf::tensor_info & t) { return {t.data, t.data + t.size}; }
 
