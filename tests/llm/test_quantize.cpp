@@ -28,10 +28,10 @@ namespace {
 using namespace tessera;
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
 using tessera::test::f32_bytes;
 using tessera::test::lcg_values;
 
+// A fresh directory per test, removed afterwards.
 struct temp_dir : tessera::test::temp_dir {
     temp_dir() : tessera::test::temp_dir("quant") {}
 };

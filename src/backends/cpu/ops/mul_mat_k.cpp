@@ -25,10 +25,7 @@ constexpr int64_t k_rows = 16;                               // rows per work it
 constexpr size_t k_prefetch = 4096;                          // bytes ahead in the weight row
 
 inline int32_t hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
+    return simd::hsum_epi32(v);
 }
 
 inline __m256i load256(const void * p) {

@@ -61,67 +61,51 @@ inline __m256i round_clamp(__m256 v) {
     return _mm256_cvttps_epi32(r);
 }
 
-void quantize_block_avx2(const float * x, int8_t * q, float * d_out, int32_t * sum_out) {
+// The largest |x| of n vectors of 8 at x, as fmax over them would give it:
+// a NaN lane keeps the running maximum.
+inline float amax_avx2(const float * x, int n) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 v[4];
     __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-        v[i] = _mm256_loadu_ps(x + 8 * i);
-        m = _mm256_max_ps(_mm256_and_ps(v[i], abs_mask), m); // a NaN lane keeps m (like fmax)
-    }
+    for (int i = 0; i < n; ++i) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask), m);
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    *d_out = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-    const __m256 vid = _mm256_set1_ps(id);
-    __m256i i32[4];
-    for (int i = 0; i < 4; ++i) i32[i] = round_clamp(_mm256_mul_ps(v[i], vid));
+    return _mm_cvtss_f32(m4);
+}
+
+// Quantizes the 32 values at x (times id) into q; i32 gets the four
+// int32 vectors of quants (elements 8i .. 8i + 7), for the block sums.
+inline void quantize_32(const float * x, __m256 vid, int8_t * q, __m256i * i32) {
+    for (int i = 0; i < 4; ++i) i32[i] = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), vid));
     // int32 -> int8 (values fit, no saturation), back in element order.
     const __m256i w01 = _mm256_packs_epi32(i32[0], i32[1]);
     const __m256i w23 = _mm256_packs_epi32(i32[2], i32[3]);
     __m256i b = _mm256_packs_epi16(w01, w23);
     b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(q), b);
-    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-    *sum_out = _mm_cvtsi128_si32(s4);
 }
 
-inline int32_t hsum_epi32(__m256i s) {
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-    return _mm_cvtsi128_si32(s4);
+void quantize_block_avx2(const float * x, int8_t * q, float * d_out, int32_t * sum_out) {
+    const float d = amax_avx2(x, 4) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d_out = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    __m256i i32[4];
+    quantize_32(x, _mm256_set1_ps(id), q, i32);
+    *sum_out = simd::hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
 }
 
-// One Q8_K super-block: amax as fmax over |x| (NaN lanes ignored), the
-// same d, id and rounding as quantize_row_q8_k_ref.
+// One Q8_K super-block: the same d, id and rounding as
+// quantize_row_q8_k_ref.
 void quantize_super_block_avx2(const float * x, block_q8_k & y) {
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 32; ++i) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask), m);
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float d = _mm_cvtss_f32(m4) / 127.0f;
+    const float d = amax_avx2(x, 32) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y.d = d;
     const __m256 vid = _mm256_set1_ps(id);
     for (int g = 0; g < 8; ++g) { // 32 elements
         __m256i i32[4];
-        for (int i = 0; i < 4; ++i) i32[i] = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * i), vid));
-        const __m256i w01 = _mm256_packs_epi32(i32[0], i32[1]);
-        const __m256i w23 = _mm256_packs_epi32(i32[2], i32[3]);
-        __m256i b = _mm256_packs_epi16(w01, w23);
-        b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256(reinterpret_cast<__m256i *>(y.qs + 32 * g), b);
-        y.bsums[2 * g] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(i32[0], i32[1])));
-        y.bsums[2 * g + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(i32[2], i32[3])));
+        quantize_32(x + 32 * g, vid, y.qs + 32 * g, i32);
+        y.bsums[2 * g] = static_cast<int16_t>(simd::hsum_epi32(_mm256_add_epi32(i32[0], i32[1])));
+        y.bsums[2 * g + 1] = static_cast<int16_t>(simd::hsum_epi32(_mm256_add_epi32(i32[2], i32[3])));
     }
 }
 

@@ -67,6 +67,14 @@ inline float hsum16(__m256 lo, __m256 hi) {
     return hsum8(_mm256_add_ps(lo, hi));
 }
 
+// Sum of the 8 int32 lanes of v (exact, wrapping as int32 does).
+inline int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
 // Sum of the 8 int32 lanes of each of v0..v3 (exact): lane r of the result
 // is the total of v_r.
 inline __m128i hsum4x8_epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
