@@ -8,7 +8,8 @@
 // layer matrices and output; never token_embd, which GET_ROWS reads), the
 // logits of every prompt position and of every greedy step, the greedy
 // tokens, and that destroying the session points the weights back at the
-// file.
+// file. A Q4_K_M model (rows of 256) checks the K-quant paths, whose logits
+// must be bit-identical.
 // Tolerance: the two layouts compute the same exact integer block sums and
 // the same block terms; only the order in which F32 adds them differs
 // (repacked: one chain per element; plain: 4 or 16 chains), a relative
@@ -189,6 +190,39 @@ TEST(ModelRepack, SessionsOnOneModelRunAtOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_F16),
                          [](const ::testing::TestParamInfo<type> & info) { return std::string(type_name(info.param)); });
+
+// A Q4_K_M model (Q4_K layer matrices, Q6_K attn_v / ffn_down / output)
+// of a shape whose rows are whole 256-element super-blocks: n_embd 256,
+// n_ff 512, 2 layers, 4 heads, 2 KV heads. K-quant products have the same
+// bits on every path (vec_dot_k.hpp): the repacked Q4_K groups
+// (mul_mat_k_repack.cpp, gemm_k's panels from the groups) and the plain
+// rows, so the logits must be identical, not merely close.
+TEST(ModelRepackK, Q4KMLogitsAreBitIdenticalWithRepackingOnAndOff) {
+    const fs::path path = temp_dir() / "k256-Q4_K_M.gguf";
+    llm::synth_params p;
+    p.shape = llm::synth_preset("tiny");
+    p.shape.name = "k256";
+    p.shape.n_embd = 256;
+    p.shape.n_ff = 512;
+    p.wtype = llm::file_type_q4_k_m;
+    p.vocab = shared_dir + "/vocab/ggml-vocab-llama-spm.gguf";
+    p.seed = 9;
+    llm::synth_model(p, path);
+    const auto m = llm::model::load(path);
+    int n_q4k = 0;
+    for (const tensor * t : m->mul_mat_weights()) n_q4k += t->type == TSR_TYPE_Q4_K;
+    ASSERT_GE(n_q4k, 8) << "the layer matrices should be Q4_K";
+    for (int n_threads : {1, 2}) {
+        SCOPED_TRACE("threads " + std::to_string(n_threads));
+        const run_result plain = run(*m, false, n_threads);
+        const run_result packed = run(*m, true, n_threads);
+        EXPECT_EQ(packed.tokens, plain.tokens);
+        EXPECT_EQ(packed.prompt_logits, plain.prompt_logits);
+        EXPECT_EQ(packed.step_logits, plain.step_logits);
+        const auto [lo, hi] = std::minmax_element(plain.prompt_logits.begin(), plain.prompt_logits.end());
+        EXPECT_GT(*hi - *lo, 0.1f);
+    }
+}
 
 // A model without Q8_0/Q4_0 matrices (F32 stories260K): its MUL_MAT
 // matrices still move to the CPU_REPACK buffer (stored plainly, on large

@@ -315,6 +315,158 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                                     "_M" + std::to_string(info.param.M);
                          });
 
+// ---- Q4_K (groups of repack_group_rows(Q4_K) rows: 16 in AVX-512 builds,
+// 8 in the other AVX2 builds; stored plainly without AVX2) ----
+
+// The documented mapping (repack.hpp): original byte i of row `row`'s
+// super-block b, G rows per group, lies in group block (row / G) * n_super + b
+// (144 G bytes each) at: d 2r + i, dmin 2G + 2r + (i - 2), scale byte k =
+// i - 4 at 4G + G k + r, qs byte q = i - 16 at 16G + 4G (q / 4) + 4r + q % 4.
+TEST(RepackLayoutQ4K, BytesLandWhereTheLayoutSays) {
+    const auto G = static_cast<size_t>(repack_group_rows(TSR_TYPE_Q4_K));
+    if (G == 0) GTEST_SKIP() << "Q4_K is stored plainly in this build";
+    context ctx(data_ctx());
+    const size_t K = 512, M = 2 * G, n_super = K / 256, bb = 144;
+    tsr_tensor * t = ctx.new_tensor(TSR_TYPE_Q4_K, {static_cast<int64_t>(K), static_cast<int64_t>(M)});
+    ASSERT_TRUE(repack_eligible(t));
+    const size_t n = nbytes(t);
+    ASSERT_EQ(n, M * n_super * bb);
+    std::vector<uint8_t> orig(n);
+    std::mt19937 rng(17);
+    for (auto & v : orig) v = static_cast<uint8_t>(rng());
+    repack_store(t, orig.data(), 0, n);
+    const auto * packed = static_cast<const uint8_t *>(t->data);
+    for (size_t row = 0; row < M; ++row) {
+        for (size_t b = 0; b < n_super; ++b) {
+            const size_t base = (row / G * n_super + b) * bb * G, r = row % G;
+            for (size_t i = 0; i < bb; ++i) {
+                size_t at;
+                if (i < 2) {
+                    at = 2 * r + i;
+                } else if (i < 4) {
+                    at = 2 * G + 2 * r + (i - 2);
+                } else if (i < 16) {
+                    at = 4 * G + G * (i - 4) + r;
+                } else {
+                    const size_t q = i - 16;
+                    at = 16 * G + 4 * G * (q / 4) + 4 * r + q % 4;
+                }
+                ASSERT_EQ(packed[base + at], orig[row * n_super * bb + b * bb + i]) << "row " << row << " block " << b << " byte " << i;
+            }
+        }
+    }
+}
+
+TEST(RepackLayoutQ4K, EligibilityAndRoundTrips) {
+    const int64_t G = repack_group_rows(TSR_TYPE_Q4_K);
+    context ctx(data_ctx());
+    EXPECT_TRUE(G == 0 || G == 8 || G == 16) << G;
+    EXPECT_EQ(repack_type_supported(TSR_TYPE_Q4_K), G != 0);
+    EXPECT_EQ(repack_group_rows(TSR_TYPE_Q4_K), repack_type_supported(TSR_TYPE_F16) ? G : 0); // both need AVX2/F16C
+    EXPECT_FALSE(repack_type_supported(TSR_TYPE_Q6_K));
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q6_K, {256, 16})));
+    if (G == 0) GTEST_SKIP() << "Q4_K is stored plainly in this build";
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G})));
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {2048, 3 * G})));
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G + G / 2}))); // rows not whole groups
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G / 2})));     // nor here
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G, 2})));    // 3-D
+    tsr_tensor * t = ctx.new_tensor(TSR_TYPE_Q4_K, {768, 3 * G});
+    EXPECT_FALSE(repack_eligible(view_2d(ctx, t, 768, G, t->nb[1], 0))); // a view
+    // Round trips of the whole image and of odd ranges crossing the d/dmin,
+    // scale-byte and 4-byte qs units, super-blocks, rows and groups.
+    const size_t n = nbytes(t);
+    std::vector<uint8_t> orig(n), back(n);
+    std::mt19937 rng(23);
+    for (auto & v : orig) v = static_cast<uint8_t>(rng());
+    repack_store(t, orig.data(), 0, n);
+    ASSERT_NE(std::memcmp(t->data, orig.data(), n), 0) << "layout unchanged";
+    repack_load(t, back.data(), 0, n);
+    ASSERT_EQ(back, orig);
+    std::uniform_int_distribution<size_t> pos(0, n - 1);
+    for (int iter = 0; iter < 300; ++iter) {
+        const size_t off = pos(rng), len = std::min(n - off, pos(rng) % 1000);
+        std::vector<uint8_t> patch(len);
+        for (auto & v : patch) v = static_cast<uint8_t>(rng());
+        repack_store(t, patch.data(), off, len);
+        std::copy(patch.begin(), patch.end(), orig.begin() + static_cast<ptrdiff_t>(off));
+        const size_t roff = pos(rng), rlen = std::min(n - roff, pos(rng) % 1000);
+        std::vector<uint8_t> got(rlen);
+        repack_load(t, got.data(), roff, rlen);
+        ASSERT_TRUE(std::equal(got.begin(), got.end(), orig.begin() + static_cast<ptrdiff_t>(roff))) << off << "+" << len;
+    }
+    repack_load(t, back.data(), 0, n);
+    EXPECT_EQ(back, orig);
+}
+
+// Repacked Q4_K products (the one-token kernel of mul_mat_k_repack.cpp for
+// N < 4, gemm_k's panels unpacked from the groups for N >= 4) compute the
+// integers and F32 steps of vec_dot_k.hpp per row, like the plain-row
+// kernels: every element must have the plain product's bits, on 1, 2 or 3
+// threads. Independently, each element must lie within the Q8_K
+// activation-quantization bound of the double product of the decoded
+// original bytes: sum_k |w_k| * 0.5 * amax_256(k) / 127 (half a step of
+// the super-block's activation scale), + 1e-5 sum |w_k x_k| for the F32 steps.
+struct rk_case {
+    int64_t K, groups;
+};
+
+class RepackMulMatQ4K : public ::testing::TestWithParam<rk_case> {};
+
+TEST_P(RepackMulMatQ4K, SameBitsAsThePlainRowsForAnyColumnsAndThreads) {
+    const int64_t G = repack_group_rows(TSR_TYPE_Q4_K);
+    if (G == 0) GTEST_SKIP() << "Q4_K is stored plainly in this build";
+    const rk_case c = GetParam();
+    const int64_t M = c.groups * G;
+    for (int64_t N : {1, 2, 3, 4, 5, 9, 70}) {
+        SCOPED_TRACE("N=" + std::to_string(N));
+        context ctx(data_ctx());
+        std::mt19937 rng(static_cast<unsigned>(c.K * 13 + M * 5 + N));
+        tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q4_K, {c.K, M});
+        fill_weights(a, rng);
+        tsr_tensor * ar = ctx.new_tensor(TSR_TYPE_Q4_K, {c.K, M});
+        fake_repack_buffer fb;
+        fb.place(ar, a->data);
+        ASSERT_TRUE(is_repacked(ar));
+        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {c.K, N});
+        fill_uniform(b, rng);
+        tsr_tensor * plain = mul_mat(ctx, a, b);
+        tsr_tensor * packed = mul_mat(ctx, ar, b);
+        ASSERT_TRUE(supports_op(packed));
+        ASSERT_EQ(compute(plain, 1), TSR_STATUS_SUCCESS);
+        for (int nth : {1, 2, 3}) {
+            std::memset(packed->data, 0x7f, nbytes(packed));
+            ASSERT_EQ(compute(packed, nth), TSR_STATUS_SUCCESS);
+            ASSERT_EQ(std::memcmp(plain->data, packed->data, nbytes(plain)), 0) << nth << " threads: repacked differs from plain";
+        }
+        std::vector<double> x(static_cast<size_t>(c.K)), amax(static_cast<size_t>(c.K));
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t k = 0; k < c.K; ++k) x[k] = get(b, k, n);
+            for (int64_t k0 = 0; k0 < c.K; k0 += 256) {
+                double mx = 0;
+                for (int64_t k = k0; k < k0 + 256; ++k) mx = std::max(mx, std::fabs(x[k]));
+                std::fill(amax.begin() + k0, amax.begin() + k0 + 256, mx);
+            }
+            for (int64_t m = 0; m < M; ++m) {
+                double want = 0, abs_sum = 0, q_err = 0;
+                for (int64_t k = 0; k < c.K; ++k) {
+                    const double w = get(a, k, m);
+                    want += w * x[k];
+                    abs_sum += std::fabs(w * x[k]);
+                    q_err += std::fabs(w) * 0.5 * amax[k] / 127.0;
+                }
+                ASSERT_NEAR(get(packed, m, n), want, q_err + 1e-5 * abs_sum) << "m=" << m << " n=" << n;
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMatQ4K,
+                         ::testing::Values(rk_case{256, 1}, rk_case{512, 3}, rk_case{2304, 2}, rk_case{1024, 9}),
+                         [](const ::testing::TestParamInfo<rk_case> & info) {
+                             return "K" + std::to_string(info.param.K) + "_groups" + std::to_string(info.param.groups);
+                         });
+
 // Only MUL_MAT may read a repacked tensor, and only as src[0] itself.
 TEST(RepackSupport, OtherReadersOfRepackedDataAreRefused) {
     context ctx(data_ctx());

@@ -25,8 +25,9 @@
 //   then the F32 steps per super-block, in order.
 #include <algorithm>
 
+#include "backends/cpu/ops/k_lanes.hpp"
 #include "backends/cpu/ops/mul_mat_impl.hpp"
-#include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/vec_dot_k.hpp"
 
 namespace tessera::cpu {
@@ -124,6 +125,25 @@ void unpack_quants(const char * blk, uint8_t * q) {
     }
 }
 
+// Row r's scales, mins, d and dmin of a Q4_K super-block (scales: its 12
+// scale bytes; d, dmin: F16 bits) into the panel block pb.
+void put_q4_k_row(const char * scales, uint16_t d, uint16_t dmin, uint8_t * pb, int r) {
+    using F = fmt<TSR_TYPE_Q4_K>;
+    const q4_k_scales s = unpack_q4_k_scales(scales);
+    const uint32_t sw[2] = {s.sc_lo, s.sc_hi}, mw[2] = {s.m_lo, s.m_hi};
+    int scv[8], mv[8];
+    for (int j = 0; j < 8; ++j) {
+        scv[j] = static_cast<int>((sw[j / 4] >> (8 * (j % 4))) & 0xff);
+        mv[j] = static_cast<int>((mw[j / 4] >> (8 * (j % 4))) & 0xff);
+    }
+    auto * sc = reinterpret_cast<int32_t *>(pb + F::scales);
+    auto * pr = reinterpret_cast<int32_t *>(pb + F::pairs);
+    for (int j = 0; j < 8; ++j) sc[j * k_p + r] = k_vnni ? scv[j] : pair16(scv[j], scv[j]);
+    for (int j = 0; j < 4; ++j) pr[j * k_p + r] = pair16(mv[2 * j], mv[2 * j + 1]);
+    reinterpret_cast<float *>(pb + F::d)[r] = _cvtsh_ss(d);
+    reinterpret_cast<float *>(pb + F::dmin)[r] = _cvtsh_ss(dmin);
+}
+
 // Packs rows [m0, m0 + rows) (rows <= k_p) of matrix a into the panel;
 // missing rows are zero.
 template <int32_t T>
@@ -149,17 +169,7 @@ void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_
                 const char * blk = a + static_cast<size_t>(m0 + r) * nb1 + static_cast<size_t>(b) * k_block_bytes(T);
                 unpack_quants<T>(blk, q[i]);
                 if constexpr (F::q4) {
-                    const q4_k_scales s = unpack_q4_k_scales(blk + k_q4_k_scales);
-                    const uint32_t sw[2] = {s.sc_lo, s.sc_hi}, mw[2] = {s.m_lo, s.m_hi};
-                    int scv[8], mv[8];
-                    for (int j = 0; j < 8; ++j) {
-                        scv[j] = static_cast<int>((sw[j / 4] >> (8 * (j % 4))) & 0xff);
-                        mv[j] = static_cast<int>((mw[j / 4] >> (8 * (j % 4))) & 0xff);
-                    }
-                    for (int j = 0; j < 8; ++j) sc[j * k_p + r] = k_vnni ? scv[j] : pair16(scv[j], scv[j]);
-                    for (int j = 0; j < 4; ++j) pr[j * k_p + r] = pair16(mv[2 * j], mv[2 * j + 1]);
-                    dv[r] = _cvtsh_ss(read_u16(blk + k_q4_k_d));
-                    reinterpret_cast<float *>(pb + F::dmin)[r] = _cvtsh_ss(read_u16(blk + k_q4_k_dmin));
+                    put_q4_k_row(blk + k_q4_k_scales, read_u16(blk + k_q4_k_d), read_u16(blk + k_q4_k_dmin), pb, r);
                 } else {
                     const auto * s = reinterpret_cast<const int8_t *>(blk + k_q6_k_scales);
                     for (int j = 0; j < 16; ++j) sc[j * k_p + r] = k_vnni ? s[j] : pair16(s[j], s[j]);
@@ -178,74 +188,45 @@ void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_
     }
 }
 
-inline int32_t quad(const char * p) {
-    int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
 inline float scalar_f32(const char * p) {
     float v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 
-// Vector operations on k_p int32 / F32 lanes.
-#ifdef TSR_CPU_AVX512
-struct vec {
-    using vi = __m512i;
-    using vf = __m512;
-    static vi zero() { return _mm512_setzero_si512(); }
-    static vi load(const void * p) { return _mm512_load_si512(p); }
-    static vf loadf(const void * p) { return _mm512_load_ps(p); }
-    static vi bcast(int32_t v) { return _mm512_set1_epi32(v); }
-    static vf bcastf(float v) { return _mm512_set1_ps(v); }
-    static vi add(vi a, vi b) { return _mm512_add_epi32(a, b); }
-    static vi add16(vi a, vi b) { return _mm512_add_epi16(a, b); }
-    static vi sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
-    static vi shl5(vi a) { return _mm512_slli_epi32(a, 5); }
-    static vi mullo(vi a, vi b) { return _mm512_mullo_epi32(a, b); }
-    static vi madd16(vi a, vi b) { return _mm512_madd_epi16(a, b); }
-    static vi maddubs(vi u, vi s) { return _mm512_maddubs_epi16(u, s); }
-    static vi dot4_bcast(vi acc, vi u, const char * x4) { return simd::dot4_u8s8_bcast(acc, u, x4); }
-    static vf cvt(vi a) { return _mm512_cvtepi32_ps(a); }
-    static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
-    static vf neg(vf a) { return _mm512_xor_ps(a, _mm512_set1_ps(-0.0f)); }
-    static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
-    static vf zerof() { return _mm512_setzero_ps(); }
-    static void storef(float * p, vf v) { _mm512_store_ps(p, v); }
-};
-#else
-struct vec {
-    using vi = __m256i;
-    using vf = __m256;
-    static vi zero() { return _mm256_setzero_si256(); }
-    static vi load(const void * p) { return _mm256_load_si256(static_cast<const __m256i *>(p)); }
-    static vf loadf(const void * p) { return _mm256_load_ps(static_cast<const float *>(p)); }
-    static vi bcast(int32_t v) { return _mm256_set1_epi32(v); }
-    static vf bcastf(float v) { return _mm256_set1_ps(v); }
-    static vi add(vi a, vi b) { return _mm256_add_epi32(a, b); }
-    static vi add16(vi a, vi b) { return _mm256_add_epi16(a, b); }
-    static vi sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
-    static vi shl5(vi a) { return _mm256_slli_epi32(a, 5); }
-    static vi mullo(vi a, vi b) { return _mm256_mullo_epi32(a, b); }
-    static vi madd16(vi a, vi b) { return _mm256_madd_epi16(a, b); }
-    static vi maddubs(vi u, vi s) { return _mm256_maddubs_epi16(u, s); }
-    static vi dot4_bcast(vi acc, vi u, const char * x4) { return simd::dot4_u8s8(acc, u, _mm256_set1_epi32(quad(x4))); }
-    static vf cvt(vi a) { return _mm256_cvtepi32_ps(a); }
-    static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
-    static vf neg(vf a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
-    static vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
-    static vf zerof() { return _mm256_setzero_ps(); }
-    static void storef(float * p, vf v) { _mm256_store_ps(p, v); }
-};
-#endif
-
 // out[c][0..k_p) = the k_p panel rows . column c, for C columns.
+// The panel of a repacked Q4_K matrix's group m0 / k_p (repack.hpp: its
+// groups are lanes::n = k_p rows), the same bytes pack_panel makes of
+// those rows: a step's low nibbles are panel step 16 (j / 8) + j % 8, its
+// high nibbles that + 8.
+static_assert(k_p == lanes::n, "a repacked Q4_K group is one panel");
+void pack_panel_repacked_q4_k(const char * a, int64_t m0, int64_t n_super, uint8_t * panel) {
+    using F = fmt<TSR_TYPE_Q4_K>;
+    using V = lanes;
+    constexpr size_t G = k_p, group_block = 144 * G;
+    const char * grp = a + static_cast<size_t>(m0 / k_p) * static_cast<size_t>(n_super) * group_block;
+    const V::vi nib = V::bcast8(0x0f);
+    for (int64_t b = 0; b < n_super; ++b) {
+        const char * blk = grp + static_cast<size_t>(b) * group_block;
+        uint8_t * pb = panel + static_cast<size_t>(b) * F::bytes;
+        for (int j = 0; j < 32; ++j) {
+            const V::vi w = V::loadu(blk + 16 * G + 4 * G * j);
+            const int s = 16 * (j / 8) + j % 8;
+            V::storeu(pb + F::steps + static_cast<size_t>(s) * k_p * 4, V::and_(w, nib));
+            V::storeu(pb + F::steps + static_cast<size_t>(s + 8) * k_p * 4, V::and_(V::srli16(w, 4), nib));
+        }
+        for (int r = 0; r < k_p; ++r) {
+            char scales[12];
+            for (size_t k = 0; k < 12; ++k) scales[k] = blk[4 * G + G * k + static_cast<size_t>(r)];
+            put_q4_k_row(scales, read_u16(blk + 2 * r), read_u16(blk + 2 * G + 2 * r), pb, r);
+        }
+    }
+}
+
 template <int32_t T, int C>
 __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const uint8_t * panel, int64_t n_super, const char * xt, float * out) {
     using F = fmt<T>;
-    using V = vec;
+    using V = lanes;
     typename V::vf acc[C];
     for (int c = 0; c < C; ++c) acc[c] = V::zerof();
     for (int64_t b = 0; b < n_super; ++b) {
@@ -355,7 +336,13 @@ void run(const compute_params & p, const mm_dims & d) {
                                   static_cast<int>((n - n0) % k_c));
             }
         },
-        [&](const char * a, int64_t m0, int64_t rows) { pack_panel<T>(a, d.a->nb[1], m0, rows, n_super, sc.panel); },
+        [&](const char * a, int64_t m0, int64_t rows) {
+            if (T == TSR_TYPE_Q4_K && is_repacked(d.a)) {
+                pack_panel_repacked_q4_k(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups
+            } else {
+                pack_panel<T>(a, d.a->nb[1], m0, rows, n_super, sc.panel);
+            }
+        },
         [&](int ncols, int64_t ti, float * out) { tile<T>(ncols, sc.panel, n_super, sc.cols + static_cast<size_t>(ti) * tile_bytes, out); });
 }
 

@@ -6,7 +6,8 @@
 //
 // Chooses the path for a node (mul_mat_impl.hpp): Q8_0/Q4_0 weights
 // repacked by the CPU_REPACK buffer type (repack.hpp) always take
-// mul_mat_repack.cpp, repacked F16/BF16 weights matvec_f or gemm_f; else
+// mul_mat_repack.cpp, repacked F16/BF16 weights matvec_f or gemm_f,
+// repacked Q4_K weights mul_mat_k_repack.cpp or gemm_k; else
 // with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
 // portable kernel (K-quants: mul_mat_k.cpp / gemm_k.cpp with AVX2, else
 // the portable kernel, all with the operations of vec_dot_k.hpp). The choice depends
@@ -26,7 +27,7 @@ namespace tessera::cpu {
 
 namespace {
 
-enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack, matvec_k, gemm_k };
+enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack, matvec_k, gemm_k, matvec_k_repack };
 
 bool is_quant_weight(int32_t t) {
     return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
@@ -36,7 +37,8 @@ mm_path choose_path(const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
     const tsr_tensor * b = node->src[1];
     if (is_repacked(a)) { // row-interleaved weights (repack.hpp; mul_mat_supported checked dst)
-        // Quantized: every variant; float: only builds with F16C repack them.
+        // Q8_0/Q4_0: every variant; float and Q4_K: only builds with AVX2/F16C repack them.
+        if (is_k_quant(a->type)) return b->ne[1] >= k_gemm_min_n ? mm_path::gemm_k : mm_path::matvec_k_repack;
         if (!is_float_type(a->type)) return mm_path::repack;
         return b->ne[1] >= k_gemm_min_n ? mm_path::gemm_f : mm_path::matvec_f;
     }
@@ -83,6 +85,7 @@ size_t mul_mat_work_size(const tsr_tensor * node) {
     case mm_path::repack: return mul_mat_repack_work_size(mm_dims_of(dst));
     case mm_path::matvec_k: return mul_mat_k_work_size(mm_dims_of(dst));
     case mm_path::gemm_k: return gemm_k_work_size(mm_dims_of(dst));
+    case mm_path::matvec_k_repack: return mul_mat_k_repack_work_size(mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return mul_mat_generic_work_size(node);
@@ -103,6 +106,7 @@ bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
     case mm_path::repack: return mul_mat_repack(p, mm_dims_of(dst));
     case mm_path::matvec_k: return mul_mat_k(p, mm_dims_of(dst));
     case mm_path::gemm_k: return gemm_k(p, mm_dims_of(dst));
+    case mm_path::matvec_k_repack: return mul_mat_k_repack(p, mm_dims_of(dst));
     case mm_path::generic: break;
     }
     return compute_mul_mat_generic(p, dst);

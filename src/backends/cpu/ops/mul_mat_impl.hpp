@@ -14,7 +14,10 @@
 //   matvec_k  mul_mat_k.cpp: Q4_K/Q6_K weights, N < k_gemm_min_n; columns
 //             quantized to Q8_K, the integer sums of vec_dot_k.hpp
 //   gemm_k    gemm_k.cpp: Q4_K/Q6_K weights, N >= k_gemm_min_n; rows
-//             unpacked into panels, integer micro-kernel, the same sums
+//             unpacked into panels (from plain rows or repacked Q4_K
+//             groups), integer micro-kernel, the same sums
+//   matvec_k_repack  mul_mat_k_repack.cpp: repacked Q4_K weights,
+//             N < k_gemm_min_n; the same sums, G rows per vector
 //
 // The path depends only on the node (types, shapes, strides), never on the
 // thread count; within a path every output element is computed by the same
@@ -138,6 +141,8 @@ size_t mul_mat_k_work_size(const mm_dims & d);
 bool mul_mat_k(const compute_params & p, const mm_dims & d);
 size_t gemm_k_work_size(const mm_dims & d);
 bool gemm_k(const compute_params & p, const mm_dims & d);
+size_t mul_mat_k_repack_work_size(const mm_dims & d);
+bool mul_mat_k_repack(const compute_params & p, const mm_dims & d);
 
 // A grid of work items (batch, row block, column block), row block
 // fastest, cut into contiguous per-thread ranges. Only the amount of work

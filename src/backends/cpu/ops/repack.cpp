@@ -21,6 +21,7 @@ size_t block_bytes_of(int32_t type) {
     switch (type) {
     case TSR_TYPE_Q8_0: return 34;
     case TSR_TYPE_Q4_0: return 18;
+    case TSR_TYPE_Q4_K: return 144;
     default: return 0;
     }
 }
@@ -71,6 +72,70 @@ void transfer_float(const tsr_tensor * t, char * plain, size_t offset, size_t si
     }
 }
 
+// The Q4_K layout (repack.hpp): copies `size` bytes from original byte
+// `offset`. The units that stay contiguous: d, dmin (2 bytes), each scale
+// byte, each 4-byte step of qs. Whole groups take a loop without divisions.
+template <bool Store>
+void transfer_q4_k(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
+    constexpr size_t bb = 144;
+    const auto G = static_cast<size_t>(repack_group_rows(TSR_TYPE_Q4_K));
+    const size_t n_super = static_cast<size_t>(t->ne[0]) / 256;
+    const size_t row_bytes = n_super * bb, group_block = G * bb, group_bytes = n_super * group_block;
+    char * packed = static_cast<char *>(t->data);
+    auto copy = [](char * at_packed, char * at_plain, size_t n) {
+        if constexpr (Store) {
+            std::memcpy(at_packed, at_plain, n);
+        } else {
+            std::memcpy(at_plain, at_packed, n);
+        }
+    };
+    size_t row = offset / row_bytes, b = offset % row_bytes / bb, i = offset % bb;
+    size_t done = 0;
+    while (done < size) {
+        if (row % G == 0 && b == 0 && i == 0 && size - done >= group_bytes) {
+            char * grp = packed + row / G * group_bytes;
+            for (size_t bk = 0; bk < n_super; ++bk) {
+                char * blk = grp + bk * group_block;
+                for (size_t r = 0; r < G; ++r) {
+                    char * orig = plain + done + r * row_bytes + bk * bb;
+                    copy(blk + 2 * r, orig, 2);
+                    copy(blk + 2 * G + 2 * r, orig + 2, 2);
+                    for (size_t k = 0; k < 12; ++k) copy(blk + 4 * G + G * k + r, orig + 4 + k, 1);
+                    for (size_t j = 0; j < 32; ++j) copy(blk + 16 * G + 4 * G * j + 4 * r, orig + 16 + 4 * j, 4);
+                }
+            }
+            done += group_bytes;
+            row += G;
+            continue;
+        }
+        const size_t r = row % G;
+        char * blk = packed + (row / G * n_super + b) * group_block;
+        size_t at, unit_end;
+        if (i < 4) { // d, dmin
+            at = 2 * G * (i / 2) + 2 * r + i % 2;
+            unit_end = i / 2 * 2 + 2;
+        } else if (i < 16) { // a scale byte
+            at = 4 * G + G * (i - 4) + r;
+            unit_end = i + 1;
+        } else { // a byte of step j
+            const size_t j = (i - 16) / 4;
+            at = 16 * G + 4 * G * j + 4 * r + (i - 16) % 4;
+            unit_end = 16 + 4 * (j + 1);
+        }
+        const size_t n = std::min(unit_end - i, size - done);
+        copy(blk + at, plain + done, n);
+        done += n;
+        i += n;
+        if (i == bb) {
+            i = 0;
+            if (++b == n_super) {
+                b = 0;
+                ++row;
+            }
+        }
+    }
+}
+
 // Copies between the original image (plain, offset-relative) and the
 // interleaved data, `size` bytes from original byte `offset`. The original
 // block's bytes fall into units that stay contiguous in the interleaved
@@ -79,6 +144,10 @@ template <bool Store>
 void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
     if (is_float_layout(t->type)) {
         transfer_float<Store>(t, plain, offset, size);
+        return;
+    }
+    if (t->type == TSR_TYPE_Q4_K) {
+        transfer_q4_k<Store>(t, plain, offset, size);
         return;
     }
     const size_t bb = block_bytes_of(t->type);
@@ -151,6 +220,11 @@ int64_t repack_group_rows(int32_t type) {
     if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q8_0) return k_repack_rows;
 #ifdef TSR_CPU_AVX2
     if (is_float_layout(type)) return k_repack_float_rows;
+#ifdef TSR_CPU_AVX512
+    if (type == TSR_TYPE_Q4_K) return 16; // one row per int32 lane (k_lanes.hpp)
+#else
+    if (type == TSR_TYPE_Q4_K) return 8;
+#endif
 #endif
     return 0;
 }
@@ -166,9 +240,9 @@ bool repack_eligible(const tsr_tensor * t) {
     if (is_float_layout(t->type)) { // 2-byte elements, packed rows
         return t->nb[0] == 2 && t->nb[1] == 2 * static_cast<uint64_t>(t->ne[0]);
     }
-    const size_t bb = block_bytes_of(t->type);
-    if (t->ne[0] % static_cast<int64_t>(k_qk) != 0) return false;
-    return t->nb[0] == bb && t->nb[1] == bb * static_cast<uint64_t>(t->ne[0]) / k_qk;
+    const size_t bb = block_bytes_of(t->type), qk = t->type == TSR_TYPE_Q4_K ? 256 : k_qk;
+    if (t->ne[0] % static_cast<int64_t>(qk) != 0) return false;
+    return t->nb[0] == bb && t->nb[1] == bb * static_cast<uint64_t>(t->ne[0]) / qk;
 }
 
 bool is_repacked(const tsr_tensor * t) {

@@ -1,7 +1,8 @@
 // backends/cpu/ops/repack.hpp — the row-interleaved ("repacked") layouts of
 // weight matrices kept by the CPU_REPACK buffer type
 // (cpu_repack_buffer.cpp): Q8_0/Q4_0 read by the MUL_MAT kernels of
-// mul_mat_repack.cpp, F16/BF16 by those of matvec_f.cpp and gemm_f.cpp.
+// mul_mat_repack.cpp, F16/BF16 by those of matvec_f.cpp and gemm_f.cpp,
+// Q4_K by mul_mat_k_repack.cpp and gemm_k.cpp.
 //
 // Quantized layout (this project's own design). A qualifying matrix (repack_eligible)
 // of M rows, K columns, nblk = K / 32 blocks per row of bb bytes (GGUF block
@@ -24,6 +25,29 @@
 // its high nibbles elements 16 + 4 j .. 16 + 4 j + 3. The layout takes
 // exactly the bytes of the original matrix and is the same for every
 // instruction-set variant.
+//
+// Q4_K layout (this project's own design; builds with AVX2 only). The
+// groups hold G = repack_group_rows(TSR_TYPE_Q4_K) consecutive rows (AVX-512 builds 16, so
+// that a step is one 512-bit vector; else 8). A group's super-block b
+// (rows' blocks of 144 bytes: F16 d, F16 dmin, 12 bytes of 6-bit scales
+// and mins, 128 bytes of nibbles, core/types.hpp) occupies the 144 G bytes
+// at (g * n_super + b) * 144 G:
+//
+//   [0, 2G)            the G rows' d, row r at byte 2 r
+//   [2G, 4G)           their dmin, row r at 2G + 2 r
+//   [4G, 16G)          scale byte k (0..11) of row r at 4G + G k + r: each
+//                      byte position is one vector of G bytes, so the
+//                      scales and mins of all G rows unpack with the
+//                      block's bit operations on whole vectors
+//   [16G + 4G j, ...)  step j = 0..31: qs bytes 4 j .. 4 j + 3 of row r at
+//                      16G + 4G j + 4 r; its low nibbles are elements
+//                      64 (j / 8) + 4 (j % 8) + 0..3 of sub-block 2 (j / 8),
+//                      its high nibbles the same + 32, of sub-block
+//                      2 (j / 8) + 1
+//
+// Like the layouts above it takes exactly the matrix's bytes; the one-token
+// kernel (mul_mat_k_repack.cpp) streams a group once, G rows in the lanes
+// of one vector, and gemm_k.cpp unpacks its panels from it.
 //
 // Float layout (F16, BF16; this project's own design): groups of
 // k_repack_float_rows = 16 consecutive rows, each group k-major: element
@@ -52,7 +76,9 @@
 
 namespace tessera::cpu {
 
-// Rows per interleaved group: Q8_0/Q4_0, F16/BF16.
+// Rows per interleaved group: Q8_0/Q4_0, F16/BF16. (Q4_K:
+// repack_group_rows, 16 in AVX-512 builds and 8 in the other AVX2 ones:
+// the int32 lanes of their widest vector, k_lanes.hpp.)
 inline constexpr int64_t k_repack_rows = 8;
 inline constexpr int64_t k_repack_float_rows = 16;
 
@@ -68,16 +94,17 @@ extern const char k_repack_tag;
 // &k_repack_tag.
 const void * repack_tag();
 
-// True for the types stored interleaved: Q4_0 and Q8_0, and F16 and BF16
-// in builds with F16C. (AVX-512 builds
+// True for the types stored interleaved: Q4_0 and Q8_0, and F16, BF16 and
+// Q4_K in builds with AVX2/F16C. (AVX-512 builds
 // kept Q8_0 plain until the interleaved layout got its 16-row AVX-512
 // GEMM kernel: interleaved, 1B Q8_0 token generation on 2 threads went
 // from 32.5 to 40.5 t/s, about 0.86 of the read bandwidth.)
 bool repack_type_supported(int32_t type);
 
 // True when t can be stored interleaved: repack_type_supported, not a view,
-// 2-D (ne[2] = ne[3] = 1), ne[1] a multiple of repack_group_rows, rows
-// packed (nb[0] = block or element bytes, nb[1] = row bytes).
+// 2-D (ne[2] = ne[3] = 1), ne[1] a multiple of repack_group_rows, ne[0] a
+// multiple of the block length, rows packed (nb[0] = block or element
+// bytes, nb[1] = row bytes).
 bool repack_eligible(const tsr_tensor * t);
 
 // True when t's data is in the interleaved layout (see above).

@@ -1,0 +1,100 @@
+// backends/cpu/ops/k_lanes.hpp — vector operations on the k_lanes int32 /
+// F32 lanes of the widest vector this build has (AVX-512: 16 lanes of
+// __m512i / __m512, AVX2: 8 of __m256i / __m256), one lane per weight row:
+// the K-quant kernels that keep rows side by side (gemm_k.cpp's panels,
+// mul_mat_k_repack.cpp's interleaved groups) are written once against
+// these. Only in builds with AVX2 (TSR_CPU_AVX2). Internal to the CPU
+// kernels.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/ops/simd.hpp"
+
+namespace tessera::cpu {
+
+#ifdef TSR_CPU_AVX2
+
+// The 4 bytes at p as one int32 (any alignment).
+inline int32_t quad(const char * p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#ifdef TSR_CPU_AVX512
+struct lanes {
+    static constexpr int n = 16;
+    using vi = __m512i;
+    using vf = __m512;
+    static vi zero() { return _mm512_setzero_si512(); }
+    static vi load(const void * p) { return _mm512_load_si512(p); } // 64-byte aligned
+    static vi loadu(const void * p) { return _mm512_loadu_si512(p); }
+    static vf loadf(const void * p) { return _mm512_load_ps(p); }
+    static vf load_f16(const void * p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i *>(p))); }
+    static vi u8_to_i32(const void * p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i *>(p))); }
+    static vi bcast(int32_t v) { return _mm512_set1_epi32(v); }
+    static vi bcast8(char v) { return _mm512_set1_epi8(v); }
+    static vf bcastf(float v) { return _mm512_set1_ps(v); }
+    static vi and_(vi a, vi b) { return _mm512_and_si512(a, b); }
+    static vi or_(vi a, vi b) { return _mm512_or_si512(a, b); }
+    static vi srli16(vi a, int k) { return _mm512_srli_epi16(a, static_cast<unsigned>(k)); }
+    static vi slli32(vi a, int k) { return _mm512_slli_epi32(a, static_cast<unsigned>(k)); }
+    static vi add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+    static vi add16(vi a, vi b) { return _mm512_add_epi16(a, b); }
+    static vi sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+    static vi shl5(vi a) { return _mm512_slli_epi32(a, 5); }
+    static vi mullo(vi a, vi b) { return _mm512_mullo_epi32(a, b); }
+    static vi madd16(vi a, vi b) { return _mm512_madd_epi16(a, b); }
+    static vi maddubs(vi u, vi s) { return _mm512_maddubs_epi16(u, s); }
+    static vi dot4_bcast(vi acc, vi u, const char * x4) { return simd::dot4_u8s8_bcast(acc, u, x4); }
+    static vf cvt(vi a) { return _mm512_cvtepi32_ps(a); }
+    static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+    static vf neg(vf a) { return _mm512_xor_ps(a, _mm512_set1_ps(-0.0f)); }
+    static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+    static vf zerof() { return _mm512_setzero_ps(); }
+    static void storef(float * p, vf v) { _mm512_store_ps(p, v); } // 64-byte aligned
+    static void storeuf(float * p, vf v) { _mm512_storeu_ps(p, v); }
+    static void storeu(void * p, vi v) { _mm512_storeu_si512(p, v); }
+};
+#else
+struct lanes {
+    static constexpr int n = 8;
+    using vi = __m256i;
+    using vf = __m256;
+    static vi zero() { return _mm256_setzero_si256(); }
+    static vi load(const void * p) { return _mm256_load_si256(static_cast<const __m256i *>(p)); } // 32-byte aligned
+    static vi loadu(const void * p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+    static vf loadf(const void * p) { return _mm256_load_ps(static_cast<const float *>(p)); }
+    static vf load_f16(const void * p) { return simd::load_f16x8(p); }
+    static vi u8_to_i32(const void * p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i *>(p))); }
+    static vi bcast(int32_t v) { return _mm256_set1_epi32(v); }
+    static vi bcast8(char v) { return _mm256_set1_epi8(v); }
+    static vf bcastf(float v) { return _mm256_set1_ps(v); }
+    static vi and_(vi a, vi b) { return _mm256_and_si256(a, b); }
+    static vi or_(vi a, vi b) { return _mm256_or_si256(a, b); }
+    static vi srli16(vi a, int k) { return _mm256_srli_epi16(a, k); }
+    static vi slli32(vi a, int k) { return _mm256_slli_epi32(a, k); }
+    static vi add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+    static vi add16(vi a, vi b) { return _mm256_add_epi16(a, b); }
+    static vi sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+    static vi shl5(vi a) { return _mm256_slli_epi32(a, 5); }
+    static vi mullo(vi a, vi b) { return _mm256_mullo_epi32(a, b); }
+    static vi madd16(vi a, vi b) { return _mm256_madd_epi16(a, b); }
+    static vi maddubs(vi u, vi s) { return _mm256_maddubs_epi16(u, s); }
+    static vi dot4_bcast(vi acc, vi u, const char * x4) { return simd::dot4_u8s8(acc, u, _mm256_set1_epi32(quad(x4))); }
+    static vf cvt(vi a) { return _mm256_cvtepi32_ps(a); }
+    static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+    static vf neg(vf a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+    static vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+    static vf zerof() { return _mm256_setzero_ps(); }
+    static void storef(float * p, vf v) { _mm256_store_ps(p, v); } // 32-byte aligned
+    static void storeuf(float * p, vf v) { _mm256_storeu_ps(p, v); }
+    static void storeu(void * p, vi v) { _mm256_storeu_si256(static_cast<__m256i *>(p), v); }
+};
+#endif
+
+#endif // TSR_CPU_AVX2
+
+} // namespace tessera::cpu

@@ -1,0 +1,203 @@
+// backends/cpu/ops/mul_mat_k_repack.cpp — MUL_MAT with repacked Q4_K
+// weights (groups of G interleaved rows, one per int32 lane: repack.hpp) and
+// N < k_gemm_min_n columns: token generation. (More columns: gemm_k.cpp,
+// which unpacks its panels from the same groups.)
+//
+// Each thread streams whole groups, front to back; the G rows of a group
+// sit in the G int32 lanes of one vector (k_lanes.hpp), so nothing is
+// reduced across lanes. Per super-block of a group:
+//   scales   the 12 G scale bytes (three vectors: bytes 0..3, 4..7, 8..11
+//            of every row) unpack with the Q4_K bit operations
+//            (vec_dot_k.hpp) into sc[j][r] and m[j][r], j = 0..7
+//   dots     step j of the group (4 qs bytes of each row): its low nibbles
+//            times the four activation quants 64 (j/8) + 4 (j%8) + 0..3
+//            broadcast to every lane, its high nibbles times those + 32;
+//            with VNNI vpdpbusd into int32 per sub-block, then times sc_j
+//            (vpmulld); without, vpmaddubsw pair sums (at most 8 steps of
+//            2 * 15 * 127: no int16 overflow) then vpmaddwd by (sc_j, sc_j)
+//   mins     msum = sum_j m_j * (block sum of sub-block j), as int16
+//            pairs (m_2i, m_2i+1) times the column's pairs (vpmaddwd)
+//   F32      acc = fma(d dx, isum, acc); acc = fma(-(dmin dx), msum, acc)
+// These are the integers and F32 steps of vec_dot_k.hpp, per lane, so a
+// product has the bits of the plain-row kernels (mul_mat_k.cpp, the
+// portable one) and of the GEMM, on any number of threads.
+#include <algorithm>
+
+#include "backends/cpu/ops/k_lanes.hpp"
+#include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/repack.hpp"
+#include "backends/cpu/ops/vec_dot_k.hpp"
+
+namespace tessera::cpu {
+
+#ifdef TSR_CPU_AVX2
+
+namespace {
+
+using V = lanes;
+constexpr auto G = static_cast<size_t>(V::n); // rows per group: repack_group_rows(TSR_TYPE_Q4_K)
+constexpr size_t k_group_block = 144 * G;                   // bytes of a group's super-block
+constexpr int k_cols = static_cast<int>(k_gemm_min_n) - 1;  // columns of this path
+constexpr size_t k_prefetch = 4096;                         // bytes ahead in a thread's stream
+#ifdef TSR_CPU_VNNI256
+constexpr bool k_vnni = true;
+#else
+constexpr bool k_vnni = false;
+#endif
+
+// A quantized column: the Q8_K blocks, then per super-block the four int32
+// words (bsum32_2i, bsum32_2i+1) as int16 pairs (bsum32_j: the sum of
+// sub-block j's 32 quants, |.| <= 32 * 127).
+struct column {
+    const block_q8_k * q;
+    const int32_t * pairs;
+};
+
+size_t col_bytes(int64_t n_super) {
+    return align64(static_cast<size_t>(n_super) * (k_q8_k_bytes + 4 * sizeof(int32_t)));
+}
+
+int32_t pair16(int a, int b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
+}
+
+// Quantizes column x (K floats) into the column's memory at `mem`.
+column quantize_column(const float * x, int64_t n_super, char * mem) {
+    auto * q = reinterpret_cast<block_q8_k *>(mem);
+    auto * pairs = reinterpret_cast<int32_t *>(mem + static_cast<size_t>(n_super) * k_q8_k_bytes);
+    quantize_q8_k_act(x, n_super, q);
+    for (int64_t b = 0; b < n_super; ++b) {
+        const int16_t * bs = q[b].bsums;
+        for (int i = 0; i < 4; ++i) {
+            pairs[4 * b + i] = pair16(bs[4 * i] + bs[4 * i + 1], bs[4 * i + 2] + bs[4 * i + 3]);
+        }
+    }
+    return {q, pairs};
+}
+
+// out[c][0..G) = the G rows of group `grp` (n_super super-blocks) . column c.
+template <int C>
+__attribute__((optimize("no-tree-reassoc"))) void group_dot(const char * grp, const column * x, int64_t n_super, float * const * out) {
+    const V::vi nib = V::bcast8(0x0f), six = V::bcast8(0x3f), top = V::bcast8(0x30);
+    V::vf acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = V::zerof();
+    for (int64_t b = 0; b < n_super; ++b) {
+        const char * blk = grp + static_cast<size_t>(b) * k_group_block;
+        for (size_t off = 0; off < k_group_block; off += 64) _mm_prefetch(blk + k_prefetch + off, _MM_HINT_T0);
+        // sc[j * G + r], m[j * G + r]: the bit layout of unpack_q4_k_scales
+        // on bytes 0..3 (A), 4..7 (B) and 8..11 (C8) of every row at once.
+        alignas(64) uint8_t sc[8 * G], m[8 * G];
+        const V::vi A = V::loadu(blk + 4 * G), B = V::loadu(blk + 8 * G), C8 = V::loadu(blk + 12 * G);
+        V::storeu(sc, V::and_(A, six));
+        V::storeu(sc + 4 * G, V::or_(V::and_(C8, nib), V::and_(V::srli16(A, 2), top)));
+        V::storeu(m, V::and_(B, six));
+        V::storeu(m + 4 * G, V::or_(V::and_(V::srli16(C8, 4), nib), V::and_(V::srli16(B, 2), top)));
+
+        V::vi isum[C];
+        for (int c = 0; c < C; ++c) isum[c] = V::zero();
+        const char * steps = blk + 16 * G;
+#pragma GCC unroll 1
+        for (int h = 0; h < 4; ++h) { // sub-blocks 2h (low nibbles) and 2h + 1 (high)
+            const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
+            if constexpr (k_vnni) {
+                V::vi lo[C], hi[C];
+                for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
+#pragma GCC unroll 8
+                for (int s = 0; s < 8; ++s) {
+                    const V::vi w = V::loadu(steps + 4 * G * (8 * h + s));
+                    const V::vi wl = V::and_(w, nib), wh = V::and_(V::srli16(w, 4), nib);
+                    for (int c = 0; c < C; ++c) {
+                        const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 64 * h + 4 * s;
+                        lo[c] = V::dot4_bcast(lo[c], wl, xq);
+                        hi[c] = V::dot4_bcast(hi[c], wh, xq + 32);
+                    }
+                }
+                for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::add(V::mullo(lo[c], sc_lo), V::mullo(hi[c], sc_hi)));
+            } else {
+                const V::vi sc16_lo = V::or_(sc_lo, V::slli32(sc_lo, 16)), sc16_hi = V::or_(sc_hi, V::slli32(sc_hi, 16));
+                V::vi lo[C], hi[C];
+                for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
+#pragma GCC unroll 8
+                for (int s = 0; s < 8; ++s) {
+                    const V::vi w = V::loadu(steps + 4 * G * (8 * h + s));
+                    const V::vi wl = V::and_(w, nib), wh = V::and_(V::srli16(w, 4), nib);
+                    for (int c = 0; c < C; ++c) {
+                        const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 64 * h + 4 * s;
+                        lo[c] = V::add16(lo[c], V::maddubs(wl, V::bcast(quad(xq))));
+                        hi[c] = V::add16(hi[c], V::maddubs(wh, V::bcast(quad(xq + 32))));
+                    }
+                }
+                for (int c = 0; c < C; ++c) {
+                    isum[c] = V::add(isum[c], V::add(V::madd16(lo[c], sc16_lo), V::madd16(hi[c], sc16_hi)));
+                }
+            }
+        }
+        // msum: int16 pairs (m_2i, m_2i+1) of every row against the column's pair words.
+        V::vi mpair[4];
+        for (int i = 0; i < 4; ++i) mpair[i] = V::or_(V::u8_to_i32(m + 2 * i * G), V::slli32(V::u8_to_i32(m + (2 * i + 1) * G), 16));
+        const V::vf d = V::load_f16(blk), dmin = V::load_f16(blk + 2 * G);
+        for (int c = 0; c < C; ++c) {
+            const int32_t * pw = x[c].pairs + 4 * b;
+            V::vi msum = V::madd16(mpair[0], V::bcast(pw[0]));
+            for (int i = 1; i < 4; ++i) msum = V::add(msum, V::madd16(mpair[i], V::bcast(pw[i])));
+            const V::vf dx = V::bcastf(x[c].q[b].d);
+            acc[c] = V::fma(V::mul(d, dx), V::cvt(isum[c]), acc[c]);
+            acc[c] = V::fma(V::neg(V::mul(dmin, dx)), V::cvt(msum), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) V::storeuf(out[c], acc[c]);
+}
+
+template <int C = k_cols>
+void group_dot_n(int cols, const char * grp, const column * x, int64_t n_super, float * const * out) {
+    if constexpr (C > 1) {
+        if (cols < C) return group_dot_n<C - 1>(cols, grp, x, n_super, out);
+    }
+    group_dot<C>(grp, x, n_super, out);
+}
+
+} // namespace
+
+size_t mul_mat_k_repack_work_size(const mm_dims & d) {
+    return k_cols * col_bytes(d.K / k_qk_k) + align64(static_cast<size_t>(d.K) * sizeof(float));
+}
+
+bool mul_mat_k_repack(const compute_params & p, const mm_dims & d) {
+    if (d.a->type != TSR_TYPE_Q4_K || d.N > k_cols) return false;
+    const int64_t n_super = d.K / k_qk_k;
+    const size_t cbytes = col_bytes(n_super);
+    char * cols = static_cast<char *>(p.wdata);
+    auto * xbuf = reinterpret_cast<float *>(cols + k_cols * cbytes); // one gathered column
+    const bool in_place = b_in_place(d);
+    const int64_t n_groups = d.M / static_cast<int64_t>(G); // repack_eligible: M is whole groups
+    const int64_t n_items = d.n_batch * n_groups;
+    const size_t group_bytes = static_cast<size_t>(n_super) * k_group_block;
+    work_queue queue(p, n_items, chunk_for_bytes(group_bytes, n_items, p.nth));
+    column x[k_cols];
+    int64_t have_batch = -1;
+    const int nc = static_cast<int>(d.N);
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const int64_t batch = it / n_groups, g = it % n_groups;
+            if (batch != have_batch) {
+                for (int c = 0; c < nc; ++c) {
+                    x[c] = quantize_column(b_column(d, in_place, batch, c, xbuf), n_super, cols + static_cast<size_t>(c) * cbytes);
+                }
+                have_batch = batch;
+            }
+            float * out[k_cols];
+            for (int c = 0; c < nc; ++c) out[c] = dst_column(d, batch, c) + g * static_cast<int64_t>(G);
+            group_dot_n(nc, a_matrix(d, batch) + static_cast<size_t>(g) * group_bytes, x, n_super, out);
+        }
+    }
+    return true;
+}
+
+#else // builds without AVX2 do not repack Q4_K (repack.cpp)
+
+size_t mul_mat_k_repack_work_size(const mm_dims &) { return 0; }
+bool mul_mat_k_repack(const compute_params &, const mm_dims &) { return false; }
+
+#endif
+
+} // namespace tessera::cpu
