@@ -1,5 +1,5 @@
-// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0 weight
-// matrices stored row-interleaved) through the registry and the C tables:
+// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0 and Q4_K
+// weight matrices stored row-interleaved) through the registry and the C tables:
 // on the compiled-in backend and on every variant plugin in the build
 // directory that this processor can run (a variant scoring 0 here is
 // skipped). Per variant: it is listed as the device's extra buffer type;
@@ -171,10 +171,84 @@ void check_device(const device & d) {
     }
 }
 
+// Q4_K matrices (interleaved in groups of 8 or 16 rows by the AVX2 and
+// AVX-512 variants, plain in the others): the bytes round-trip through the
+// buffer type, GET_ROWS is refused exactly when interleaved, and MUL_MAT
+// products equal those on the plain bytes BIT FOR BIT (the K-quant kernels
+// compute the same integer sums and F32 steps on every path; their values
+// against a double-precision reference are tested in
+// tests/backends/cpu/test_ops_mul_mat_k.cpp) on 1, 2 and 3 threads.
+void check_device_q4_k(const device & d) {
+    const auto rbt = find_repack(d);
+    ASSERT_TRUE(rbt.has_value());
+    backend be = d.init();
+    for (int64_t M : {int64_t{16}, int64_t{48}, int64_t{24}}) { // 24: whole groups of 8, not of 16
+        SCOPED_TRACE("Q4_K M=" + std::to_string(M));
+        const int64_t K = 512;
+        std::mt19937 rng(static_cast<unsigned>(M));
+        context wctx(context::params{8, false});
+        tsr_tensor * ar = wctx.new_tensor(TSR_TYPE_Q4_K, {K, M});
+        const size_t n = nbytes(ar);
+        std::vector<uint8_t> orig(n);
+        std::uniform_int_distribution<int> byte(0, 255), e(6, 9), mant(0, 1023);
+        for (size_t b = 0; b < n; b += 144) {
+            for (size_t j = 0; j < 144; ++j) orig[b + j] = static_cast<uint8_t>(byte(rng));
+            for (size_t h = 0; h < 2; ++h) { // d, dmin: positive F16 in [2^-9, 2^-5)
+                const auto v = static_cast<uint16_t>((e(rng) << 10) | mant(rng));
+                orig[b + 2 * h] = static_cast<uint8_t>(v & 0xff);
+                orig[b + 2 * h + 1] = static_cast<uint8_t>(v >> 8);
+            }
+        }
+        buffer rbuf = rbt->alloc(rbt->alloc_size(ar));
+        rbuf.place(ar, 0);
+        tensor_set(ar, orig.data(), 0, n);
+        std::vector<uint8_t> back(n);
+        tensor_get(ar, back.data(), 0, n);
+        ASSERT_EQ(back, orig) << "get_tensor does not return the bytes set";
+        for (size_t off : {size_t(3), size_t(145), n / 3, n - 11}) {
+            const size_t len = std::min<size_t>(n - off, 301);
+            std::vector<uint8_t> part(len);
+            tensor_get(ar, part.data(), off, len);
+            ASSERT_TRUE(std::equal(part.begin(), part.end(), orig.begin() + static_cast<ptrdiff_t>(off))) << off;
+        }
+        const bool interleaved = std::memcmp(ar->data, orig.data(), n) != 0;
+        context hctx(context::params{64, true});
+        tsr_tensor * a = hctx.new_tensor(TSR_TYPE_Q4_K, {K, M});
+        tensor_copy(ar, a);
+        ASSERT_EQ(std::memcmp(a->data, orig.data(), n), 0) << "tensor_copy from CPU_REPACK";
+        tsr_tensor * idx = hctx.new_tensor(TSR_TYPE_I32, {1});
+        std::memset(idx->data, 0, 4);
+        EXPECT_EQ(d.supports_op(get_rows(hctx, ar, idx)), !interleaved) << "GET_ROWS on CPU_REPACK weights";
+        for (int64_t N : {1, 3, 5, 70}) {
+            SCOPED_TRACE("N=" + std::to_string(N));
+            tsr_tensor * b = hctx.new_tensor(TSR_TYPE_F32, {K, N});
+            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+            for (int64_t i = 0; i < K * N; ++i) static_cast<float *>(b->data)[i] = u(rng);
+            tsr_tensor * plain = mul_mat(hctx, a, b);
+            tsr_tensor * packed = mul_mat(hctx, ar, b);
+            ASSERT_TRUE(d.supports_op(packed));
+            graph gp, gr;
+            gp.build_forward(plain);
+            gr.build_forward(packed);
+            be.set_n_threads(1);
+            ASSERT_EQ(be.graph_compute(gp), TSR_STATUS_SUCCESS);
+            for (int nth : {1, 2, 3}) {
+                be.set_n_threads(nth);
+                std::memset(packed->data, 0xff, nbytes(packed));
+                ASSERT_EQ(be.graph_compute(gr), TSR_STATUS_SUCCESS);
+                ASSERT_EQ(std::memcmp(plain->data, packed->data, nbytes(plain)), 0) << nth << " threads: repacked differs from plain";
+            }
+            const auto * y = static_cast<const float *>(plain->data);
+            EXPECT_TRUE(std::any_of(y, y + M * N, [](float v) { return std::fabs(v) > 1e-3f; })) << "products all near zero";
+        }
+    }
+}
+
 TEST(CpuRepack, CompiledInBackend) {
     registry reg;
     backend_reg cpu = reg.register_backend(tessera::cpu::backend_reg());
     check_device(cpu.devices().at(0));
+    check_device_q4_k(cpu.devices().at(0));
 }
 
 TEST(CpuRepack, EveryVariantPluginThisMachineRuns) {
@@ -200,6 +274,7 @@ TEST(CpuRepack, EveryVariantPluginThisMachineRuns) {
             continue;
         }
         check_device(r.devices().at(0));
+        check_device_q4_k(r.devices().at(0));
         ++ran;
     }
     EXPECT_GT(ran, 0);
