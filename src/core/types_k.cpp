@@ -180,12 +180,22 @@ void quantize_row_q8_k_ref(const float * x, block_q8_k * y, int64_t n) {
     check_super_blocks("quantize_row_q8_k_ref", n);
     for (int64_t b = 0; b < n / qk_k; ++b) {
         const float * xb = x + b * qk_k;
-        float amax = 0.0f;
-        for (int e = 0; e < qk_k; ++e) amax = std::fmax(amax, std::fabs(xb[e]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = d;
-        for (int e = 0; e < qk_k; ++e) y[b].qs[e] = static_cast<int8_t>(round_clamp(xb[e] * id, -127, 127));
+        y[b] = block_q8_k{};
+        // The first value of the largest magnitude, with its sign (NaN skipped).
+        float amax = 0.0f, max = 0.0f;
+        for (int e = 0; e < qk_k; ++e) {
+            if (std::fabs(xb[e]) > amax) {
+                amax = std::fabs(xb[e]);
+                max = xb[e];
+            }
+        }
+        if (amax == 0.0f) continue; // all zero (or NaN): d = 0, quants 0
+        const float iscale = -127.0f / max;
+        for (int e = 0; e < qk_k; ++e) {
+            const float r = std::nearbyint(iscale * xb[e]); // ties to even (default rounding mode)
+            y[b].qs[e] = static_cast<int8_t>(r != r ? 0 : std::clamp(r, -127.0f, 127.0f));
+        }
+        y[b].d = 1.0f / iscale;
         for (int j = 0; j < 16; ++j) {
             int s = 0;
             for (int l = 0; l < 16; ++l) s += y[b].qs[16 * j + l];

@@ -163,6 +163,9 @@ TEST(Q6K, QuantizeRoundTripWithinTheBlockGrid) {
     EXPECT_LT(std::sqrt(err2 / sig2), 0.03); // 6 bits
 }
 
+// Q8_K as the reference implementation quantizes activations: v = the
+// first value of largest magnitude (sign kept), iscale = -127 / v,
+// q = round-half-even(iscale x) clamped to +-127, d = 1 / iscale.
 TEST(Q8K, QuantizeValuesAndBlockSums) {
     const int64_t n = 512;
     std::vector<float> x = random_values(n, 13);
@@ -171,25 +174,62 @@ TEST(Q8K, QuantizeValuesAndBlockSums) {
     std::vector<block_q8_k> q(2);
     quantize_row_q8_k_ref(x.data(), q.data(), n);
     for (int b = 0; b < 2; ++b) {
-        float amax = 0.0f;
-        for (int e = 0; e < 256; ++e) amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(b * 256 + e)]));
-        EXPECT_EQ(q[static_cast<size_t>(b)].d, amax / 127.0f);
+        const block_q8_k & qb = q[static_cast<size_t>(b)];
+        float amax = 0.0f, v = 0.0f;
+        for (int e = 0; e < 256; ++e) {
+            const float a = std::fabs(x[static_cast<size_t>(b * 256 + e)]);
+            if (a > amax) {
+                amax = a;
+                v = x[static_cast<size_t>(b * 256 + e)];
+            }
+        }
+        const float iscale = -127.0f / v;
+        EXPECT_EQ(qb.d, 1.0f / iscale);
+        EXPECT_EQ(std::signbit(qb.d), v > 0.0f);
         for (int j = 0; j < 16; ++j) {
             int s = 0;
-            for (int l = 0; l < 16; ++l) s += q[static_cast<size_t>(b)].qs[16 * j + l];
-            EXPECT_EQ(q[static_cast<size_t>(b)].bsums[j], s);
+            for (int l = 0; l < 16; ++l) s += qb.qs[16 * j + l];
+            EXPECT_EQ(qb.bsums[j], s);
         }
+        int n_max = 0;
         for (int e = 0; e < 256; ++e) {
-            const float v = x[static_cast<size_t>(b * 256 + e)];
-            const int8_t got = q[static_cast<size_t>(b)].qs[e];
-            if (std::isnan(v)) {
+            const float xe = x[static_cast<size_t>(b * 256 + e)];
+            const int8_t got = qb.qs[e];
+            if (std::isnan(xe)) {
                 EXPECT_EQ(got, 0);
                 continue;
             }
-            EXPECT_LE(std::fabs(got * static_cast<double>(q[static_cast<size_t>(b)].d) - v), q[static_cast<size_t>(b)].d * 0.5001);
+            n_max += got == -127;
+            EXPECT_LE(std::fabs(got * static_cast<double>(qb.d) - xe), std::fabs(qb.d) * 0.5001) << e;
         }
+        EXPECT_GE(n_max, 1); // the value of largest magnitude maps to -127
     }
     EXPECT_EQ(q[1].qs[300 - 256], 0);
+}
+
+// Exactly known quants: with the first largest-magnitude value 127 the
+// scale is -1, so q = -x rounded half to even; with -127 it is +1 (the
+// negated values then give the same quants and d changes sign). A later
+// value of the same magnitude and other sign does not change the choice.
+// An all-zero super-block gets d = 0.
+TEST(Q8K, TiesRoundToEvenAgainstTheSignedMaximum) {
+    std::vector<float> x(768, 0.0f);
+    const float vals[] = {127.0f, 2.5f, 3.5f, -0.5f, 0.5f, 1.5f, -2.5f, 126.5f, -127.0f, 10.0f};
+    const int8_t want_pos[] = {-127, -2, -4, 0, 0, -2, 2, -126, 127, -10};
+    for (int i = 0; i < 10; ++i) x[static_cast<size_t>(i)] = vals[i];
+    for (int i = 0; i < 10; ++i) x[static_cast<size_t>(256 + i)] = -vals[i];
+    std::vector<block_q8_k> q(3);
+    quantize_row_q8_k_ref(x.data(), q.data(), 768);
+    EXPECT_EQ(q[0].d, -1.0f);
+    EXPECT_EQ(q[1].d, 1.0f);
+    for (int i = 0; i < 10; ++i) {
+        EXPECT_EQ(q[0].qs[i], want_pos[i]) << vals[i];
+        EXPECT_EQ(q[1].qs[i], want_pos[i]) << -vals[i]; // iscale +1 times -vals[i]: the same products
+    }
+    EXPECT_EQ(q[0].bsums[0], -127 - 2 - 4 + 0 + 0 - 2 + 2 - 126 + 127 - 10);
+    EXPECT_EQ(q[2].d, 0.0f);
+    for (int e = 0; e < 256; ++e) ASSERT_EQ(q[2].qs[e], 0);
+    for (int j = 0; j < 16; ++j) ASSERT_EQ(q[2].bsums[j], 0);
 }
 
 TEST(KQuants, RowLengthMustBeWholeSuperBlocks) {

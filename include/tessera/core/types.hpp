@@ -160,8 +160,13 @@ void dequantize_row_q8_k(const block_q8_k * x, float * y, int64_t n);
 //   Q6_K: per sub-block of 16, s = v / -32 with v the value of largest
 //         magnitude; d = max |s| / 127 (F16), sc = round(s / d), then
 //         q = round(x / (d sc)) clamped to -32..31, stored as q + 32.
-//   Q8_K: d = amax / 127 (F32), q = round(x / d) (halves away from zero),
-//         NaN to 0; the activation format of the K-quant kernels.
+//   Q8_K: the activation format of the K-quant kernels, chosen as the
+//         reference implementation (llama.cpp's quantize_row_q8_K_ref)
+//         does, so that activations quantize identically: with v the first
+//         value of largest magnitude (sign kept), iscale = -127 / v (F32),
+//         q = round(iscale x) with ties to even, clamped to -127..127 (NaN
+//         to 0), d = 1 / iscale (so v maps to -127 and d < 0 when v > 0);
+//         an all-zero super-block gets d = 0.
 void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n);
 void quantize_row_q6_k_ref(const float * x, block_q6_k * y, int64_t n);
 void quantize_row_q8_k_ref(const float * x, block_q8_k * y, int64_t n);

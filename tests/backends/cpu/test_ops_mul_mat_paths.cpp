@@ -332,6 +332,65 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
     }
 }
 
+// The Q8_K activation quantizer of the K-quant kernels (quantize_q8_k_act)
+// reproduces the core's quantize_row_q8_k_ref byte for byte (scale from the
+// first value of largest magnitude, ties to even, NaN -> 0, block sums) in
+// every variant; the expected quants of the hand-made super-blocks are
+// also checked directly.
+TEST(Q8KActivations, MatchReferenceQuantizerExactly) {
+    std::mt19937 rng(29);
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    const int64_t n_super = 9;
+    std::vector<float> x(static_cast<size_t>(n_super * 256));
+    for (float & v : x) v = dist(rng);
+    float * s1 = x.data() + 256;   // exact ties: largest value 127, so q = -x rounded half to even
+    float * s2 = x.data() + 512;   // zeros
+    float * s3 = x.data() + 768;   // NaNs and a negative largest value, -127 at element 200
+    float * s4 = x.data() + 1024;  // the largest magnitude twice, other sign first (element 37)
+    float * s5 = x.data() + 1280;  // an infinity
+    for (int e = 0; e < 256; ++e) {
+        s1[e] = static_cast<float>(e % 64 - 32) + 0.5f;
+        s2[e] = 0.0f;
+        s3[e] = 0.25f * static_cast<float>(e % 17 - 8);
+        s4[e] = dist(rng);
+    }
+    s1[100] = 127.0f;
+    s3[3] = s3[250] = std::numeric_limits<float>::quiet_NaN();
+    s3[200] = -127.0f;
+    s4[37] = -5.0f;
+    s4[90] = 5.0f;
+    s5[11] = std::numeric_limits<float>::infinity();
+    std::vector<block_q8_k> ref(static_cast<size_t>(n_super)), got(static_cast<size_t>(n_super));
+    quantize_row_q8_k_ref(x.data(), ref.data(), n_super * 256);
+    quantize_q8_k_act(x.data(), n_super, got.data());
+    for (int64_t b = 0; b < n_super; ++b) {
+        SCOPED_TRACE("super-block " + std::to_string(b));
+        if (std::isnan(ref[b].d)) {
+            EXPECT_TRUE(std::isnan(got[b].d));
+        } else {
+            EXPECT_EQ(got[b].d, ref[b].d);
+        }
+        for (int e = 0; e < 256; ++e) ASSERT_EQ(got[b].qs[e], ref[b].qs[e]) << "element " << e << " x=" << x[b * 256 + e];
+        for (int j = 0; j < 16; ++j) ASSERT_EQ(got[b].bsums[j], ref[b].bsums[j]) << "sum " << j;
+    }
+    // The hand-made cases.
+    EXPECT_EQ(ref[1].d, -1.0f);
+    for (int e = 0; e < 256; ++e) {
+        if (e == 100) continue;
+        const int k = e % 64 - 32; // x = k + 0.5, q = round-half-even(-(k + 0.5))
+        const int want = (k % 2 == 0) ? -k : -(k + 1);
+        ASSERT_EQ(ref[1].qs[e], want) << e;
+    }
+    EXPECT_EQ(ref[1].qs[100], -127);
+    EXPECT_EQ(ref[2].d, 0.0f);
+    EXPECT_EQ(ref[3].d, 1.0f);
+    EXPECT_EQ(ref[3].qs[3], 0);
+    EXPECT_EQ(ref[3].qs[200], -127);
+    EXPECT_EQ(ref[4].d, 1.0f / (-127.0f / -5.0f)); // -5 comes first
+    EXPECT_EQ(ref[4].qs[37], -127);
+    EXPECT_EQ(ref[4].qs[90], 127);
+}
+
 // The work grid of the MUL_MAT kernels: every dst element in exactly one
 // item, row blocks within one granule of each other, as many items per
 // thread where at most nth extra row blocks allow it (1B's 2048-row F16

@@ -1,7 +1,8 @@
 // backends/cpu/ops/q8_act.cpp — see q8_act.hpp (Q8_0 and Q8_K activations).
 //
-// Rounding: quantize_row_q8_0_ref uses std::round (half away from zero).
-// The vector path computes it as trunc(v + copysign(0.5 - 2^-25, v)):
+// Rounding: quantize_row_q8_0_ref uses std::round (half away from zero);
+// quantize_row_q8_k_ref ties to even (_mm256_round_ps here). The vector
+// path computes the former as trunc(v + copysign(0.5 - 2^-25, v)):
 // for |v| < 2^22 the sum rounds to the next integer exactly when the
 // fraction of |v| is >= 1/2 (the largest float below 1/2 keeps 0.49999997
 // below 1, and a fraction of exactly 1/2 reaches the integer through the
@@ -50,12 +51,19 @@ size_t part(size_t n) {
 
 #ifdef TSR_CPU_AVX2
 
-// round-half-away-from-zero of v (|v| < 2^22), NaN -> 0, clamped to
+// v rounded (Even: ties to even, as quantize_row_q8_k_ref; else half away
+// from zero, |v| < 2^22, as quantize_row_q8_0_ref), NaN -> 0, clamped to
 // [-127, 127], as int32.
+template <bool Even>
 inline __m256i round_clamp(__m256 v) {
-    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
-    const __m256 half = _mm256_or_ps(sign, _mm256_set1_ps(0.49999997f));
-    __m256 r = _mm256_round_ps(_mm256_add_ps(v, half), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 r;
+    if constexpr (Even) {
+        r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+        const __m256 half = _mm256_or_ps(sign, _mm256_set1_ps(0.49999997f));
+        r = _mm256_round_ps(_mm256_add_ps(v, half), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    }
     r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); // NaN -> 0
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
     return _mm256_cvttps_epi32(r);
@@ -73,10 +81,12 @@ inline float amax_avx2(const float * x, int n) {
     return _mm_cvtss_f32(m4);
 }
 
-// Quantizes the 32 values at x (times id) into q; i32 gets the four
-// int32 vectors of quants (elements 8i .. 8i + 7), for the block sums.
+// Quantizes the 32 values at x (times id, rounded as round_clamp<Even>)
+// into q; i32 gets the four int32 vectors of quants (elements 8i .. 8i +
+// 7), for the block sums.
+template <bool Even>
 inline void quantize_32(const float * x, __m256 vid, int8_t * q, __m256i * i32) {
-    for (int i = 0; i < 4; ++i) i32[i] = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), vid));
+    for (int i = 0; i < 4; ++i) i32[i] = round_clamp<Even>(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), vid));
     // int32 -> int8 (values fit, no saturation), back in element order.
     const __m256i w01 = _mm256_packs_epi32(i32[0], i32[1]);
     const __m256i w23 = _mm256_packs_epi32(i32[2], i32[3]);
@@ -90,20 +100,34 @@ void quantize_block_avx2(const float * x, int8_t * q, float * d_out, int32_t * s
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     *d_out = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
     __m256i i32[4];
-    quantize_32(x, _mm256_set1_ps(id), q, i32);
+    quantize_32<false>(x, _mm256_set1_ps(id), q, i32);
     *sum_out = simd::hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
 }
 
-// One Q8_K super-block: the same d, id and rounding as
+// One Q8_K super-block: the same choice of scale and rounding as
 // quantize_row_q8_k_ref.
 void quantize_super_block_avx2(const float * x, block_q8_k & y) {
-    const float d = amax_avx2(x, 32) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y.d = d;
-    const __m256 vid = _mm256_set1_ps(id);
+    const float amax = amax_avx2(x, 32); // NaN lanes skipped, as the reference's scan does
+    if (amax == 0.0f) {
+        y = block_q8_k{};
+        return;
+    }
+    // The first value of that magnitude, sign kept.
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), va = _mm256_set1_ps(amax);
+    int first = 0;
+    for (int i = 0; i < 32; ++i) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask), va, _CMP_EQ_OQ));
+        if (hit != 0) {
+            first = 8 * i + __builtin_ctz(static_cast<unsigned>(hit));
+            break;
+        }
+    }
+    const float iscale = -127.0f / x[first];
+    y.d = 1.0f / iscale;
+    const __m256 vid = _mm256_set1_ps(iscale);
     for (int g = 0; g < 8; ++g) { // 32 elements
         __m256i i32[4];
-        quantize_32(x + 32 * g, vid, y.qs + 32 * g, i32);
+        quantize_32<true>(x + 32 * g, vid, y.qs + 32 * g, i32);
         y.bsums[2 * g] = static_cast<int16_t>(simd::hsum_epi32(_mm256_add_epi32(i32[0], i32[1])));
         y.bsums[2 * g + 1] = static_cast<int16_t>(simd::hsum_epi32(_mm256_add_epi32(i32[2], i32[3])));
     }
