@@ -171,32 +171,36 @@ void check_device(const device & d) {
     }
 }
 
-// Q4_K matrices (interleaved in groups of 8 or 16 rows by the AVX2 and
-// AVX-512 variants, plain in the others): the bytes round-trip through the
+// Q4_K and Q6_K matrices (interleaved in groups of 8 or 16 rows by the AVX2
+// and AVX-512 variants, plain in the others): the bytes round-trip through the
 // buffer type, GET_ROWS is refused exactly when interleaved, and MUL_MAT
 // products equal those on the plain bytes BIT FOR BIT (the K-quant kernels
 // compute the same integer sums and F32 steps on every path; their values
 // against a double-precision reference are tested in
 // tests/backends/cpu/test_ops_mul_mat_k.cpp) on 1, 2 and 3 threads.
-void check_device_q4_k(const device & d) {
+void check_device_k_quants(const device & d) {
     const auto rbt = find_repack(d);
     ASSERT_TRUE(rbt.has_value());
     backend be = d.init();
+    for (const int32_t type : {TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
     for (int64_t M : {int64_t{16}, int64_t{48}, int64_t{24}}) { // 24: whole groups of 8, not of 16
-        SCOPED_TRACE("Q4_K M=" + std::to_string(M));
+        SCOPED_TRACE(std::string(type_name(type)) + " M=" + std::to_string(M));
         const int64_t K = 512;
-        std::mt19937 rng(static_cast<unsigned>(M));
+        const size_t bb = type == TSR_TYPE_Q4_K ? 144 : 210;
+        std::mt19937 rng(static_cast<unsigned>(M + type));
         context wctx(context::params{8, false});
-        tsr_tensor * ar = wctx.new_tensor(TSR_TYPE_Q4_K, {K, M});
+        tsr_tensor * ar = wctx.new_tensor(static_cast<tessera::type>(type), {K, M});
         const size_t n = nbytes(ar);
         std::vector<uint8_t> orig(n);
         std::uniform_int_distribution<int> byte(0, 255), e(6, 9), mant(0, 1023);
-        for (size_t b = 0; b < n; b += 144) {
-            for (size_t j = 0; j < 144; ++j) orig[b + j] = static_cast<uint8_t>(byte(rng));
-            for (size_t h = 0; h < 2; ++h) { // d, dmin: positive F16 in [2^-9, 2^-5)
+        for (size_t b = 0; b < n; b += bb) {
+            for (size_t j = 0; j < bb; ++j) orig[b + j] = static_cast<uint8_t>(byte(rng));
+            // F16 scales (Q4_K d, dmin at 0, 2; Q6_K d at 208): positive, in [2^-9, 2^-5)
+            const std::vector<size_t> at = type == TSR_TYPE_Q4_K ? std::vector<size_t>{0, 2} : std::vector<size_t>{208};
+            for (size_t o : at) {
                 const auto v = static_cast<uint16_t>((e(rng) << 10) | mant(rng));
-                orig[b + 2 * h] = static_cast<uint8_t>(v & 0xff);
-                orig[b + 2 * h + 1] = static_cast<uint8_t>(v >> 8);
+                orig[b + o] = static_cast<uint8_t>(v & 0xff);
+                orig[b + o + 1] = static_cast<uint8_t>(v >> 8);
             }
         }
         buffer rbuf = rbt->alloc(rbt->alloc_size(ar));
@@ -213,7 +217,7 @@ void check_device_q4_k(const device & d) {
         }
         const bool interleaved = std::memcmp(ar->data, orig.data(), n) != 0;
         context hctx(context::params{64, true});
-        tsr_tensor * a = hctx.new_tensor(TSR_TYPE_Q4_K, {K, M});
+        tsr_tensor * a = hctx.new_tensor(static_cast<tessera::type>(type), {K, M});
         tensor_copy(ar, a);
         ASSERT_EQ(std::memcmp(a->data, orig.data(), n), 0) << "tensor_copy from CPU_REPACK";
         tsr_tensor * idx = hctx.new_tensor(TSR_TYPE_I32, {1});
@@ -242,13 +246,14 @@ void check_device_q4_k(const device & d) {
             EXPECT_TRUE(std::any_of(y, y + M * N, [](float v) { return std::fabs(v) > 1e-3f; })) << "products all near zero";
         }
     }
+    }
 }
 
 TEST(CpuRepack, CompiledInBackend) {
     registry reg;
     backend_reg cpu = reg.register_backend(tessera::cpu::backend_reg());
     check_device(cpu.devices().at(0));
-    check_device_q4_k(cpu.devices().at(0));
+    check_device_k_quants(cpu.devices().at(0));
 }
 
 TEST(CpuRepack, EveryVariantPluginThisMachineRuns) {
@@ -274,7 +279,7 @@ TEST(CpuRepack, EveryVariantPluginThisMachineRuns) {
             continue;
         }
         check_device(r.devices().at(0));
-        check_device_q4_k(r.devices().at(0));
+        check_device_k_quants(r.devices().at(0));
         ++ran;
     }
     EXPECT_GT(ran, 0);

@@ -194,7 +194,7 @@ INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TS
 // A Q4_K_M model (Q4_K layer matrices, Q6_K attn_v / ffn_down / output)
 // of a shape whose rows are whole 256-element super-blocks: n_embd 256,
 // n_ff 512, 2 layers, 4 heads, 2 KV heads. K-quant products have the same
-// bits on every path (vec_dot_k.hpp): the repacked Q4_K groups
+// bits on every path (vec_dot_k.hpp): the repacked Q4_K and Q6_K groups
 // (mul_mat_k_repack.cpp, gemm_k's panels from the groups) and the plain
 // rows, so the logits must be identical, not merely close.
 TEST(ModelRepackK, Q4KMLogitsAreBitIdenticalWithRepackingOnAndOff) {

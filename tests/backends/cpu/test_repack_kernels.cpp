@@ -315,19 +315,38 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                                     "_M" + std::to_string(info.param.M);
                          });
 
-// ---- Q4_K (groups of repack_group_rows(Q4_K) rows: 16 in AVX-512 builds,
-// 8 in the other AVX2 builds; stored plainly without AVX2) ----
+// ---- K-quants, Q4_K and Q6_K (groups of repack_group_rows(type) rows: 16
+// in AVX-512 builds, 8 in the other AVX2 builds; stored plainly without
+// AVX2) ----
 
-// The documented mapping (repack.hpp): original byte i of row `row`'s
-// super-block b, G rows per group, lies in group block (row / G) * n_super + b
-// (144 G bytes each) at: d 2r + i, dmin 2G + 2r + (i - 2), scale byte k =
-// i - 4 at 4G + G k + r, qs byte q = i - 16 at 16G + 4G (q / 4) + 4r + q % 4.
-TEST(RepackLayoutQ4K, BytesLandWhereTheLayoutSays) {
-    const auto G = static_cast<size_t>(repack_group_rows(TSR_TYPE_Q4_K));
-    if (G == 0) GTEST_SKIP() << "Q4_K is stored plainly in this build";
+// Where the layout (repack.hpp) puts original byte i of a row's super-block:
+// offset inside the group's super-block, for row r of G.
+size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G) {
+    if (type == TSR_TYPE_Q4_K) {
+        if (i < 2) return 2 * r + i;                                 // d
+        if (i < 4) return 2 * G + 2 * r + (i - 2);                   // dmin
+        if (i < 16) return 4 * G + G * (i - 4) + r;                  // scale bytes
+        return 16 * G + 4 * G * ((i - 16) / 4) + 4 * r + (i - 16) % 4; // qs steps
+    }
+    if (i < 128) return 4 * G * (i / 4) + 4 * r + i % 4;                 // ql steps
+    if (i < 192) return 128 * G + 4 * G * ((i - 128) / 4) + 4 * r + i % 4; // qh steps
+    if (i < 208) return 192 * G + G * (i - 192) + r;                     // scales
+    return 208 * G + 2 * r + (i - 208);                                  // d
+}
+
+size_t k_block_bytes(int32_t type) {
+    return type == TSR_TYPE_Q4_K ? 144 : 210;
+}
+
+class RepackLayoutK : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(RepackLayoutK, BytesLandWhereTheLayoutSays) {
+    const int32_t type = GetParam();
+    const auto G = static_cast<size_t>(repack_group_rows(type));
+    if (G == 0) GTEST_SKIP() << type_name(type) << " is stored plainly in this build";
     context ctx(data_ctx());
-    const size_t K = 512, M = 2 * G, n_super = K / 256, bb = 144;
-    tsr_tensor * t = ctx.new_tensor(TSR_TYPE_Q4_K, {static_cast<int64_t>(K), static_cast<int64_t>(M)});
+    const size_t K = 512, M = 2 * G, n_super = K / 256, bb = k_block_bytes(type);
+    tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {static_cast<int64_t>(K), static_cast<int64_t>(M)});
     ASSERT_TRUE(repack_eligible(t));
     const size_t n = nbytes(t);
     ASSERT_EQ(n, M * n_super * bb);
@@ -338,43 +357,34 @@ TEST(RepackLayoutQ4K, BytesLandWhereTheLayoutSays) {
     const auto * packed = static_cast<const uint8_t *>(t->data);
     for (size_t row = 0; row < M; ++row) {
         for (size_t b = 0; b < n_super; ++b) {
-            const size_t base = (row / G * n_super + b) * bb * G, r = row % G;
+            const size_t base = (row / G * n_super + b) * bb * G;
             for (size_t i = 0; i < bb; ++i) {
-                size_t at;
-                if (i < 2) {
-                    at = 2 * r + i;
-                } else if (i < 4) {
-                    at = 2 * G + 2 * r + (i - 2);
-                } else if (i < 16) {
-                    at = 4 * G + G * (i - 4) + r;
-                } else {
-                    const size_t q = i - 16;
-                    at = 16 * G + 4 * G * (q / 4) + 4 * r + q % 4;
-                }
-                ASSERT_EQ(packed[base + at], orig[row * n_super * bb + b * bb + i]) << "row " << row << " block " << b << " byte " << i;
+                ASSERT_EQ(packed[base + k_layout_at(type, i, row % G, G)], orig[row * n_super * bb + b * bb + i])
+                    << "row " << row << " block " << b << " byte " << i;
             }
         }
     }
 }
 
-TEST(RepackLayoutQ4K, EligibilityAndRoundTrips) {
-    const int64_t G = repack_group_rows(TSR_TYPE_Q4_K);
+TEST_P(RepackLayoutK, EligibilityAndRoundTrips) {
+    const int32_t type = GetParam();
+    const auto ty = static_cast<tessera::type>(type);
+    const int64_t G = repack_group_rows(type);
     context ctx(data_ctx());
     EXPECT_TRUE(G == 0 || G == 8 || G == 16) << G;
-    EXPECT_EQ(repack_type_supported(TSR_TYPE_Q4_K), G != 0);
-    EXPECT_EQ(repack_group_rows(TSR_TYPE_Q4_K), repack_type_supported(TSR_TYPE_F16) ? G : 0); // both need AVX2/F16C
-    EXPECT_FALSE(repack_type_supported(TSR_TYPE_Q6_K));
-    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q6_K, {256, 16})));
-    if (G == 0) GTEST_SKIP() << "Q4_K is stored plainly in this build";
-    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G})));
-    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {2048, 3 * G})));
-    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G + G / 2}))); // rows not whole groups
-    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G / 2})));     // nor here
-    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_K, {256, G, 2})));    // 3-D
-    tsr_tensor * t = ctx.new_tensor(TSR_TYPE_Q4_K, {768, 3 * G});
+    EXPECT_EQ(repack_type_supported(type), G != 0);
+    EXPECT_EQ(G, repack_type_supported(TSR_TYPE_F16) ? G : 0); // both need AVX2/F16C
+    EXPECT_EQ(G, repack_group_rows(TSR_TYPE_Q4_K));            // one group size for the K-quants
+    if (G == 0) GTEST_SKIP() << type_name(type) << " is stored plainly in this build";
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(ty, {256, G})));
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(ty, {2048, 3 * G})));
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(ty, {256, G + G / 2}))); // rows not whole groups
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(ty, {256, G / 2})));     // nor here
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(ty, {256, G, 2})));      // 3-D
+    tsr_tensor * t = ctx.new_tensor(ty, {768, 3 * G});
     EXPECT_FALSE(repack_eligible(view_2d(ctx, t, 768, G, t->nb[1], 0))); // a view
-    // Round trips of the whole image and of odd ranges crossing the d/dmin,
-    // scale-byte and 4-byte qs units, super-blocks, rows and groups.
+    // Round trips of the whole image and of odd ranges crossing units,
+    // super-blocks, rows and groups.
     const size_t n = nbytes(t);
     std::vector<uint8_t> orig(n), back(n);
     std::mt19937 rng(23);
@@ -399,32 +409,37 @@ TEST(RepackLayoutQ4K, EligibilityAndRoundTrips) {
     EXPECT_EQ(back, orig);
 }
 
-// Repacked Q4_K products (the one-token kernel of mul_mat_k_repack.cpp for
-// N < 4, gemm_k's panels unpacked from the groups for N >= 4) compute the
-// integers and F32 steps of vec_dot_k.hpp per row, like the plain-row
+INSTANTIATE_TEST_SUITE_P(Types, RepackLayoutK, ::testing::Values(TSR_TYPE_Q4_K, TSR_TYPE_Q6_K),
+                         [](const ::testing::TestParamInfo<int32_t> & info) { return std::string(type_name(info.param)); });
+
+// Repacked K-quant products (the one-token kernels of mul_mat_k_repack.cpp
+// for N < 4, gemm_k's panels unpacked from the groups for N >= 4) compute
+// the integers and F32 steps of vec_dot_k.hpp per row, like the plain-row
 // kernels: every element must have the plain product's bits, on 1, 2 or 3
 // threads. Independently, each element must lie within the Q8_K
 // activation-quantization bound of the double product of the decoded
 // original bytes: sum_k |w_k| * 0.5 * amax_256(k) / 127 (half a step of
 // the super-block's activation scale), + 1e-5 sum |w_k x_k| for the F32 steps.
 struct rk_case {
+    int32_t type;
     int64_t K, groups;
 };
 
-class RepackMulMatQ4K : public ::testing::TestWithParam<rk_case> {};
+class RepackMulMatK : public ::testing::TestWithParam<rk_case> {};
 
-TEST_P(RepackMulMatQ4K, SameBitsAsThePlainRowsForAnyColumnsAndThreads) {
-    const int64_t G = repack_group_rows(TSR_TYPE_Q4_K);
-    if (G == 0) GTEST_SKIP() << "Q4_K is stored plainly in this build";
+TEST_P(RepackMulMatK, SameBitsAsThePlainRowsForAnyColumnsAndThreads) {
     const rk_case c = GetParam();
+    const auto ty = static_cast<tessera::type>(c.type);
+    const int64_t G = repack_group_rows(c.type);
+    if (G == 0) GTEST_SKIP() << type_name(c.type) << " is stored plainly in this build";
     const int64_t M = c.groups * G;
     for (int64_t N : {1, 2, 3, 4, 5, 9, 70}) {
         SCOPED_TRACE("N=" + std::to_string(N));
         context ctx(data_ctx());
         std::mt19937 rng(static_cast<unsigned>(c.K * 13 + M * 5 + N));
-        tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q4_K, {c.K, M});
+        tsr_tensor * a = ctx.new_tensor(ty, {c.K, M});
         fill_weights(a, rng);
-        tsr_tensor * ar = ctx.new_tensor(TSR_TYPE_Q4_K, {c.K, M});
+        tsr_tensor * ar = ctx.new_tensor(ty, {c.K, M});
         fake_repack_buffer fb;
         fb.place(ar, a->data);
         ASSERT_TRUE(is_repacked(ar));
@@ -461,10 +476,14 @@ TEST_P(RepackMulMatQ4K, SameBitsAsThePlainRowsForAnyColumnsAndThreads) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMatQ4K,
-                         ::testing::Values(rk_case{256, 1}, rk_case{512, 3}, rk_case{2304, 2}, rk_case{1024, 9}),
+INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMatK,
+                         ::testing::Values(rk_case{TSR_TYPE_Q4_K, 256, 1}, rk_case{TSR_TYPE_Q4_K, 512, 3},
+                                           rk_case{TSR_TYPE_Q4_K, 2304, 2}, rk_case{TSR_TYPE_Q4_K, 1024, 9},
+                                           rk_case{TSR_TYPE_Q6_K, 256, 1}, rk_case{TSR_TYPE_Q6_K, 512, 3},
+                                           rk_case{TSR_TYPE_Q6_K, 2304, 2}, rk_case{TSR_TYPE_Q6_K, 1024, 9}),
                          [](const ::testing::TestParamInfo<rk_case> & info) {
-                             return "K" + std::to_string(info.param.K) + "_groups" + std::to_string(info.param.groups);
+                             return std::string(type_name(info.param.type)) + "_K" + std::to_string(info.param.K) + "_groups" +
+                                    std::to_string(info.param.groups);
                          });
 
 // Only MUL_MAT may read a repacked tensor, and only as src[0] itself.

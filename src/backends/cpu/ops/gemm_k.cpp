@@ -144,6 +144,16 @@ void put_q4_k_row(const char * scales, uint16_t d, uint16_t dmin, uint8_t * pb, 
     reinterpret_cast<float *>(pb + F::dmin)[r] = _cvtsh_ss(dmin);
 }
 
+// The same for a Q6_K super-block (scales: its 16 int8 scales).
+void put_q6_k_row(const int8_t * s, uint16_t d, uint8_t * pb, int r) {
+    using F = fmt<TSR_TYPE_Q6_K>;
+    auto * sc = reinterpret_cast<int32_t *>(pb + F::scales);
+    auto * pr = reinterpret_cast<int32_t *>(pb + F::pairs);
+    for (int j = 0; j < 16; ++j) sc[j * k_p + r] = k_vnni ? s[j] : pair16(s[j], s[j]);
+    for (int j = 0; j < 8; ++j) pr[j * k_p + r] = pair16(s[2 * j], s[2 * j + 1]);
+    reinterpret_cast<float *>(pb + F::d)[r] = _cvtsh_ss(d);
+}
+
 // Packs rows [m0, m0 + rows) (rows <= k_p) of matrix a into the panel;
 // missing rows are zero.
 template <int32_t T>
@@ -171,10 +181,7 @@ void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_
                 if constexpr (F::q4) {
                     put_q4_k_row(blk + k_q4_k_scales, read_u16(blk + k_q4_k_d), read_u16(blk + k_q4_k_dmin), pb, r);
                 } else {
-                    const auto * s = reinterpret_cast<const int8_t *>(blk + k_q6_k_scales);
-                    for (int j = 0; j < 16; ++j) sc[j * k_p + r] = k_vnni ? s[j] : pair16(s[j], s[j]);
-                    for (int j = 0; j < 8; ++j) pr[j * k_p + r] = pair16(s[2 * j], s[2 * j + 1]);
-                    dv[r] = _cvtsh_ss(read_u16(blk + k_q6_k_d));
+                    put_q6_k_row(reinterpret_cast<const int8_t *>(blk + k_q6_k_scales), read_u16(blk + k_q6_k_d), pb, r);
                 }
             }
             // Steps: dword s of the 8 rows side by side, 8 steps at a time.
@@ -195,30 +202,51 @@ inline float scalar_f32(const char * p) {
 }
 
 // out[c][0..k_p) = the k_p panel rows . column c, for C columns.
-// The panel of a repacked Q4_K matrix's group m0 / k_p (repack.hpp: its
-// groups are lanes::n = k_p rows), the same bytes pack_panel makes of
-// those rows: a step's low nibbles are panel step 16 (j / 8) + j % 8, its
-// high nibbles that + 8.
-static_assert(k_p == lanes::n, "a repacked Q4_K group is one panel");
-void pack_panel_repacked_q4_k(const char * a, int64_t m0, int64_t n_super, uint8_t * panel) {
-    using F = fmt<TSR_TYPE_Q4_K>;
+// The panel of a repacked K-quant matrix's group m0 / k_p (repack.hpp: its
+// groups are lanes::n = k_p rows): the same bytes pack_panel makes of
+// those rows. Q4_K: a step's low nibbles are panel step 16 (j / 8) + j % 8,
+// its high nibbles that + 8. Q6_K: panel step 32 h + 8 qq + s (elements
+// 128 h + 32 qq + 4 s ..) from ql step 16 h + 8 (qq % 2) + s and qh step
+// 8 h + s, as in mul_mat_k_repack.cpp.
+static_assert(k_p == lanes::n, "a repacked K-quant group is one panel");
+template <int32_t T>
+void pack_panel_repacked(const char * a, int64_t m0, int64_t n_super, uint8_t * panel) {
+    using F = fmt<T>;
     using V = lanes;
-    constexpr size_t G = k_p, group_block = 144 * G;
+    constexpr size_t G = k_p, bb = F::q4 ? 144 : 210, group_block = bb * G;
     const char * grp = a + static_cast<size_t>(m0 / k_p) * static_cast<size_t>(n_super) * group_block;
-    const V::vi nib = V::bcast8(0x0f);
+    const V::vi m4 = V::bcast8(0x0f), m2 = V::bcast8(0x30);
     for (int64_t b = 0; b < n_super; ++b) {
         const char * blk = grp + static_cast<size_t>(b) * group_block;
         uint8_t * pb = panel + static_cast<size_t>(b) * F::bytes;
-        for (int j = 0; j < 32; ++j) {
-            const V::vi w = V::loadu(blk + 16 * G + 4 * G * j);
-            const int s = 16 * (j / 8) + j % 8;
-            V::storeu(pb + F::steps + static_cast<size_t>(s) * k_p * 4, V::and_(w, nib));
-            V::storeu(pb + F::steps + static_cast<size_t>(s + 8) * k_p * 4, V::and_(V::srli16(w, 4), nib));
-        }
-        for (int r = 0; r < k_p; ++r) {
-            char scales[12];
-            for (size_t k = 0; k < 12; ++k) scales[k] = blk[4 * G + G * k + static_cast<size_t>(r)];
-            put_q4_k_row(scales, read_u16(blk + 2 * r), read_u16(blk + 2 * G + 2 * r), pb, r);
+        auto put_step = [&](int s, V::vi v) { V::storeu(pb + F::steps + static_cast<size_t>(s) * k_p * 4, v); };
+        if constexpr (F::q4) {
+            for (int j = 0; j < 32; ++j) {
+                const V::vi w = V::loadu(blk + 16 * G + 4 * G * j);
+                put_step(16 * (j / 8) + j % 8, V::and_(w, m4));
+                put_step(16 * (j / 8) + j % 8 + 8, V::and_(V::srli16(w, 4), m4));
+            }
+            for (int r = 0; r < k_p; ++r) {
+                char scales[12];
+                for (size_t k = 0; k < 12; ++k) scales[k] = blk[4 * G + G * k + static_cast<size_t>(r)];
+                put_q4_k_row(scales, read_u16(blk + 2 * r), read_u16(blk + 2 * G + 2 * r), pb, r);
+            }
+        } else {
+            for (int h = 0; h < 2; ++h) {
+                for (int s = 0; s < 8; ++s) {
+                    const V::vi l0 = V::loadu(blk + 4 * G * (16 * h + s)), l1 = V::loadu(blk + 4 * G * (16 * h + 8 + s));
+                    const V::vi hb = V::loadu(blk + 128 * G + 4 * G * (8 * h + s));
+                    put_step(32 * h + s, V::or_(V::and_(l0, m4), V::and_(V::slli16(hb, 4), m2)));
+                    put_step(32 * h + 8 + s, V::or_(V::and_(l1, m4), V::and_(V::slli16(hb, 2), m2)));
+                    put_step(32 * h + 16 + s, V::or_(V::and_(V::srli16(l0, 4), m4), V::and_(hb, m2)));
+                    put_step(32 * h + 24 + s, V::or_(V::and_(V::srli16(l1, 4), m4), V::and_(V::srli16(hb, 2), m2)));
+                }
+            }
+            for (int r = 0; r < k_p; ++r) {
+                int8_t scales[16];
+                for (size_t k = 0; k < 16; ++k) scales[k] = static_cast<int8_t>(blk[192 * G + G * k + static_cast<size_t>(r)]);
+                put_q6_k_row(scales, read_u16(blk + 208 * G + 2 * r), pb, r);
+            }
         }
     }
 }
@@ -337,8 +365,8 @@ void run(const compute_params & p, const mm_dims & d) {
             }
         },
         [&](const char * a, int64_t m0, int64_t rows) {
-            if (T == TSR_TYPE_Q4_K && is_repacked(d.a)) {
-                pack_panel_repacked_q4_k(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups
+            if (is_repacked(d.a)) {
+                pack_panel_repacked<T>(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups
             } else {
                 pack_panel<T>(a, d.a->nb[1], m0, rows, n_super, sc.panel);
             }

@@ -34,12 +34,14 @@ struct lanes {
     static vf loadf(const void * p) { return _mm512_load_ps(p); }
     static vf load_f16(const void * p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i *>(p))); }
     static vi u8_to_i32(const void * p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i *>(p))); }
+    static vi i8_to_i32(const void * p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i *>(p))); }
     static vi bcast(int32_t v) { return _mm512_set1_epi32(v); }
     static vi bcast8(char v) { return _mm512_set1_epi8(v); }
     static vf bcastf(float v) { return _mm512_set1_ps(v); }
     static vi and_(vi a, vi b) { return _mm512_and_si512(a, b); }
     static vi or_(vi a, vi b) { return _mm512_or_si512(a, b); }
     static vi srli16(vi a, int k) { return _mm512_srli_epi16(a, static_cast<unsigned>(k)); }
+    static vi slli16(vi a, int k) { return _mm512_slli_epi16(a, static_cast<unsigned>(k)); }
     static vi slli32(vi a, int k) { return _mm512_slli_epi32(a, static_cast<unsigned>(k)); }
     static vi add(vi a, vi b) { return _mm512_add_epi32(a, b); }
     static vi add16(vi a, vi b) { return _mm512_add_epi16(a, b); }
@@ -69,12 +71,14 @@ struct lanes {
     static vf loadf(const void * p) { return _mm256_load_ps(static_cast<const float *>(p)); }
     static vf load_f16(const void * p) { return simd::load_f16x8(p); }
     static vi u8_to_i32(const void * p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i *>(p))); }
+    static vi i8_to_i32(const void * p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i *>(p))); }
     static vi bcast(int32_t v) { return _mm256_set1_epi32(v); }
     static vi bcast8(char v) { return _mm256_set1_epi8(v); }
     static vf bcastf(float v) { return _mm256_set1_ps(v); }
     static vi and_(vi a, vi b) { return _mm256_and_si256(a, b); }
     static vi or_(vi a, vi b) { return _mm256_or_si256(a, b); }
     static vi srli16(vi a, int k) { return _mm256_srli_epi16(a, k); }
+    static vi slli16(vi a, int k) { return _mm256_slli_epi16(a, k); }
     static vi slli32(vi a, int k) { return _mm256_slli_epi32(a, k); }
     static vi add(vi a, vi b) { return _mm256_add_epi32(a, b); }
     static vi add16(vi a, vi b) { return _mm256_add_epi16(a, b); }

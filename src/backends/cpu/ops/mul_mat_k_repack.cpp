@@ -36,7 +36,7 @@ namespace {
 
 using V = lanes;
 constexpr auto G = static_cast<size_t>(V::n); // rows per group: repack_group_rows(TSR_TYPE_Q4_K)
-constexpr size_t k_group_block = 144 * G;                   // bytes of a group's super-block
+constexpr size_t k_group_block = 144 * G;                   // bytes of a Q4_K group's super-block
 constexpr int k_cols = static_cast<int>(k_gemm_min_n) - 1;  // columns of this path
 constexpr size_t k_prefetch = 4096;                         // bytes ahead in a thread's stream
 #ifdef TSR_CPU_VNNI256
@@ -45,39 +45,48 @@ constexpr bool k_vnni = true;
 constexpr bool k_vnni = false;
 #endif
 
-// A quantized column: the Q8_K blocks, then per super-block the four int32
-// words (bsum32_2i, bsum32_2i+1) as int16 pairs (bsum32_j: the sum of
-// sub-block j's 32 quants, |.| <= 32 * 127).
+// A quantized column: the Q8_K blocks, then per super-block eight int32
+// words of int16 pairs for the block-sum terms: Q4_K (bsum32_2i,
+// bsum32_2i+1) in words 0..3 (bsum32_j: the sum of sub-block j's 32
+// quants, |.| <= 32 * 127); Q6_K (bsum_2i, bsum_2i+1), i = 0..7 (its
+// sub-blocks of 16).
 struct column {
     const block_q8_k * q;
     const int32_t * pairs;
 };
 
 size_t col_bytes(int64_t n_super) {
-    return align64(static_cast<size_t>(n_super) * (k_q8_k_bytes + 4 * sizeof(int32_t)));
+    return align64(static_cast<size_t>(n_super) * (k_q8_k_bytes + 8 * sizeof(int32_t)));
 }
 
 int32_t pair16(int a, int b) {
     return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
 }
 
-// Quantizes column x (K floats) into the column's memory at `mem`.
+// Quantizes column x (K floats) for weights of type T into `mem`.
+template <int32_t T>
 column quantize_column(const float * x, int64_t n_super, char * mem) {
     auto * q = reinterpret_cast<block_q8_k *>(mem);
     auto * pairs = reinterpret_cast<int32_t *>(mem + static_cast<size_t>(n_super) * k_q8_k_bytes);
     quantize_q8_k_act(x, n_super, q);
     for (int64_t b = 0; b < n_super; ++b) {
         const int16_t * bs = q[b].bsums;
-        for (int i = 0; i < 4; ++i) {
-            pairs[4 * b + i] = pair16(bs[4 * i] + bs[4 * i + 1], bs[4 * i + 2] + bs[4 * i + 3]);
+        int32_t * pw = pairs + 8 * b;
+        for (int i = 0; i < 8; ++i) {
+            if constexpr (T == TSR_TYPE_Q4_K) {
+                pw[i] = i < 4 ? pair16(bs[4 * i] + bs[4 * i + 1], bs[4 * i + 2] + bs[4 * i + 3]) : 0;
+            } else {
+                pw[i] = pair16(bs[2 * i], bs[2 * i + 1]);
+            }
         }
     }
     return {q, pairs};
 }
 
-// out[c][0..G) = the G rows of group `grp` (n_super super-blocks) . column c.
+// out[c][0..G) = the G rows of Q4_K group `grp` (n_super super-blocks) .
+// column c.
 template <int C>
-__attribute__((optimize("no-tree-reassoc"))) void group_dot(const char * grp, const column * x, int64_t n_super, float * const * out) {
+__attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * grp, const column * x, int64_t n_super, float * const * out) {
     const V::vi nib = V::bcast8(0x0f), six = V::bcast8(0x3f), top = V::bcast8(0x30);
     V::vf acc[C];
     for (int c = 0; c < C; ++c) acc[c] = V::zerof();
@@ -137,7 +146,7 @@ __attribute__((optimize("no-tree-reassoc"))) void group_dot(const char * grp, co
         for (int i = 0; i < 4; ++i) mpair[i] = V::or_(V::u8_to_i32(m + 2 * i * G), V::slli32(V::u8_to_i32(m + (2 * i + 1) * G), 16));
         const V::vf d = V::load_f16(blk), dmin = V::load_f16(blk + 2 * G);
         for (int c = 0; c < C; ++c) {
-            const int32_t * pw = x[c].pairs + 4 * b;
+            const int32_t * pw = x[c].pairs + 8 * b;
             V::vi msum = V::madd16(mpair[0], V::bcast(pw[0]));
             for (int i = 1; i < 4; ++i) msum = V::add(msum, V::madd16(mpair[i], V::bcast(pw[i])));
             const V::vf dx = V::bcastf(x[c].q[b].d);
@@ -148,22 +157,101 @@ __attribute__((optimize("no-tree-reassoc"))) void group_dot(const char * grp, co
     for (int c = 0; c < C; ++c) V::storeuf(out[c], acc[c]);
 }
 
-template <int C = k_cols>
+// The same for a Q6_K group: quarter qq (0..3) of half h holds elements
+// 128 h + 32 qq + 0..31; its step s (0..7) is built from ql step
+// 16 h + 8 (qq % 2) + s (low nibbles for qq < 2, high ones else) and
+// qh step 8 h + s (bits 2 qq, 2 qq + 1), and belongs to sub-block
+// 8 h + 2 qq + s / 4. isum = sum_j sc_j (dot_j - 32 bsum_j) as in
+// vec_dot_k.hpp: the dots per sub-block (vpdpbusd into int32, or
+// vpmaddubsw over 2 steps, 2 * 2 * 63 * 127 < 2^15, then vpmaddwd by
+// (sc_j, sc_j)), the offset as int16 pairs (sc_2i, sc_2i+1) times the
+// column's (bsum_2i, bsum_2i+1).
+template <int C>
+__attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * grp, const column * x, int64_t n_super, float * const * out) {
+    const V::vi m4 = V::bcast8(0x0f), m2 = V::bcast8(0x30);
+    V::vf acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = V::zerof();
+    for (int64_t b = 0; b < n_super; ++b) {
+        const char * blk = grp + static_cast<size_t>(b) * 210 * G;
+        for (size_t off = 0; off < 210 * G; off += 64) _mm_prefetch(blk + k_prefetch + off, _MM_HINT_T0);
+        const char * ql = blk, * qh = blk + 128 * G, * scales = blk + 192 * G;
+        V::vi isum[C];
+        for (int c = 0; c < C; ++c) isum[c] = V::zero();
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+            for (int qq = 0; qq < 4; ++qq) {
+                auto quants = [&](int s) {
+                    const V::vi l = V::loadu(ql + 4 * G * (16 * h + 8 * (qq % 2) + s));
+                    const V::vi hb = V::loadu(qh + 4 * G * (8 * h + s));
+                    const V::vi lo = qq < 2 ? V::and_(l, m4) : V::and_(V::srli16(l, 4), m4);
+                    V::vi hi;
+                    if (qq == 0) hi = V::slli16(hb, 4);
+                    else if (qq == 1) hi = V::slli16(hb, 2);
+                    else if (qq == 2) hi = hb;
+                    else hi = V::srli16(hb, 2);
+                    return V::or_(lo, V::and_(hi, m2));
+                };
+                for (int t = 0; t < 2; ++t) { // sub-block 8h + 2qq + t: steps 4t .. 4t + 3
+                    const int j = 8 * h + 2 * qq + t;
+                    const V::vi scj = V::i8_to_i32(scales + static_cast<size_t>(j) * G);
+                    if constexpr (k_vnni) {
+                        V::vi dot[C];
+                        for (int c = 0; c < C; ++c) dot[c] = V::zero();
+                        for (int s = 4 * t; s < 4 * t + 4; ++s) {
+                            const V::vi w = quants(s);
+                            for (int c = 0; c < C; ++c) {
+                                dot[c] = V::dot4_bcast(dot[c], w, reinterpret_cast<const char *>(x[c].q[b].qs) + 128 * h + 32 * qq + 4 * s);
+                            }
+                        }
+                        for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(dot[c], scj));
+                    } else {
+                        const V::vi sc16 = V::or_(V::and_(scj, V::bcast(0xffff)), V::slli32(scj, 16));
+                        for (int s = 4 * t; s < 4 * t + 4; s += 2) {
+                            const V::vi w0 = quants(s), w1 = quants(s + 1);
+                            for (int c = 0; c < C; ++c) {
+                                const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 128 * h + 32 * qq + 4 * s;
+                                const V::vi p = V::add16(V::maddubs(w0, V::bcast(quad(xq))), V::maddubs(w1, V::bcast(quad(xq + 4))));
+                                isum[c] = V::add(isum[c], V::madd16(p, sc16));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // minus 32 sum_j sc_j bsum_j: int16 pairs (sc_2i, sc_2i+1) of every row
+        V::vi spair[8];
+        for (int i = 0; i < 8; ++i) {
+            const V::vi a = V::i8_to_i32(scales + static_cast<size_t>(2 * i) * G), bb = V::i8_to_i32(scales + static_cast<size_t>(2 * i + 1) * G);
+            spair[i] = V::or_(V::and_(a, V::bcast(0xffff)), V::slli32(bb, 16));
+        }
+        const V::vf d = V::load_f16(blk + 208 * G);
+        for (int c = 0; c < C; ++c) {
+            const int32_t * pw = x[c].pairs + 8 * b;
+            V::vi off = V::madd16(spair[0], V::bcast(pw[0]));
+            for (int i = 1; i < 8; ++i) off = V::add(off, V::madd16(spair[i], V::bcast(pw[i])));
+            const V::vf dx = V::bcastf(x[c].q[b].d);
+            acc[c] = V::fma(V::mul(d, dx), V::cvt(V::sub(isum[c], V::shl5(off))), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) V::storeuf(out[c], acc[c]);
+}
+
+template <int32_t T, int C = k_cols>
 void group_dot_n(int cols, const char * grp, const column * x, int64_t n_super, float * const * out) {
     if constexpr (C > 1) {
-        if (cols < C) return group_dot_n<C - 1>(cols, grp, x, n_super, out);
+        if (cols < C) return group_dot_n<T, C - 1>(cols, grp, x, n_super, out);
     }
-    group_dot<C>(grp, x, n_super, out);
+    if constexpr (T == TSR_TYPE_Q4_K) {
+        q4_k_group_dot<C>(grp, x, n_super, out);
+    } else {
+        q6_k_group_dot<C>(grp, x, n_super, out);
+    }
 }
 
-} // namespace
-
-size_t mul_mat_k_repack_work_size(const mm_dims & d) {
-    return k_cols * col_bytes(d.K / k_qk_k) + align64(static_cast<size_t>(d.K) * sizeof(float));
-}
-
-bool mul_mat_k_repack(const compute_params & p, const mm_dims & d) {
-    if (d.a->type != TSR_TYPE_Q4_K || d.N > k_cols) return false;
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+    constexpr size_t bb = T == TSR_TYPE_Q4_K ? 144 : 210;
     const int64_t n_super = d.K / k_qk_k;
     const size_t cbytes = col_bytes(n_super);
     char * cols = static_cast<char *>(p.wdata);
@@ -171,7 +259,7 @@ bool mul_mat_k_repack(const compute_params & p, const mm_dims & d) {
     const bool in_place = b_in_place(d);
     const int64_t n_groups = d.M / static_cast<int64_t>(G); // repack_eligible: M is whole groups
     const int64_t n_items = d.n_batch * n_groups;
-    const size_t group_bytes = static_cast<size_t>(n_super) * k_group_block;
+    const size_t group_bytes = static_cast<size_t>(n_super) * bb * G;
     work_queue queue(p, n_items, chunk_for_bytes(group_bytes, n_items, p.nth));
     column x[k_cols];
     int64_t have_batch = -1;
@@ -181,19 +269,33 @@ bool mul_mat_k_repack(const compute_params & p, const mm_dims & d) {
             const int64_t batch = it / n_groups, g = it % n_groups;
             if (batch != have_batch) {
                 for (int c = 0; c < nc; ++c) {
-                    x[c] = quantize_column(b_column(d, in_place, batch, c, xbuf), n_super, cols + static_cast<size_t>(c) * cbytes);
+                    x[c] = quantize_column<T>(b_column(d, in_place, batch, c, xbuf), n_super, cols + static_cast<size_t>(c) * cbytes);
                 }
                 have_batch = batch;
             }
             float * out[k_cols];
             for (int c = 0; c < nc; ++c) out[c] = dst_column(d, batch, c) + g * static_cast<int64_t>(G);
-            group_dot_n(nc, a_matrix(d, batch) + static_cast<size_t>(g) * group_bytes, x, n_super, out);
+            group_dot_n<T>(nc, a_matrix(d, batch) + static_cast<size_t>(g) * group_bytes, x, n_super, out);
         }
     }
-    return true;
 }
 
-#else // builds without AVX2 do not repack Q4_K (repack.cpp)
+} // namespace
+
+size_t mul_mat_k_repack_work_size(const mm_dims & d) {
+    return k_cols * col_bytes(d.K / k_qk_k) + align64(static_cast<size_t>(d.K) * sizeof(float));
+}
+
+bool mul_mat_k_repack(const compute_params & p, const mm_dims & d) {
+    if (d.N > k_cols) return false;
+    switch (d.a->type) {
+    case TSR_TYPE_Q4_K: run<TSR_TYPE_Q4_K>(p, d); return true;
+    case TSR_TYPE_Q6_K: run<TSR_TYPE_Q6_K>(p, d); return true;
+    default: return false;
+    }
+}
+
+#else // builds without AVX2 do not repack K-quants (repack.cpp)
 
 size_t mul_mat_k_repack_work_size(const mm_dims &) { return 0; }
 bool mul_mat_k_repack(const compute_params &, const mm_dims &) { return false; }

@@ -22,6 +22,7 @@ size_t block_bytes_of(int32_t type) {
     case TSR_TYPE_Q8_0: return 34;
     case TSR_TYPE_Q4_0: return 18;
     case TSR_TYPE_Q4_K: return 144;
+    case TSR_TYPE_Q6_K: return 210;
     default: return 0;
     }
 }
@@ -72,13 +73,31 @@ void transfer_float(const tsr_tensor * t, char * plain, size_t offset, size_t si
     }
 }
 
-// The Q4_K layout (repack.hpp): copies `size` bytes from original byte
-// `offset`. The units that stay contiguous: d, dmin (2 bytes), each scale
-// byte, each 4-byte step of qs. Whole groups take a loop without divisions.
+// The unit of a K-quant block holding byte i (repack.hpp): it starts at
+// byte u0 of the block and is `size` bytes long; in the layout, unit u0 of
+// row r of a group of G rows lies at G * u0 + size * r.
+struct k_unit {
+    size_t u0, size;
+};
+
+k_unit unit_of(int32_t type, size_t i) {
+    if (type == TSR_TYPE_Q4_K) {
+        if (i < 4) return {i & ~size_t{1}, 2};   // d, dmin
+        if (i < 16) return {i, 1};               // scale bytes
+        return {16 + ((i - 16) & ~size_t{3}), 4}; // qs steps
+    }
+    // Q6_K
+    if (i < 192) return {i & ~size_t{3}, 4}; // ql and qh steps
+    if (i < 208) return {i, 1};              // scales
+    return {208, 2};                         // d
+}
+
+// The K-quant layouts (repack.hpp): copies `size` bytes from original byte
+// `offset`, unit by unit; whole groups take a loop without divisions.
 template <bool Store>
-void transfer_q4_k(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
-    constexpr size_t bb = 144;
-    const auto G = static_cast<size_t>(repack_group_rows(TSR_TYPE_Q4_K));
+void transfer_k(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
+    const size_t bb = block_bytes_of(t->type);
+    const auto G = static_cast<size_t>(repack_group_rows(t->type));
     const size_t n_super = static_cast<size_t>(t->ne[0]) / 256;
     const size_t row_bytes = n_super * bb, group_block = G * bb, group_bytes = n_super * group_block;
     char * packed = static_cast<char *>(t->data);
@@ -98,32 +117,21 @@ void transfer_q4_k(const tsr_tensor * t, char * plain, size_t offset, size_t siz
                 char * blk = grp + bk * group_block;
                 for (size_t r = 0; r < G; ++r) {
                     char * orig = plain + done + r * row_bytes + bk * bb;
-                    copy(blk + 2 * r, orig, 2);
-                    copy(blk + 2 * G + 2 * r, orig + 2, 2);
-                    for (size_t k = 0; k < 12; ++k) copy(blk + 4 * G + G * k + r, orig + 4 + k, 1);
-                    for (size_t j = 0; j < 32; ++j) copy(blk + 16 * G + 4 * G * j + 4 * r, orig + 16 + 4 * j, 4);
+                    for (size_t u = 0; u < bb;) {
+                        const k_unit k = unit_of(t->type, u);
+                        copy(blk + G * k.u0 + k.size * r, orig + u, k.size);
+                        u += k.size;
+                    }
                 }
             }
             done += group_bytes;
             row += G;
             continue;
         }
-        const size_t r = row % G;
+        const k_unit k = unit_of(t->type, i);
         char * blk = packed + (row / G * n_super + b) * group_block;
-        size_t at, unit_end;
-        if (i < 4) { // d, dmin
-            at = 2 * G * (i / 2) + 2 * r + i % 2;
-            unit_end = i / 2 * 2 + 2;
-        } else if (i < 16) { // a scale byte
-            at = 4 * G + G * (i - 4) + r;
-            unit_end = i + 1;
-        } else { // a byte of step j
-            const size_t j = (i - 16) / 4;
-            at = 16 * G + 4 * G * j + 4 * r + (i - 16) % 4;
-            unit_end = 16 + 4 * (j + 1);
-        }
-        const size_t n = std::min(unit_end - i, size - done);
-        copy(blk + at, plain + done, n);
+        const size_t n = std::min(k.u0 + k.size - i, size - done);
+        copy(blk + G * k.u0 + k.size * (row % G) + (i - k.u0), plain + done, n);
         done += n;
         i += n;
         if (i == bb) {
@@ -146,8 +154,8 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
         transfer_float<Store>(t, plain, offset, size);
         return;
     }
-    if (t->type == TSR_TYPE_Q4_K) {
-        transfer_q4_k<Store>(t, plain, offset, size);
+    if (t->type == TSR_TYPE_Q4_K || t->type == TSR_TYPE_Q6_K) {
+        transfer_k<Store>(t, plain, offset, size);
         return;
     }
     const size_t bb = block_bytes_of(t->type);
@@ -220,11 +228,13 @@ int64_t repack_group_rows(int32_t type) {
     if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q8_0) return k_repack_rows;
 #ifdef TSR_CPU_AVX2
     if (is_float_layout(type)) return k_repack_float_rows;
+    if (type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K) {
 #ifdef TSR_CPU_AVX512
-    if (type == TSR_TYPE_Q4_K) return 16; // one row per int32 lane (k_lanes.hpp)
+        return 16; // one row per int32 lane (k_lanes.hpp)
 #else
-    if (type == TSR_TYPE_Q4_K) return 8;
+        return 8;
 #endif
+    }
 #endif
     return 0;
 }
@@ -240,7 +250,8 @@ bool repack_eligible(const tsr_tensor * t) {
     if (is_float_layout(t->type)) { // 2-byte elements, packed rows
         return t->nb[0] == 2 && t->nb[1] == 2 * static_cast<uint64_t>(t->ne[0]);
     }
-    const size_t bb = block_bytes_of(t->type), qk = t->type == TSR_TYPE_Q4_K ? 256 : k_qk;
+    const bool k_quant = t->type == TSR_TYPE_Q4_K || t->type == TSR_TYPE_Q6_K;
+    const size_t bb = block_bytes_of(t->type), qk = k_quant ? 256 : k_qk;
     if (t->ne[0] % static_cast<int64_t>(qk) != 0) return false;
     return t->nb[0] == bb && t->nb[1] == bb * static_cast<uint64_t>(t->ne[0]) / qk;
 }

@@ -2,7 +2,7 @@
 // weight matrices kept by the CPU_REPACK buffer type
 // (cpu_repack_buffer.cpp): Q8_0/Q4_0 read by the MUL_MAT kernels of
 // mul_mat_repack.cpp, F16/BF16 by those of matvec_f.cpp and gemm_f.cpp,
-// Q4_K by mul_mat_k_repack.cpp and gemm_k.cpp.
+// Q4_K and Q6_K by mul_mat_k_repack.cpp and gemm_k.cpp.
 //
 // Quantized layout (this project's own design). A qualifying matrix (repack_eligible)
 // of M rows, K columns, nblk = K / 32 blocks per row of bb bytes (GGUF block
@@ -26,28 +26,30 @@
 // exactly the bytes of the original matrix and is the same for every
 // instruction-set variant.
 //
-// Q4_K layout (this project's own design; builds with AVX2 only). The
-// groups hold G = repack_group_rows(TSR_TYPE_Q4_K) consecutive rows (AVX-512 builds 16, so
-// that a step is one 512-bit vector; else 8). A group's super-block b
-// (rows' blocks of 144 bytes: F16 d, F16 dmin, 12 bytes of 6-bit scales
-// and mins, 128 bytes of nibbles, core/types.hpp) occupies the 144 G bytes
-// at (g * n_super + b) * 144 G:
-//
-//   [0, 2G)            the G rows' d, row r at byte 2 r
-//   [2G, 4G)           their dmin, row r at 2G + 2 r
-//   [4G, 16G)          scale byte k (0..11) of row r at 4G + G k + r: each
-//                      byte position is one vector of G bytes, so the
-//                      scales and mins of all G rows unpack with the
-//                      block's bit operations on whole vectors
-//   [16G + 4G j, ...)  step j = 0..31: qs bytes 4 j .. 4 j + 3 of row r at
-//                      16G + 4G j + 4 r; its low nibbles are elements
-//                      64 (j / 8) + 4 (j % 8) + 0..3 of sub-block 2 (j / 8),
-//                      its high nibbles the same + 32, of sub-block
-//                      2 (j / 8) + 1
-//
-// Like the layouts above it takes exactly the matrix's bytes; the one-token
-// kernel (mul_mat_k_repack.cpp) streams a group once, G rows in the lanes
-// of one vector, and gemm_k.cpp unpacks its panels from it.
+// K-quant layouts, Q4_K and Q6_K (this project's own design; builds with
+// AVX2 only). The groups hold G = repack_group_rows(type) consecutive rows
+// (AVX-512 builds 16, so that a step is one 512-bit vector; else 8). A
+// group's super-block b (the rows' blocks of bb = 144 or 210 bytes,
+// core/types.hpp) occupies the bb * G bytes at (g * n_super + b) * bb * G.
+// Each block is cut into units, and the unit starting at block byte u0, of
+// s bytes, of row r lies at G * u0 + s * r: the G rows' copies of a unit
+// sit side by side, where the unit's section of the block (times G) is.
+//   Q4_K (F16 d, F16 dmin, 12 scale bytes, 128 qs bytes): d and dmin are
+//        units of 2, each scale byte a unit of 1 (so scale byte k of all
+//        G rows is one run of G bytes at 4G + G k, and the 6-bit scales and
+//        mins of all rows unpack with the block's bit operations on whole
+//        vectors), each 4 qs bytes a unit ("step" j = 0..31 at 16G + 4G j).
+//        The low nibbles of step j are elements 64 (j / 8) + 4 (j % 8) +
+//        0..3 (sub-block 2 (j / 8)), the high nibbles those + 32
+//        (sub-block 2 (j / 8) + 1).
+//   Q6_K (128 ql bytes, 64 qh bytes, 16 int8 scales, F16 d): each 4 ql or
+//        qh bytes a unit (ql step j = 0..31 at 4G j, qh step j = 0..15 at
+//        128G + 4G j), each scale a unit of 1 (scale k of all rows at
+//        192G + G k), d a unit of 2 (at 208G).
+// Like the layouts above they take exactly the matrix's bytes; the
+// one-token kernels (mul_mat_k_repack.cpp) stream a group once, its G rows
+// in the int32 lanes of one vector, and gemm_k.cpp unpacks its panels from
+// the groups.
 //
 // Float layout (F16, BF16; this project's own design): groups of
 // k_repack_float_rows = 16 consecutive rows, each group k-major: element
@@ -76,7 +78,7 @@
 
 namespace tessera::cpu {
 
-// Rows per interleaved group: Q8_0/Q4_0, F16/BF16. (Q4_K:
+// Rows per interleaved group: Q8_0/Q4_0, F16/BF16. (Q4_K, Q6_K:
 // repack_group_rows, 16 in AVX-512 builds and 8 in the other AVX2 ones:
 // the int32 lanes of their widest vector, k_lanes.hpp.)
 inline constexpr int64_t k_repack_rows = 8;
@@ -94,8 +96,8 @@ extern const char k_repack_tag;
 // &k_repack_tag.
 const void * repack_tag();
 
-// True for the types stored interleaved: Q4_0 and Q8_0, and F16, BF16 and
-// Q4_K in builds with AVX2/F16C. (AVX-512 builds
+// True for the types stored interleaved: Q4_0 and Q8_0, and F16, BF16,
+// Q4_K and Q6_K in builds with AVX2/F16C. (AVX-512 builds
 // kept Q8_0 plain until the interleaved layout got its 16-row AVX-512
 // GEMM kernel: interleaved, 1B Q8_0 token generation on 2 threads went
 // from 32.5 to 40.5 t/s, about 0.86 of the read bandwidth.)
