@@ -12,7 +12,7 @@
 //            of_int8_peak (quantized weights: vpdpbusd peak with
 //            AVX512-VNNI, else vpmaddubsw), of_read_bw (N = 1: weight bytes
 //            per second / streaming read bandwidth).
-//   MUL_MAT repacked: Q4_0/Q8_0/F16 weights in the CPU_REPACK layouts at
+//   MUL_MAT repacked: Q4_0/Q8_0/F16/Q4_K/Q6_K weights in the CPU_REPACK layouts at
 //            the 1B preset's shapes: streamed, chained behind barriers, and
 //            cache-resident (the kernel's compute rate); F16 also at the
 //            shapes BM_mul_mat measures plain.
@@ -212,7 +212,7 @@ struct repack_buffer_stub {
     repack_buffer_stub() { buf.buft = &bt; }
 };
 
-// MUL_MAT with Q8_0/Q4_0/F16 weights in the interleaved layouts (ops/repack.hpp),
+// MUL_MAT with Q8_0/Q4_0/F16/Q4_K/Q6_K weights in the interleaved layouts (ops/repack.hpp),
 // as the CPU_REPACK buffer type stores a model's matrices. Args: weight
 // type, K, M, N, threads, mode:
 //   0  N = 1 streams weight copies of at least 256 MiB from memory, like
@@ -272,6 +272,14 @@ BENCHMARK(BM_mul_mat_repack)
     // The 135M preset's short rows (n_embd 576, n_ff 1536), streamed.
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1, 0})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1, 0})
     ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2, 0})
+    // Q4_K / Q6_K in groups of 8 or 16 rows (AVX2 / AVX-512 builds): the
+    // 1B preset's shapes streamed and cache-resident, BM_mul_mat's 4096 x
+    // 4096 (plain there), a prompt GEMM.
+    ->Args({TSR_TYPE_Q4_K, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q4_K, 2048, 5632, 1, 2, 0})
+    ->Args({TSR_TYPE_Q6_K, 5632, 2048, 1, 1, 0})->Args({TSR_TYPE_Q6_K, 5632, 2048, 1, 2, 0})
+    ->Args({TSR_TYPE_Q4_K, 4096, 4096, 1, 1, 0})->Args({TSR_TYPE_Q6_K, 4096, 4096, 1, 1, 0})
+    ->Args({TSR_TYPE_Q4_K, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q6_K, 2048, 256, 1, 1, 1})
+    ->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 1, 0})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One decode step's attention products over an F16 KV cache of n_kv
