@@ -213,6 +213,18 @@ TEST(GgufMalformed, TensorShapesAndTypes) {
     b = s.bytes;
     poke<uint32_t>(b, s.t0_type, TSR_TYPE_Q8_0); // ne[0] = 4 is not a multiple of 32
     expect_reject(b, {"not a multiple of the Q8_0 block size 32", "tensor 'a'"});
+    // K-quant super-blocks of 256: a short row is refused by type; a whole
+    // super-block row needs 144 / 210 bytes per row, more than the file holds.
+    for (uint32_t t : {uint32_t{TSR_TYPE_Q4_K}, uint32_t{TSR_TYPE_Q6_K}}) {
+        const std::string name = t == TSR_TYPE_Q4_K ? "Q4_K" : "Q6_K";
+        b = s.bytes;
+        poke<uint32_t>(b, s.t0_type, t); // ne[0] = 4
+        expect_reject(b, {"not a multiple of the " + name + " block size 256", "tensor 'a'"});
+        b = s.bytes;
+        poke<uint32_t>(b, s.t0_type, t);
+        poke<uint64_t>(b, s.t0_ne0, 256);
+        expect_reject(b, {"outside the data section", "tensor 'a'", at(s.t0_offset)});
+    }
     b = s.bytes;
     poke<uint32_t>(b, s.t0_type, TSR_TYPE_F16); // valid: half the bytes
     auto r = gguf::reader::from_memory(b);
