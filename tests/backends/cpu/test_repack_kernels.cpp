@@ -152,10 +152,12 @@ TEST(RepackLayout, FloatElementsLandWhereTheLayoutSays) {
 }
 
 TEST(RepackLayout, WholeAndPartialRangesRoundTripExactly) {
-    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_F16, TSR_TYPE_BF16}) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
         SCOPED_TRACE(type_name(type));
+        const bool k_quant = type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K;
+        if (k_quant && !repack_type_supported(type)) continue; // the K-quant layouts exist in AVX2 builds only
         context ctx(data_ctx());
-        tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {is_float(type) ? 200 : 256, 48});
+        tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {is_float(type) ? 200 : k_quant ? 768 : 256, 48});
         const size_t n = nbytes(t);
         std::vector<uint8_t> orig(n), back(n);
         std::mt19937 rng(11);
@@ -366,7 +368,7 @@ TEST_P(RepackLayoutK, BytesLandWhereTheLayoutSays) {
     }
 }
 
-TEST_P(RepackLayoutK, EligibilityAndRoundTrips) {
+TEST_P(RepackLayoutK, Eligibility) {
     const int32_t type = GetParam();
     const auto ty = static_cast<tessera::type>(type);
     const int64_t G = repack_group_rows(type);
@@ -383,30 +385,7 @@ TEST_P(RepackLayoutK, EligibilityAndRoundTrips) {
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(ty, {256, G, 2})));      // 3-D
     tsr_tensor * t = ctx.new_tensor(ty, {768, 3 * G});
     EXPECT_FALSE(repack_eligible(view_2d(ctx, t, 768, G, t->nb[1], 0))); // a view
-    // Round trips of the whole image and of odd ranges crossing units,
-    // super-blocks, rows and groups.
-    const size_t n = nbytes(t);
-    std::vector<uint8_t> orig(n), back(n);
-    std::mt19937 rng(23);
-    for (auto & v : orig) v = static_cast<uint8_t>(rng());
-    repack_store(t, orig.data(), 0, n);
-    ASSERT_NE(std::memcmp(t->data, orig.data(), n), 0) << "layout unchanged";
-    repack_load(t, back.data(), 0, n);
-    ASSERT_EQ(back, orig);
-    std::uniform_int_distribution<size_t> pos(0, n - 1);
-    for (int iter = 0; iter < 300; ++iter) {
-        const size_t off = pos(rng), len = std::min(n - off, pos(rng) % 1000);
-        std::vector<uint8_t> patch(len);
-        for (auto & v : patch) v = static_cast<uint8_t>(rng());
-        repack_store(t, patch.data(), off, len);
-        std::copy(patch.begin(), patch.end(), orig.begin() + static_cast<ptrdiff_t>(off));
-        const size_t roff = pos(rng), rlen = std::min(n - roff, pos(rng) % 1000);
-        std::vector<uint8_t> got(rlen);
-        repack_load(t, got.data(), roff, rlen);
-        ASSERT_TRUE(std::equal(got.begin(), got.end(), orig.begin() + static_cast<ptrdiff_t>(roff))) << off << "+" << len;
-    }
-    repack_load(t, back.data(), 0, n);
-    EXPECT_EQ(back, orig);
+    // (Round trips: RepackLayout.WholeAndPartialRangesRoundTripExactly.)
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RepackLayoutK, ::testing::Values(TSR_TYPE_Q4_K, TSR_TYPE_Q6_K),

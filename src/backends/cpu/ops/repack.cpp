@@ -73,33 +73,39 @@ void transfer_float(const tsr_tensor * t, char * plain, size_t offset, size_t si
     }
 }
 
-// The unit of a K-quant block holding byte i (repack.hpp): it starts at
+// The unit of a quantized block holding byte i (repack.hpp): it starts at
 // byte u0 of the block and is `size` bytes long; in the layout, unit u0 of
 // row r of a group of G rows lies at G * u0 + size * r.
-struct k_unit {
+struct block_unit {
     size_t u0, size;
 };
 
-k_unit unit_of(int32_t type, size_t i) {
-    if (type == TSR_TYPE_Q4_K) {
-        if (i < 4) return {i & ~size_t{1}, 2};   // d, dmin
-        if (i < 16) return {i, 1};               // scale bytes
+block_unit unit_of(int32_t type, size_t i) {
+    switch (type) {
+    case TSR_TYPE_Q4_K:
+        if (i < 4) return {i & ~size_t{1}, 2};    // d, dmin
+        if (i < 16) return {i, 1};                // scale bytes
         return {16 + ((i - 16) & ~size_t{3}), 4}; // qs steps
+    case TSR_TYPE_Q6_K:
+        if (i < 192) return {i & ~size_t{3}, 4}; // ql and qh steps
+        if (i < 208) return {i, 1};              // scales
+        return {208, 2};                         // d
+    default:                                     // Q8_0, Q4_0
+        if (i < 2) return {0, 2};                // d
+        return {2 + ((i - 2) & ~size_t{3}), 4};  // quant steps
     }
-    // Q6_K
-    if (i < 192) return {i & ~size_t{3}, 4}; // ql and qh steps
-    if (i < 208) return {i, 1};              // scales
-    return {208, 2};                         // d
 }
 
-// The K-quant layouts (repack.hpp): copies `size` bytes from original byte
+// Copies between the original image (plain, offset-relative) and the
+// interleaved data of a quantized matrix, `size` bytes from original byte
 // `offset`, unit by unit; whole groups take a loop without divisions.
 template <bool Store>
-void transfer_k(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
+void transfer_blocks(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
     const size_t bb = block_bytes_of(t->type);
     const auto G = static_cast<size_t>(repack_group_rows(t->type));
-    const size_t n_super = static_cast<size_t>(t->ne[0]) / 256;
-    const size_t row_bytes = n_super * bb, group_block = G * bb, group_bytes = n_super * group_block;
+    const bool k_quant = t->type == TSR_TYPE_Q4_K || t->type == TSR_TYPE_Q6_K;
+    const size_t nblk = static_cast<size_t>(t->ne[0]) / (k_quant ? 256 : k_qk);
+    const size_t row_bytes = nblk * bb, group_block = G * bb, group_bytes = nblk * group_block;
     char * packed = static_cast<char *>(t->data);
     auto copy = [](char * at_packed, char * at_plain, size_t n) {
         if constexpr (Store) {
@@ -113,12 +119,12 @@ void transfer_k(const tsr_tensor * t, char * plain, size_t offset, size_t size) 
     while (done < size) {
         if (row % G == 0 && b == 0 && i == 0 && size - done >= group_bytes) {
             char * grp = packed + row / G * group_bytes;
-            for (size_t bk = 0; bk < n_super; ++bk) {
+            for (size_t bk = 0; bk < nblk; ++bk) {
                 char * blk = grp + bk * group_block;
                 for (size_t r = 0; r < G; ++r) {
                     char * orig = plain + done + r * row_bytes + bk * bb;
                     for (size_t u = 0; u < bb;) {
-                        const k_unit k = unit_of(t->type, u);
+                        const block_unit k = unit_of(t->type, u);
                         copy(blk + G * k.u0 + k.size * r, orig + u, k.size);
                         u += k.size;
                     }
@@ -128,86 +134,10 @@ void transfer_k(const tsr_tensor * t, char * plain, size_t offset, size_t size) 
             row += G;
             continue;
         }
-        const k_unit k = unit_of(t->type, i);
-        char * blk = packed + (row / G * n_super + b) * group_block;
+        const block_unit k = unit_of(t->type, i);
+        char * blk = packed + (row / G * nblk + b) * group_block;
         const size_t n = std::min(k.u0 + k.size - i, size - done);
         copy(blk + G * k.u0 + k.size * (row % G) + (i - k.u0), plain + done, n);
-        done += n;
-        i += n;
-        if (i == bb) {
-            i = 0;
-            if (++b == n_super) {
-                b = 0;
-                ++row;
-            }
-        }
-    }
-}
-
-// Copies between the original image (plain, offset-relative) and the
-// interleaved data, `size` bytes from original byte `offset`. The original
-// block's bytes fall into units that stay contiguous in the interleaved
-// layout: the 2-byte scale and the 4-byte quant groups (steps).
-template <bool Store>
-void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
-    if (is_float_layout(t->type)) {
-        transfer_float<Store>(t, plain, offset, size);
-        return;
-    }
-    if (t->type == TSR_TYPE_Q4_K || t->type == TSR_TYPE_Q6_K) {
-        transfer_k<Store>(t, plain, offset, size);
-        return;
-    }
-    const size_t bb = block_bytes_of(t->type);
-    const size_t nblk = static_cast<size_t>(t->ne[0]) / k_qk;
-    const size_t row_bytes = nblk * bb;
-    const size_t group_block = static_cast<size_t>(k_repack_rows) * bb;
-    char * packed = static_cast<char *>(t->data);
-    const size_t group_bytes = nblk * group_block;
-    const size_t steps = (bb - 2) / 4;
-    size_t row = offset / row_bytes;
-    size_t b = offset % row_bytes / bb;
-    size_t i = offset % bb;
-    size_t done = 0;
-    while (done < size) {
-        // Whole groups of 8 rows: a tight loop without divisions.
-        if (row % k_repack_rows == 0 && b == 0 && i == 0 && size - done >= group_bytes) {
-            char * dst = packed + row / k_repack_rows * group_bytes;
-            char * src = plain + done;
-            for (size_t bk = 0; bk < nblk; ++bk) {
-                char * blk = dst + bk * group_block;
-                for (size_t r = 0; r < static_cast<size_t>(k_repack_rows); ++r) {
-                    char * orig = src + r * row_bytes + bk * bb;
-                    if constexpr (Store) {
-                        std::memcpy(blk + 2 * r, orig, 2);
-                        for (size_t j = 0; j < steps; ++j) std::memcpy(blk + 16 + 32 * j + 4 * r, orig + 2 + 4 * j, 4);
-                    } else {
-                        std::memcpy(orig, blk + 2 * r, 2);
-                        for (size_t j = 0; j < steps; ++j) std::memcpy(orig + 2 + 4 * j, blk + 16 + 32 * j + 4 * r, 4);
-                    }
-                }
-            }
-            done += group_bytes;
-            row += k_repack_rows;
-            continue;
-        }
-        const size_t g = row / k_repack_rows, r = row % k_repack_rows;
-        char * blk = packed + (g * nblk + b) * group_block;
-        size_t at, unit_end;
-        if (i < 2) {
-            at = 2 * r + i;
-            unit_end = 2;
-        } else {
-            const size_t j = (i - 2) / 4;
-            at = 16 + 32 * j + 4 * r + (i - 2) % 4;
-            unit_end = 2 + 4 * (j + 1);
-        }
-        const size_t n = std::min(unit_end - i, size - done);
-        if constexpr (Store) {
-            std::memcpy(blk + at, plain + done, n);
-        } else {
-            std::memcpy(plain + done, blk + at, n);
-        }
         done += n;
         i += n;
         if (i == bb) {
@@ -217,6 +147,15 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
                 ++row;
             }
         }
+    }
+}
+
+template <bool Store>
+void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
+    if (is_float_layout(t->type)) {
+        transfer_float<Store>(t, plain, offset, size);
+    } else {
+        transfer_blocks<Store>(t, plain, offset, size);
     }
 }
 

@@ -34,6 +34,8 @@
 // Each block is cut into units, and the unit starting at block byte u0, of
 // s bytes, of row r lies at G * u0 + s * r: the G rows' copies of a unit
 // sit side by side, where the unit's section of the block (times G) is.
+// (The Q8_0/Q4_0 layout above is the same rule with G = 8: d a unit of 2,
+// each 4 quant bytes a unit.)
 //   Q4_K (F16 d, F16 dmin, 12 scale bytes, 128 qs bytes): d and dmin are
 //        units of 2, each scale byte a unit of 1 (so scale byte k of all
 //        G rows is one run of G bytes at 4G + G k, and the 6-bit scales and
