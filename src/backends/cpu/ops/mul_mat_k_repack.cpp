@@ -1,11 +1,12 @@
-// backends/cpu/ops/mul_mat_k_repack.cpp — MUL_MAT with repacked Q4_K
-// weights (groups of G interleaved rows, one per int32 lane: repack.hpp) and
-// N < k_gemm_min_n columns: token generation. (More columns: gemm_k.cpp,
+// backends/cpu/ops/mul_mat_k_repack.cpp — MUL_MAT with repacked Q4_K and
+// Q6_K weights (groups of G interleaved rows, one per int32 lane:
+// repack.hpp) and N < k_gemm_min_n columns: token generation. (More columns: gemm_k.cpp,
 // which unpacks its panels from the same groups.)
 //
 // Each thread streams whole groups, front to back; the G rows of a group
 // sit in the G int32 lanes of one vector (k_lanes.hpp), so nothing is
-// reduced across lanes. Per super-block of a group:
+// reduced across lanes. Per super-block of a Q4_K group (Q6_K: see
+// q6_k_group_dot):
 //   scales   the 12 G scale bytes (three vectors: bytes 0..3, 4..7, 8..11
 //            of every row) unpack with the Q4_K bit operations
 //            (vec_dot_k.hpp) into sc[j][r] and m[j][r], j = 0..7
@@ -83,6 +84,34 @@ column quantize_column(const float * x, int64_t n_super, char * mem) {
     return {q, pairs};
 }
 
+// Per lane, the int16 pair (a, b) of two int32 lanes holding int16 values.
+inline V::vi pairs16(V::vi a, V::vi b) {
+    return V::or_(V::and_(a, V::bcast(0xffff)), V::slli32(b, 16));
+}
+
+// acc + the products of the four unsigned quant bytes of each lane of w
+// with the four activation quants at x4: with VNNI exact int32 sums
+// (vpdpbusd); without, int16 pair sums (vpmaddubsw), exact while a lane's
+// pairs add up to at most 2^15 - 1 over the steps summed (8 steps of
+// nibbles: 8 * 2 * 15 * 127; 2 steps of 6-bit quants: 2 * 2 * 63 * 127).
+inline V::vi step4(V::vi acc, V::vi w, const char * x4) {
+    if constexpr (k_vnni) {
+        return V::dot4_bcast(acc, w, x4);
+    } else {
+        return V::add16(acc, V::maddubs(w, V::bcast(quad(x4))));
+    }
+}
+
+// A sub-block's step4 sums times its scales sc (int32 lanes holding int8
+// or uint8 values), as int32: vpmulld, or vpmaddwd by (sc, sc).
+inline V::vi scaled(V::vi acc, V::vi sc) {
+    if constexpr (k_vnni) {
+        return V::mullo(acc, sc);
+    } else {
+        return V::madd16(acc, pairs16(sc, sc));
+    }
+}
+
 // out[c][0..G) = the G rows of Q4_K group `grp` (n_super super-blocks) .
 // column c.
 template <int C>
@@ -107,43 +136,24 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
         const char * steps = blk + 16 * G;
 #pragma GCC unroll 1
         for (int h = 0; h < 4; ++h) { // sub-blocks 2h (low nibbles) and 2h + 1 (high)
-            const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
-            if constexpr (k_vnni) {
-                V::vi lo[C], hi[C];
-                for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
+            V::vi lo[C], hi[C];
+            for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
 #pragma GCC unroll 8
-                for (int s = 0; s < 8; ++s) {
-                    const V::vi w = V::loadu(steps + 4 * G * (8 * h + s));
-                    const V::vi wl = V::and_(w, nib), wh = V::and_(V::srli16(w, 4), nib);
-                    for (int c = 0; c < C; ++c) {
-                        const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 64 * h + 4 * s;
-                        lo[c] = V::dot4_bcast(lo[c], wl, xq);
-                        hi[c] = V::dot4_bcast(hi[c], wh, xq + 32);
-                    }
-                }
-                for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::add(V::mullo(lo[c], sc_lo), V::mullo(hi[c], sc_hi)));
-            } else {
-                const V::vi sc16_lo = V::or_(sc_lo, V::slli32(sc_lo, 16)), sc16_hi = V::or_(sc_hi, V::slli32(sc_hi, 16));
-                V::vi lo[C], hi[C];
-                for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
-#pragma GCC unroll 8
-                for (int s = 0; s < 8; ++s) {
-                    const V::vi w = V::loadu(steps + 4 * G * (8 * h + s));
-                    const V::vi wl = V::and_(w, nib), wh = V::and_(V::srli16(w, 4), nib);
-                    for (int c = 0; c < C; ++c) {
-                        const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 64 * h + 4 * s;
-                        lo[c] = V::add16(lo[c], V::maddubs(wl, V::bcast(quad(xq))));
-                        hi[c] = V::add16(hi[c], V::maddubs(wh, V::bcast(quad(xq + 32))));
-                    }
-                }
+            for (int s = 0; s < 8; ++s) { // 8 steps: within step4's int16 bound for nibbles
+                const V::vi w = V::loadu(steps + 4 * G * (8 * h + s));
+                const V::vi wl = V::and_(w, nib), wh = V::and_(V::srli16(w, 4), nib);
                 for (int c = 0; c < C; ++c) {
-                    isum[c] = V::add(isum[c], V::add(V::madd16(lo[c], sc16_lo), V::madd16(hi[c], sc16_hi)));
+                    const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 64 * h + 4 * s;
+                    lo[c] = step4(lo[c], wl, xq);
+                    hi[c] = step4(hi[c], wh, xq + 32);
                 }
             }
+            const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
+            for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::add(scaled(lo[c], sc_lo), scaled(hi[c], sc_hi)));
         }
         // msum: int16 pairs (m_2i, m_2i+1) of every row against the column's pair words.
         V::vi mpair[4];
-        for (int i = 0; i < 4; ++i) mpair[i] = V::or_(V::u8_to_i32(m + 2 * i * G), V::slli32(V::u8_to_i32(m + (2 * i + 1) * G), 16));
+        for (int i = 0; i < 4; ++i) mpair[i] = pairs16(V::u8_to_i32(m + 2 * i * G), V::u8_to_i32(m + (2 * i + 1) * G));
         const V::vf d = V::load_f16(blk), dmin = V::load_f16(blk + 2 * G);
         for (int c = 0; c < C; ++c) {
             const int32_t * pw = x[c].pairs + 8 * b;
@@ -193,28 +203,23 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
                     return V::or_(lo, V::and_(hi, m2));
                 };
                 for (int t = 0; t < 2; ++t) { // sub-block 8h + 2qq + t: steps 4t .. 4t + 3
-                    const int j = 8 * h + 2 * qq + t;
-                    const V::vi scj = V::i8_to_i32(scales + static_cast<size_t>(j) * G);
-                    if constexpr (k_vnni) {
-                        V::vi dot[C];
-                        for (int c = 0; c < C; ++c) dot[c] = V::zero();
-                        for (int s = 4 * t; s < 4 * t + 4; ++s) {
-                            const V::vi w = quants(s);
+                    const V::vi scj = V::i8_to_i32(scales + static_cast<size_t>(8 * h + 2 * qq + t) * G);
+                    V::vi dot[C];
+                    for (int c = 0; c < C; ++c) dot[c] = V::zero();
+                    for (int s = 4 * t; s < 4 * t + 4; ++s) {
+                        const V::vi w = quants(s);
+                        for (int c = 0; c < C; ++c) {
+                            dot[c] = step4(dot[c], w, reinterpret_cast<const char *>(x[c].q[b].qs) + 128 * h + 32 * qq + 4 * s);
+                        }
+                        if (!k_vnni && s % 2 == 1) { // int16 sums: at most 2 steps of 6-bit quants
                             for (int c = 0; c < C; ++c) {
-                                dot[c] = V::dot4_bcast(dot[c], w, reinterpret_cast<const char *>(x[c].q[b].qs) + 128 * h + 32 * qq + 4 * s);
+                                isum[c] = V::add(isum[c], scaled(dot[c], scj));
+                                dot[c] = V::zero();
                             }
                         }
-                        for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(dot[c], scj));
-                    } else {
-                        const V::vi sc16 = V::or_(V::and_(scj, V::bcast(0xffff)), V::slli32(scj, 16));
-                        for (int s = 4 * t; s < 4 * t + 4; s += 2) {
-                            const V::vi w0 = quants(s), w1 = quants(s + 1);
-                            for (int c = 0; c < C; ++c) {
-                                const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 128 * h + 32 * qq + 4 * s;
-                                const V::vi p = V::add16(V::maddubs(w0, V::bcast(quad(xq))), V::maddubs(w1, V::bcast(quad(xq + 4))));
-                                isum[c] = V::add(isum[c], V::madd16(p, sc16));
-                            }
-                        }
+                    }
+                    if (k_vnni) {
+                        for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], scaled(dot[c], scj));
                     }
                 }
             }
@@ -222,8 +227,7 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
         // minus 32 sum_j sc_j bsum_j: int16 pairs (sc_2i, sc_2i+1) of every row
         V::vi spair[8];
         for (int i = 0; i < 8; ++i) {
-            const V::vi a = V::i8_to_i32(scales + static_cast<size_t>(2 * i) * G), bb = V::i8_to_i32(scales + static_cast<size_t>(2 * i + 1) * G);
-            spair[i] = V::or_(V::and_(a, V::bcast(0xffff)), V::slli32(bb, 16));
+            spair[i] = pairs16(V::i8_to_i32(scales + static_cast<size_t>(2 * i) * G), V::i8_to_i32(scales + static_cast<size_t>(2 * i + 1) * G));
         }
         const V::vf d = V::load_f16(blk + 208 * G);
         for (int c = 0; c < C; ++c) {
