@@ -1,4 +1,4 @@
-// backends/cpu/ops/matvec_q.cpp — MUL_MAT with Q8_0/Q4_0 weights and few
+// backends/cpu/ops/matvec_q.cpp — MUL_MAT with Q8_0/Q4_0/Q5_0 weights and few
 // columns (N < k_gemm_min_n), the token-generation case: each column is
 // quantized to Q8_0 (q8_act.hpp), then the weights stream once through
 // integer block dot products, eight rows at a time.
@@ -8,6 +8,10 @@
 //         (vpmaddubsw + vpmaddwd, or vpdpbusd with VNNI), minus 8 * the
 //         activation block's quant sum: the exact integer sum of
 //         (nibble - 8) * q.
+//   Q5_0: the 5-bit quants q = w + 16 (0..31; nibbles and fifth bits
+//         joined, simd::q5_quants) as unsigned bytes times the activation
+//         quants, minus 16 * the quant sum: the exact sum of (q - 16) * x
+//         (vpmaddubsw pair sums <= 2 * 31 * 127 fit int16).
 //   Q8_0: with VNNI, (w + 128) as unsigned bytes times q minus 128 * sum;
 //         without, |w| times q with w's sign (vpsignb), pairs summed by
 //         vpmaddubsw (|w| <= 128, |q| <= 127: no saturation). Exact.
@@ -49,7 +53,7 @@ size_t col_bytes_of(int64_t n_blocks) {
 
 template <int32_t T>
 constexpr size_t block_bytes() {
-    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : k_q8_0_block_bytes;
+    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes : k_q8_0_block_bytes;
 }
 
 // Integer dot products of block b of row w with the activation quants xq
@@ -59,6 +63,8 @@ inline __m256i block_dot(const char * w, int64_t b, __m256i xq) {
     if constexpr (T == TSR_TYPE_Q4_0) {
         const __m256i nib = simd::q4_nibbles(w + static_cast<size_t>(b) * k_q4_0_block_bytes + 2);
         return simd::dot4_u8s8(_mm256_setzero_si256(), nib, xq);
+    } else if constexpr (T == TSR_TYPE_Q5_0) {
+        return simd::dot4_u8s8(_mm256_setzero_si256(), simd::q5_quants(w + static_cast<size_t>(b) * k_q5_0_block_bytes), xq);
     } else {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w + static_cast<size_t>(b) * k_q8_0_block_bytes + 2));
 #ifdef TSR_CPU_VNNI256
@@ -74,6 +80,7 @@ inline __m256i block_dot(const char * w, int64_t b, __m256i xq) {
 template <int32_t T>
 constexpr int bias_shift() {
     if constexpr (T == TSR_TYPE_Q4_0) return 3; // nibble = (w + 8)
+    if constexpr (T == TSR_TYPE_Q5_0) return 4; // q = (w + 16)
 #ifdef TSR_CPU_VNNI256
     return 7; // w + 128
 #else
@@ -251,6 +258,7 @@ size_t matvec_q_work_size(const mm_dims & d) {
 bool matvec_q(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
+    case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
     case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
     default: return false;
     }
