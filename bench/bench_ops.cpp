@@ -2,7 +2,7 @@
 // graph compute (thread pool included).
 //   limits:  FMA and int8 peaks and read bandwidth of this machine, 1 and 2
 //            threads (machine_limits.hpp), measured first in the same run.
-//   MUL_MAT: weights [K=4096, M=4096] of F32, F16, Q8_0, Q4_0, Q4_K, Q6_K times F32
+//   MUL_MAT: weights [K=4096, M=4096] of F32, F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K times F32
 //            activations [4096, N] for N = 1 (decode) and N = 512 (prompt),
 //            on 1 and 2 threads; counters: FLOP/s (2*M*N*K per op), weight
 //            GB/s (bytes of the weight matrix read per op), and as
@@ -135,7 +135,8 @@ void run_mul_mat(benchmark::State & state, const std::vector<tensor *> & outs, t
     const double flops = 2.0 * static_cast<double>(M * N * K) * per_iter;
     const double wrate = static_cast<double>(wbytes) * per_iter;
     if (const double peak = limit_for(fma_peak(), n_threads); peak > 0) state.counters["of_fma_peak"] = flops / peak;
-    if (wtype == TSR_TYPE_Q8_0 || wtype == TSR_TYPE_Q4_0 || wtype == TSR_TYPE_Q4_K || wtype == TSR_TYPE_Q6_K) {
+    if (wtype == TSR_TYPE_Q8_0 || wtype == TSR_TYPE_Q4_0 || wtype == TSR_TYPE_Q5_0 || wtype == TSR_TYPE_Q4_K ||
+        wtype == TSR_TYPE_Q6_K) {
         if (const double peak = limit_for(int8_peak(), n_threads); peak > 0) state.counters["of_int8_peak"] = flops / peak;
     }
     if (N == 1) {
@@ -184,20 +185,25 @@ void BM_mul_mat_shape(benchmark::State & state) {
 
 void mul_mat_args(benchmark::internal::Benchmark * b) {
     for (int th : {1, 2}) {
-        for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) b->Args({t, 1, th});
+        for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
+            b->Args({t, 1, th});
+        }
     }
 }
 void mul_mat_args_prompt(benchmark::internal::Benchmark * b) {
     for (int th : {1, 2}) {
-        for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) b->Args({t, 512, th});
+        for (int t : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
+            b->Args({t, 512, th});
+        }
     }
 }
 
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_mul_mat_shape)
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1})
+    ->Args({TSR_TYPE_Q5_0, 576, 1536, 1, 1})->Args({TSR_TYPE_Q5_0, 1536, 576, 1, 1})
     ->Args({TSR_TYPE_Q8_0, 576, 1536, 1, 1})->Args({TSR_TYPE_F16, 576, 1536, 1, 1})
-    ->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1})->Args({TSR_TYPE_F16, 576, 1536, 64, 1})
+    ->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1})->Args({TSR_TYPE_Q5_0, 576, 1536, 64, 1})->Args({TSR_TYPE_F16, 576, 1536, 64, 1})
     ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2})->Args({TSR_TYPE_F16, 2048, 256, 512, 2})
     ->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 1})->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 2})->Args({TSR_TYPE_Q4_0, 2048, 2048, 512, 1})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();

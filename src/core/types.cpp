@@ -1,5 +1,5 @@
 // core/types.cpp — the element-type traits table, F16/BF16 conversion and
-// the reference Q8_0/Q4_0 quantization (K-quants: types_k.cpp).
+// the reference Q8_0/Q4_0/Q5_0 quantization (K-quants: types_k.cpp).
 //
 // Block sizes and byte sizes are facts of the GGUF format (ggml_type block
 // definitions, ggml-common.h in the ggml repository; GGUF spec docs/gguf.md).
@@ -82,6 +82,13 @@ void q4_0_from_float(const float * x, void * y, int64_t n) {
     quantize_row_q4_0_ref(x, static_cast<block_q4_0 *>(y), n);
 }
 
+void q5_0_to_float(const void * x, float * y, int64_t n) {
+    dequantize_row_q5_0(static_cast<const block_q5_0 *>(x), y, n);
+}
+void q5_0_from_float(const float * x, void * y, int64_t n) {
+    quantize_row_q5_0_ref(x, static_cast<block_q5_0 *>(y), n);
+}
+
 void q4_k_to_float(const void * x, float * y, int64_t n) {
     dequantize_row_q4_k(static_cast<const block_q4_k *>(x), y, n);
 }
@@ -118,7 +125,7 @@ constexpr table_t make_table() {
     set(TSR_TYPE_F16, "F16", 1, 2, false, f16_row_to_float, f16_row_from_float);
     set(TSR_TYPE_Q4_0, "Q4_0", QK, 2 + QK / 2, true, q4_0_to_float, q4_0_from_float);   // 18
     set(TSR_TYPE_Q4_1, "Q4_1", QK, 2 * 2 + QK / 2, true);                                 // 20
-    set(TSR_TYPE_Q5_0, "Q5_0", QK, 2 + 4 + QK / 2, true);                                 // 22
+    set(TSR_TYPE_Q5_0, "Q5_0", QK, 2 + 4 + QK / 2, true, q5_0_to_float, q5_0_from_float);   // 22
     set(TSR_TYPE_Q5_1, "Q5_1", QK, 2 * 2 + 4 + QK / 2, true);                             // 24
     set(TSR_TYPE_Q8_0, "Q8_0", QK, 2 + QK, true, q8_0_to_float, q8_0_from_float);         // 34
     set(TSR_TYPE_Q8_1, "Q8_1", QK, 2 * 2 + QK, true);                                     // 36
@@ -259,7 +266,7 @@ bf16_bits f32_to_bf16(float f) {
     return static_cast<bf16_bits>(rounded >> 16);
 }
 
-// --- Q8_0 / Q4_0 reference ---------------------------------------------------------
+// --- Q8_0 / Q4_0 / Q5_0 reference ----------------------------------------------------
 // Block definitions and the reference quantizer as defined by the format
 // (ggml quantize_row_q8_0_ref / quantize_row_q4_0_ref semantics, written here
 // from the definition in types.hpp).
@@ -327,6 +334,63 @@ void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n) {
         for (int64_t j = 0; j < QK / 2; ++j) {
             y[b * QK + j] = d * static_cast<float>((x[b].qs[j] & 0x0f) - 8);
             y[b * QK + j + QK / 2] = d * static_cast<float>((x[b].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+// Q5_0: written from the block description in types.hpp. The scale is
+// chosen like Q4_0's (the signed value of largest magnitude maps to q = 0),
+// with 16 levels on either side of zero instead of 8.
+
+namespace {
+// qh as the little-endian uint32 the format defines, whatever the host order.
+uint32_t q5_0_high_bits(const block_q5_0 & blk) {
+    return static_cast<uint32_t>(blk.qh[0]) | static_cast<uint32_t>(blk.qh[1]) << 8 |
+           static_cast<uint32_t>(blk.qh[2]) << 16 | static_cast<uint32_t>(blk.qh[3]) << 24;
+}
+} // namespace
+
+void quantize_row_q5_0_ref(const float * x, block_q5_0 * y, int64_t n) {
+    check_blocks("quantize_row_q5_0_ref", n);
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const float * xb = x + b * QK;
+        float amax = 0.0f; // largest |x| seen so far
+        float max = 0.0f;  // the signed value that has it (first one wins ties)
+        for (int64_t j = 0; j < QK; ++j) {
+            if (amax < std::fabs(xb[j])) {
+                amax = std::fabs(xb[j]);
+                max = xb[j];
+            }
+        }
+        const float d = max / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        block_q5_0 & out = y[b];
+        out.d = f32_to_f16(d);
+        uint32_t qh = 0;
+        std::memset(out.qs, 0, sizeof out.qs);
+        for (int64_t j = 0; j < QK; ++j) {
+            // x * id lies in [-16, 16]: + 16.5 and truncation toward zero
+            // round to nearest; the element equal to -max reaches 32.5 and is
+            // clamped to 31. (Negative results cannot occur for finite input;
+            // their low five bits would be stored, as a byte cast keeps them.)
+            const int q = std::min(31, to_int_trunc(xb[j] * id + 16.5f, -128, 127));
+            const int nibble = q & 0x0f;
+            out.qs[j % 16] = static_cast<uint8_t>(out.qs[j % 16] | (j < 16 ? nibble : nibble << 4));
+            qh |= static_cast<uint32_t>((q >> 4) & 1) << j;
+        }
+        for (int i = 0; i < 4; ++i) out.qh[i] = static_cast<uint8_t>(qh >> (8 * i));
+    }
+}
+
+void dequantize_row_q5_0(const block_q5_0 * x, float * y, int64_t n) {
+    check_blocks("dequantize_row_q5_0", n);
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const float d = f16_to_f32(x[b].d);
+        const uint32_t qh = q5_0_high_bits(x[b]);
+        for (int64_t j = 0; j < QK; ++j) {
+            const int nibble = j < 16 ? (x[b].qs[j] & 0x0f) : (x[b].qs[j - 16] >> 4);
+            const int q = nibble | static_cast<int>((qh >> j) & 1) << 4;
+            y[b * QK + j] = d * static_cast<float>(q - 16);
         }
     }
 }

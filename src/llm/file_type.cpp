@@ -37,8 +37,8 @@ std::string upper(std::string_view s) {
 } // namespace
 
 std::vector<file_type> quantize_targets() {
-    return {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16,  TSR_TYPE_Q8_0,   TSR_TYPE_Q4_0,
-            TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, file_type_q4_k_s, file_type_q4_k_m};
+    return {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16,    TSR_TYPE_Q8_0,   TSR_TYPE_Q4_0,
+            TSR_TYPE_Q5_0, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, file_type_q4_k_s, file_type_q4_k_m};
 }
 
 std::string quantize_target_names() {
@@ -50,7 +50,7 @@ std::string quantize_target_names() {
 bool is_quantize_target(const file_type & ft) {
     const std::vector<file_type> all = quantize_targets();
     if (std::find(all.begin(), all.end(), ft) == all.end()) return false;
-    // The mixes also write Q6_K and the fallbacks Q4_0 and Q8_0.
+    // The mixes also write Q6_K and the fallbacks Q5_0 and Q8_0.
     std::vector<type> used = {ft.base, k_quant_fallback(ft.base)};
     if (ft.kind != file_type::mix::none) used.insert(used.end(), {TSR_TYPE_Q6_K, TSR_TYPE_Q8_0});
     return std::all_of(used.begin(), used.end(), [](type t) { return get_type_traits(t).from_float != nullptr; });
@@ -85,6 +85,7 @@ uint32_t file_type_of(const file_type & ft) {
     case TSR_TYPE_F16: return 1;   // MOSTLY_F16
     case TSR_TYPE_Q4_0: return 2;  // MOSTLY_Q4_0
     case TSR_TYPE_Q8_0: return 7;  // MOSTLY_Q8_0
+    case TSR_TYPE_Q5_0: return 8;  // MOSTLY_Q5_0
     case TSR_TYPE_Q4_K: return 14; // no id of its own: MOSTLY_Q4_K_S (see the header)
     case TSR_TYPE_Q6_K: return 18; // MOSTLY_Q6_K
     case TSR_TYPE_BF16: return 32; // MOSTLY_BF16
@@ -99,6 +100,7 @@ std::string_view file_type_description(int64_t id) {
     case 1: return "F16";
     case 2: return "Q4_0";
     case 7: return "Q8_0";
+    case 8: return "Q5_0";
     case 14: return "Q4_K - Small";
     case 15: return "Q4_K - Medium";
     case 18: return "Q6_K";
@@ -124,7 +126,7 @@ type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer
 
 type k_quant_fallback(type t) {
     switch (t) {
-    case TSR_TYPE_Q4_K: return TSR_TYPE_Q4_0;
+    case TSR_TYPE_Q4_K: return TSR_TYPE_Q5_0;
     case TSR_TYPE_Q6_K: return TSR_TYPE_Q8_0;
     default: return t;
     }

@@ -55,10 +55,10 @@ std::vector<uint8_t> q6_k_ref(const std::vector<float> & x) {
     std::memcpy(out.data(), b.data(), out.size());
     return out;
 }
-std::vector<uint8_t> q4_0_ref(const std::vector<float> & x) {
-    std::vector<block_q4_0> b(x.size() / 32);
-    quantize_row_q4_0_ref(x.data(), b.data(), int64_t(x.size()));
-    std::vector<uint8_t> out(b.size() * sizeof(block_q4_0));
+std::vector<uint8_t> q5_0_ref(const std::vector<float> & x) {
+    std::vector<block_q5_0> b(x.size() / 32);
+    quantize_row_q5_0_ref(x.data(), b.data(), int64_t(x.size()));
+    std::vector<uint8_t> out(b.size() * sizeof(block_q5_0));
     std::memcpy(out.data(), b.data(), out.size());
     return out;
 }
@@ -121,17 +121,21 @@ TEST(QuantizeRules, FallbackWhenNe0IsNotAMultipleOf256) {
     const int64_t n576[2] = {576, 576}, n1536[2] = {1536, 576}, n48[2] = {48, 4}, n64[2] = {64, 2};
     const auto m = llm::file_type_q4_k_m;
     // The 135m shape: n_embd 576 = 2.25 super-blocks.
-    EXPECT_EQ(llm::tensor_type_for(m, "blk.3.attn_q.weight", n576, 30), TSR_TYPE_Q4_0);
+    EXPECT_EQ(llm::tensor_type_for(m, "blk.3.attn_q.weight", n576, 30), TSR_TYPE_Q5_0);
     EXPECT_EQ(llm::tensor_type_for(m, "blk.0.attn_v.weight", n576, 30), TSR_TYPE_Q8_0);
     EXPECT_EQ(llm::tensor_type_for(m, "output.weight", n576, 30), TSR_TYPE_Q8_0);
     // n_ff 1536 = 6 super-blocks: ffn_down keeps the K-quants.
     EXPECT_EQ(llm::tensor_type_for(m, "blk.0.ffn_down.weight", n1536, 30), TSR_TYPE_Q6_K);
     EXPECT_EQ(llm::tensor_type_for(m, "blk.3.ffn_down.weight", n1536, 30), TSR_TYPE_Q4_K);
-    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q4_K, "w", n64, 1), TSR_TYPE_Q4_0);
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q4_K, "w", n64, 1), TSR_TYPE_Q5_0);
+    EXPECT_EQ(llm::tensor_type_for(llm::file_type_q4_k_s, "blk.0.ffn_up.weight", n576, 30), TSR_TYPE_Q5_0);
     EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q6_K, "w", n64, 1), TSR_TYPE_Q8_0);
     // Not even a 32-element block: copied unchanged.
     EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q4_K, "w", n48, 1), std::nullopt);
-    EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_Q4_K), TSR_TYPE_Q4_0);
+    // As llama.cpp's quantizer: Q4_K -> Q5_0, Q6_K -> Q8_0.
+    EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_Q4_K), TSR_TYPE_Q5_0);
+    EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_Q4_0), TSR_TYPE_Q4_0);
+    EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_Q5_0), TSR_TYPE_Q5_0);
     EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_Q6_K), TSR_TYPE_Q8_0);
     EXPECT_EQ(llm::k_quant_fallback(TSR_TYPE_F16), TSR_TYPE_F16);
     // rule_type_for is the choice before the fallback.
@@ -139,20 +143,21 @@ TEST(QuantizeRules, FallbackWhenNe0IsNotAMultipleOf256) {
 }
 
 TEST(QuantizeRules, TargetNames) {
-    EXPECT_EQ(llm::quantize_target_names(), "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M");
+    EXPECT_EQ(llm::quantize_target_names(), "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M");
+    EXPECT_EQ(llm::parse_file_type("q5_0"), llm::file_type(TSR_TYPE_Q5_0));
     EXPECT_EQ(llm::parse_file_type("q4_k_m"), llm::file_type_q4_k_m);
     EXPECT_EQ(llm::parse_file_type("Q4_K_S"), llm::file_type_q4_k_s);
     EXPECT_EQ(llm::parse_file_type("Q6_K"), llm::file_type(TSR_TYPE_Q6_K));
     EXPECT_EQ(llm::parse_file_type("f16"), llm::file_type(TSR_TYPE_F16));
     EXPECT_EQ(llm::file_type_name(llm::file_type_q4_k_m), "Q4_K_M");
     EXPECT_EQ(llm::file_type_name(TSR_TYPE_Q4_K), "Q4_K");
-    for (const char * bad : {"Q5_K", "Q2_K", "Q4_1", "Q4_K_L", "", "Q9_9"}) {
+    for (const char * bad : {"Q5_K", "Q2_K", "Q4_1", "Q5_1", "Q4_K_L", "", "Q9_9"}) {
         try {
             llm::parse_file_type(bad);
             ADD_FAILURE() << "expected an error for '" << bad << "'";
         } catch (const error & e) {
             EXPECT_EQ(std::string(e.what()), fmt::format("unknown or unsupported quantization type '{}' (supported: "
-                                                         "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M)",
+                                                         "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M)",
                                                          bad));
         }
     }
@@ -201,7 +206,7 @@ TEST(QuantizeK, Q4KMBytesEqualTheReferenceQuantizers) {
         {"blk.4.ffn_down.weight", 512, 2, TSR_TYPE_Q6_K}, // (4 - 2) % 3 = 2
         {"blk.5.ffn_down.weight", 256, 2, TSR_TYPE_Q4_K},
         {"blk.20.attn_q.weight", 256, 2, TSR_TYPE_Q4_K},  // not attn_v/ffn_down
-        {"blk.1.attn_k.weight", 64, 2, TSR_TYPE_Q4_0},    // 64 % 256 != 0: fallback
+        {"blk.1.attn_k.weight", 64, 2, TSR_TYPE_Q5_0},    // 64 % 256 != 0: fallback
         {"blk.1.ffn_down.weight", 96, 2, TSR_TYPE_Q8_0},  // Q6_K's fallback
         {"odd.weight", 48, 2, TSR_TYPE_F32},              // fits no block: kept
     };
@@ -230,8 +235,8 @@ TEST(QuantizeK, Q4KMBytesEqualTheReferenceQuantizers) {
     const auto res = llm::quantize_file(dir / "in.gguf", dir / "out.gguf", p);
     EXPECT_EQ(res.n_converted, srcs.size() - 1);
     EXPECT_EQ(res.n_by_type, (std::vector<std::pair<type, size_t>>{
-                                 {TSR_TYPE_Q4_K, 4}, {TSR_TYPE_Q6_K, 3}, {TSR_TYPE_Q4_0, 1}, {TSR_TYPE_Q8_0, 1}}));
-    EXPECT_EQ(notes, (std::vector<std::string>{"blk.1.attn_k.weight Q4_K->Q4_0", "blk.1.ffn_down.weight Q6_K->Q8_0",
+                                 {TSR_TYPE_Q4_K, 4}, {TSR_TYPE_Q6_K, 3}, {TSR_TYPE_Q5_0, 1}, {TSR_TYPE_Q8_0, 1}}));
+    EXPECT_EQ(notes, (std::vector<std::string>{"blk.1.attn_k.weight Q4_K->Q5_0", "blk.1.ffn_down.weight Q6_K->Q8_0",
                                                "odd.weight Q4_K->F32"}));
 
     const gguf::reader r(dir / "out.gguf");
@@ -245,7 +250,7 @@ TEST(QuantizeK, Q4KMBytesEqualTheReferenceQuantizers) {
         switch (s.want) {
         case TSR_TYPE_Q4_K: want = q4_k_ref(vals[i]); break;
         case TSR_TYPE_Q6_K: want = q6_k_ref(vals[i]); break;
-        case TSR_TYPE_Q4_0: want = q4_0_ref(vals[i]); break;
+        case TSR_TYPE_Q5_0: want = q5_0_ref(vals[i]); break;
         case TSR_TYPE_F32: want = f32_bytes(vals[i]); break;
         default: {
             std::vector<block_q8_0> b(vals[i].size() / 32);

@@ -100,7 +100,7 @@ TEST(Synth, Presets) {
 }
 
 // synth_data_size of the mixes, counted by hand from the Q4_K_M rule: bytes
-// per element Q4_K 144/256, Q6_K 210/256, Q4_0 18/32, Q8_0 34/32.
+// per element Q4_K 144/256, Q6_K 210/256, Q5_0 22/32, Q8_0 34/32.
 TEST(Synth, MixDataSizes) {
     const auto b = llm::synth_preset("1b");
     // 1b: n_embd 2048, n_ff 5632 = 22 * 256, n_embd_kv 256: no fallback.
@@ -115,16 +115,17 @@ TEST(Synth, MixDataSizes) {
               (q4 + q6 - E * V) / 256 * 144 + E * V / 256 * 210 + 2048ull * 45 * 4);
     EXPECT_EQ(llm::synth_data_size(b, 32000, TSR_TYPE_Q6_K), 1099956224ull / 256 * 210 + 2048ull * 45 * 4);
     // 135m: n_embd 576 is no multiple of 256, n_ff 1536 is: every matrix but
-    // ffn_down falls back (Q4_K -> Q4_0, Q6_K -> Q8_0). Q4_K_M's 14 layers
+    // ffn_down falls back (Q4_K -> Q5_0, Q6_K -> Q8_0). Q4_K_M's 14 layers
     // 0, 1, 2, 5, 8, ..., 23, 26..29 take attn_v as Q8_0 and ffn_down as Q6_K.
     const auto m = llm::synth_preset("135m");
     const uint64_t e = 576, f = 1536, ekv = 192;
-    const uint64_t m_q40 = e * V + 30 * (2 * e * e + e * ekv + 2 * e * f) + 16 * e * ekv;
+    const uint64_t m_q50 = e * V + 30 * (2 * e * e + e * ekv + 2 * e * f) + 16 * e * ekv;
     const uint64_t m_q80 = e * V + 14 * e * ekv;
     const uint64_t m_q4k = 16 * f * e, m_q6k = 14 * f * e;
-    EXPECT_EQ(m_q40 + m_q80 + m_q4k + m_q6k, 143032320ull);
+    EXPECT_EQ(m_q50 + m_q80 + m_q4k + m_q6k, 143032320ull);
     EXPECT_EQ(llm::synth_data_size(m, 32000, llm::file_type_q4_k_m),
-              m_q40 / 32 * 18 + m_q80 / 32 * 34 + m_q4k / 256 * 144 + m_q6k / 256 * 210 + 576ull * 61 * 4);
+              m_q50 / 32 * 22 + m_q80 / 32 * 34 + m_q4k / 256 * 144 + m_q6k / 256 * 210 + 576ull * 61 * 4);
+    EXPECT_EQ(llm::synth_data_size(m, 32000, TSR_TYPE_Q5_0), 143032320ull / 32 * 22 + 576ull * 61 * 4);
     EXPECT_THROW(llm::synth_data_size(m, 32000, TSR_TYPE_Q5_K), error);
 }
 
@@ -222,7 +223,7 @@ TEST(Synth, ReproducibleAndSeedDependent) {
 TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
     temp_dir dir;
     llm::synth_model(tiny(TSR_TYPE_F32, 5), dir / "f32.gguf");
-    for (type t : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+    for (type t : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0}) {
         const std::string tn(type_name(t));
         llm::synth_model(tiny(t, 5), dir / ("s_" + tn + ".gguf"));
         llm::quantize_params qp;
@@ -252,10 +253,10 @@ TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
         EXPECT_EQ(r.file_size() - r.data_offset(), llm::synth_data_size(sp.shape, 32000, ft)) << tn;
         if (ft == llm::file_type_q4_k_m) {
             EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q8_0);
-            EXPECT_EQ(r.tensor("blk.0.attn_v.weight").type, TSR_TYPE_Q4_0);
+            EXPECT_EQ(r.tensor("blk.0.attn_v.weight").type, TSR_TYPE_Q5_0);
             EXPECT_EQ(r.tensor("blk.1.attn_v.weight").type, TSR_TYPE_Q8_0);
             EXPECT_EQ(r.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q8_0);
-            EXPECT_EQ(r.tensor("blk.1.ffn_up.weight").type, TSR_TYPE_Q4_0);
+            EXPECT_EQ(r.tensor("blk.1.ffn_up.weight").type, TSR_TYPE_Q5_0);
         }
     }
 }
@@ -402,7 +403,7 @@ TEST(Synth, Errors) {
     p.shape.n_embd = 80; // fits neither a Q4_K super-block nor a Q4_0 block
     p.shape.n_head = 5;
     p.shape.n_head_kv = 5;
-    expect_error(p, "the Q4_0 block size 32");
+    expect_error(p, "the Q5_0 block size 32");
     p = tiny(TSR_TYPE_Q4_0);
     p.shape.n_embd = 80; // not a multiple of the 32-element block
     p.shape.n_head = 5;

@@ -116,7 +116,7 @@ TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
     r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q9_9");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q9_9' (supported: F32, F16, BF16, Q8_0, "
-                                "Q4_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M)"))
+                                "Q4_0, Q5_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M)"))
         << r.err;
     r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q5_K");
     EXPECT_EQ(r.exit_code, 1);
@@ -127,7 +127,7 @@ TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
 }
 
 // Q4_K_M on the tiny shape (n_embd 64, n_ff 128: no 256-element super-block
-// fits, so every matrix falls back: Q4_K -> Q4_0, Q6_K -> Q8_0), from an F16
+// fits, so every matrix falls back: Q4_K -> Q5_0, Q6_K -> Q8_0), from an F16
 // model and then run; from an F32 model it equals synth's own Q4_K_M file.
 TEST(QuantizeCli, Q4KMOfTinyFallsBackMatchesSynthAndRuns) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
@@ -137,18 +137,18 @@ TEST(QuantizeCli, Q4KMOfTinyFallsBackMatchesSynthAndRuns) {
     r = run_tessera("quantize " + (d / "f16.gguf") + " " + (d / "m.gguf") + " q4_k_m");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string embd = line_with(r.err, "token_embd.weight");
-    EXPECT_TRUE(contains(embd, "F16 -> Q4_0")) << r.err;
+    EXPECT_TRUE(contains(embd, "F16 -> Q5_0")) << r.err;
     EXPECT_TRUE(contains(embd, "(fallback: Q4_K needs ne[0] % 256 == 0)")) << r.err;
     EXPECT_TRUE(contains(line_with(r.err, "output.weight"), "(fallback: Q6_K needs ne[0] % 256 == 0)")) << r.err;
     EXPECT_TRUE(contains(line_with(r.err, "blk.1.attn_v.weight"), "F16 -> Q8_0")) << r.err; // layer 1 of 2: more bits
-    EXPECT_TRUE(contains(line_with(r.err, "blk.0.attn_v.weight"), "F16 -> Q4_0")) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "blk.0.attn_v.weight"), "F16 -> Q5_0")) << r.err;
     EXPECT_FALSE(contains(line_with(r.err, "blk.0.ffn_norm.weight"), "fallback")) << r.err;
-    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q4_K_M (13 Q4_0, 3 Q8_0)")) << r.err;
+    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q4_K_M (13 Q5_0, 3 Q8_0)")) << r.err;
     {
         const tessera::gguf::reader m(d / "m.gguf");
         EXPECT_EQ(m.get_u32("general.file_type"), 15u);
         EXPECT_EQ(m.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q8_0);
-        EXPECT_EQ(m.tensor("blk.0.ffn_down.weight").type, TSR_TYPE_Q4_0);
+        EXPECT_EQ(m.tensor("blk.0.ffn_down.weight").type, TSR_TYPE_Q5_0);
     }
     r = run_tessera("run -m " + (d / "m.gguf") + " -p Hello -n 4 --temp 0 -t 1 -c 64");
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -174,13 +174,15 @@ TEST(SynthCli, Q4KM135mHoldsKQuantsRunsAndBenches) {
     {
         const tessera::gguf::reader m(d / "m.gguf");
         EXPECT_EQ(m.get_u32("general.file_type"), 15u);
-        EXPECT_EQ(m.tensor("token_embd.weight").type, TSR_TYPE_Q4_0);
+        EXPECT_EQ(m.tensor("token_embd.weight").type, TSR_TYPE_Q5_0);
+        EXPECT_EQ(m.tensor("blk.0.attn_q.weight").type, TSR_TYPE_Q5_0);
+        EXPECT_EQ(m.tensor("blk.29.ffn_up.weight").type, TSR_TYPE_Q5_0);
         EXPECT_EQ(m.tensor("output.weight").type, TSR_TYPE_Q8_0);
         EXPECT_EQ(m.tensor("blk.2.ffn_down.weight").type, TSR_TYPE_Q6_K); // 2 < 30/8
         EXPECT_EQ(m.tensor("blk.3.ffn_down.weight").type, TSR_TYPE_Q4_K);
         EXPECT_EQ(m.tensor("blk.5.ffn_down.weight").type, TSR_TYPE_Q6_K); // (5 - 3) % 3 == 2
         EXPECT_EQ(m.tensor("blk.5.attn_v.weight").type, TSR_TYPE_Q8_0);
-        EXPECT_EQ(m.tensor("blk.6.attn_v.weight").type, TSR_TYPE_Q4_0);
+        EXPECT_EQ(m.tensor("blk.6.attn_v.weight").type, TSR_TYPE_Q5_0);
     }
     r = run_tessera("run -m " + (d / "m.gguf") + " -p Hello -n 2 --temp 0 -t 2 -c 64");
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -210,8 +212,8 @@ TEST(SynthCli, ReproducibleLoadableAndChecked) {
     EXPECT_TRUE(contains(r.err, "unknown preset '7b'")) << r.err;
     r = run_tessera("gguf synth --preset tiny --type Q5_K --vocab " + vocab + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "--type 'Q5_K' is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S, "
-                                "Q4_K_M)"))
+    EXPECT_TRUE(contains(r.err, "--type 'Q5_K' is not supported (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, "
+                                "Q4_K_S, Q4_K_M)"))
         << r.err;
     r = run_tessera("gguf synth --preset tiny --vocab " + (d / "none.gguf") + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);

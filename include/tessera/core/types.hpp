@@ -8,6 +8,10 @@
 //   Q4_0: 32 elements per block = { f16 d; uint8 qs[16]; }          18 bytes
 //         element j (0..15) is the low nibble of qs[j], element j+16 the
 //         high nibble; x = d * (nibble - 8)
+//   Q5_0: 32 elements per block = { f16 d; uint8 qh[4]; uint8 qs[16]; } 22 bytes
+//         (GGUF type id 6) the low four bits of element j as in Q4_0, its
+//         fifth bit is bit j of qh read as a little-endian uint32;
+//         x = d * (q - 16), q = 0..31
 //   Q4_K, Q6_K, Q8_K: super-blocks of 256 elements, see block_q4_k,
 //         block_q6_k and block_q8_k below.
 #pragma once
@@ -79,14 +83,29 @@ struct block_q4_0 {
 };
 static_assert(sizeof(block_q4_0) == 18);
 
+struct block_q5_0 {
+    f16_bits d;
+    uint8_t qh[4]; // fifth bits: bit j (little-endian uint32) belongs to element j
+    uint8_t qs[16];
+};
+static_assert(sizeof(block_q5_0) == 22);
+
 // Reference quantization (round to nearest):
 //   Q8_0: d = amax / 127, q = round(x / d)
 //   Q4_0: d = max / -8 where max is the signed value of largest magnitude,
 //         q = min(15, (int)(x / d + 8.5))
+//   Q5_0: d = max / -16 (max as for Q4_0: the first element of largest
+//         |x|, its sign kept, becomes q = 0), id = 1 / d (0 when d is 0),
+//         q = min(31, (int)(x * id + 16.5)) truncated toward zero; the
+//         bytes of the format's reference quantizer (quantize_row_q5_0_ref
+//         in ggml's ggml-quants.c, the definition used to write GGUF files)
+// n must be a multiple of 32 (throws tessera::error otherwise).
 void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t n);
 void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t n);
 void quantize_row_q4_0_ref(const float * x, block_q4_0 * y, int64_t n);
 void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n);
+void quantize_row_q5_0_ref(const float * x, block_q5_0 * y, int64_t n);
+void dequantize_row_q5_0(const block_q5_0 * x, float * y, int64_t n);
 
 // --- K-quants: super-blocks of 256 elements (GGUF block layouts) ------------
 inline constexpr int64_t qk_k = 256; // elements per super-block

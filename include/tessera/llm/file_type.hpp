@@ -4,7 +4,7 @@
 // for it.
 //
 // Targets and their per-tensor rule (2-D tensors only; others are copied):
-//   F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K: every 2-D tensor that type.
+//   F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K: every 2-D tensor that type.
 //   Q4_K_M: output.weight -> Q6_K; blk.N.attn_v.weight and
 //           blk.N.ffn_down.weight -> Q6_K when use_more_bits(N, n_layer),
 //           else Q4_K; every other 2-D tensor -> Q4_K. In a model without
@@ -16,13 +16,15 @@
 //           simplification: llama.cpp's Q4_K_S also gives a few of the first
 //           attn_v/ffn_down tensors more bits; ours does not).
 // Fallback: K-quant super-blocks hold 256 elements, so a tensor whose ne[0]
-// is not a multiple of 256 gets Q4_0 instead of Q4_K and Q8_0 instead of
-// Q6_K (the SmolLM-135M shape, n_embd 576, falls back for most matrices).
+// is not a multiple of 256 gets Q5_0 instead of Q4_K and Q8_0 instead of
+// Q6_K, the choices of llama.cpp's quantizer, so such files match real
+// "Q4_K_M" downloads (the SmolLM-135M shape, n_embd 576, falls back for
+// most matrices).
 // A tensor whose ne[0] is not a multiple of the (fallen-back) type's block
 // size is copied unchanged.
 //
 // general.file_type ids are llama.cpp's llama_ftype values: ALL_F32 0,
-// MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_Q4_K_S 14,
+// MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_Q5_0 8, MOSTLY_Q4_K_S 14,
 // MOSTLY_Q4_K_M 15, MOSTLY_Q6_K 18, MOSTLY_BF16 32. llama.cpp has no id for
 // "every tensor Q4_K"; plain Q4_K is written as 14 (MOSTLY_Q4_K_S, which is
 // all Q4_K but for output.weight).
@@ -58,7 +60,7 @@ inline constexpr file_type file_type_q4_k_s{TSR_TYPE_Q4_K, file_type::mix::q4_k_
 inline constexpr file_type file_type_q4_k_m{TSR_TYPE_Q4_K, file_type::mix::q4_k_m};
 
 // Every target quantize_file and synth_model can write, in the order the
-// CLI lists them: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M.
+// CLI lists them: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M.
 std::vector<file_type> quantize_targets();
 
 // "F32, F16, ..., Q4_K_M": the names of quantize_targets(), for messages.
@@ -77,11 +79,11 @@ std::string file_type_name(const file_type & ft);
 file_type parse_file_type(std::string_view name);
 
 // The general.file_type id of a target (see the file comment: 0, 1, 2, 7,
-// 14, 15, 18, 32). Throws tessera::error for a type that is not a target.
+// 8, 14, 15, 18, 32). Throws tessera::error for a type that is not a target.
 uint32_t file_type_of(const file_type & ft);
 
 // The reference bench tool's description of a general.file_type id: "all
-// F32", "F16", "Q4_0", "Q8_0", "Q4_K - Small", "Q4_K - Medium", "Q6_K",
+// F32", "F16", "Q4_0", "Q8_0", "Q5_0", "Q4_K - Small", "Q4_K - Medium", "Q6_K",
 // "BF16"; empty for other ids.
 std::string_view file_type_description(int64_t id);
 
@@ -96,7 +98,7 @@ bool use_more_bits(int64_t i, int64_t n);
 // has no output.weight (token_embd is the output projection too).
 type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer, bool tied_output = false);
 
-// The type used instead of `t` when ne[0] is not a multiple of 256: Q4_0
+// The type used instead of `t` when ne[0] is not a multiple of 256: Q5_0
 // for Q4_K, Q8_0 for Q6_K, `t` itself for every other type.
 type k_quant_fallback(type t);
 

@@ -1,15 +1,15 @@
 // tessera/llm/quantize.hpp — converting the weights of a GGUF model file to
-// another element type or mix of types (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
-// Q6_K, Q4_K_S, Q4_K_M), as `tessera quantize` does.
+// another element type or mix of types (F32, F16, BF16, Q8_0, Q4_0, Q5_0,
+// Q4_K, Q6_K, Q4_K_S, Q4_K_M), as `tessera quantize` does.
 //
 // Which tensors change, and to which type: tensor_type_for
 // (tessera/llm/file_type.hpp) — 2-D tensors only (token_embd and output
-// included), the mixes choosing per tensor, Q4_K falling back to Q4_0 and
+// included), the mixes choosing per tensor, Q4_K falling back to Q5_0 and
 // Q6_K to Q8_0 where ne[0] is not a multiple of 256; 1-D tensors (norm
 // weights, biases), tensors of other ranks and tensors whose ne[0] fits no
 // block are copied unchanged. A converted tensor is decoded to F32 with its
 // type's to_float, then encoded with the chosen type's reference from_float
-// (tessera/core/types.hpp), so Q8_0, Q4_0, Q4_K and Q6_K bytes are exactly
+// (tessera/core/types.hpp), so Q8_0, Q4_0, Q5_0, Q4_K and Q6_K bytes are exactly
 // those the GGUF block formats define and quantize_row_*_ref writes.
 //
 // Metadata is copied in file order; general.file_type is set to the llama.cpp
@@ -61,7 +61,7 @@ struct quantize_progress {
     type to = TSR_TYPE_F32;
     // The type the target's rule picked (rule_type_for) for a 2-D tensor,
     // `from` for the others; differs from `to` when ne[0] made it fall back
-    // (Q4_K -> Q4_0, Q6_K -> Q8_0) or fit no block (copied unchanged).
+    // (Q4_K -> Q5_0, Q6_K -> Q8_0) or fit no block (copied unchanged).
     type wanted = TSR_TYPE_F32;
     const int64_t * ne = nullptr; // 4 entries
     uint64_t bytes_in = 0;

@@ -1,6 +1,6 @@
 // tests/backends/cpu/ref_util.hpp — test-side helpers for the CPU op tests:
 // random data, element access in double through ne/nb, and decoders for
-// F16, BF16, Q8_0 and Q4_0 written here from the format definitions
+// F16, BF16, Q8_0, Q4_0 and Q5_0 written here from the format definitions
 // (IEEE 754 binary16; bfloat16 = upper half of binary32; GGUF block layouts
 // as documented in include/tessera/core/types.hpp). Nothing here calls the
 // kernels or the core's conversions, so the reference side is independent.
@@ -106,6 +106,17 @@ inline double get(const tsr_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 =
         const int q = j < 16 ? (byte & 0x0f) : (byte >> 4);
         return d * (q - 8);
     }
+    case TSR_TYPE_Q5_0: {
+        // Block: f16 d, qh (4 bytes: bit j of the little-endian uint32 is
+        // element j's fifth bit), qs (16 bytes of nibbles as in Q4_0).
+        const auto * blk = reinterpret_cast<const uint8_t *>(static_cast<const char *>(t->data) + (i0 / 32) * t->nb[0] +
+                                                             i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+        const double d = ref_f16(static_cast<uint16_t>(blk[0] | blk[1] << 8));
+        const int j = static_cast<int>(i0 % 32);
+        const int low = j < 16 ? (blk[6 + j] & 0x0f) : (blk[6 + j - 16] >> 4);
+        const int fifth = (blk[2 + j / 8] >> (j % 8)) & 1;
+        return d * ((low | fifth << 4) - 16);
+    }
     case TSR_TYPE_Q4_K:
     case TSR_TYPE_Q6_K: {
         // Super-block i0 / 256, decoded by the core (tested against
@@ -147,8 +158,8 @@ inline void fill_uniform(tsr_tensor * t, std::mt19937 & rng, float lo = -1.0f, f
     for_each_index(t, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { set_f32(t, dist(rng), i0, i1, i2, i3); });
 }
 
-// Fills a packed tensor's raw bytes: F16/BF16 with random_*_bits, Q8_0/Q4_0
-// with random blocks (scale a random F16 in [2^-9, 2^-5), random quants),
+// Fills a packed tensor's raw bytes: F16/BF16 with random_*_bits, Q8_0/Q4_0/
+// Q5_0 with random blocks (scale a random F16 in [2^-9, 2^-5), random quants),
 // F32 with uniform [-1, 1).
 inline void fill_weights(tsr_tensor * t, std::mt19937 & rng) {
     const size_t bytes = nbytes(t);
@@ -163,8 +174,9 @@ inline void fill_weights(tsr_tensor * t, std::mt19937 & rng) {
         }
         break;
     case TSR_TYPE_Q8_0:
-    case TSR_TYPE_Q4_0: {
-        const size_t bs = t->type == TSR_TYPE_Q8_0 ? 34 : 18;
+    case TSR_TYPE_Q4_0:
+    case TSR_TYPE_Q5_0: {
+        const size_t bs = t->type == TSR_TYPE_Q8_0 ? 34 : t->type == TSR_TYPE_Q4_0 ? 18 : 22;
         std::uniform_int_distribution<int> byte(0, 255), exp(6, 9), mant(0, 1023);
         for (size_t b = 0; b + bs <= bytes; b += bs) {
             const auto d = static_cast<uint16_t>((exp(rng) << 10) | mant(rng));

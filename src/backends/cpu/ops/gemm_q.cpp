@@ -1,4 +1,4 @@
-// backends/cpu/ops/gemm_q.cpp — MUL_MAT with Q8_0/Q4_0 weights and
+// backends/cpu/ops/gemm_q.cpp — MUL_MAT with Q8_0/Q4_0/Q5_0 weights and
 // N >= k_gemm_min_n columns (prompt processing): integer GEMM on
 // activations quantized to Q8_0 (q8_act.hpp).
 //
@@ -12,7 +12,8 @@
 // one int32 lane per row accumulates the block's exact integer dot
 // product, k_c columns at a time (AVX2: 4, AVX-512: 8), so each loaded
 // weight vector serves k_c columns. Weights enter the byte multiply as
-// unsigned values: Q4_0 nibbles (w + 8), Q8_0 with VNNI w + 128 — the
+// unsigned values: Q4_0 nibbles (w + 8), Q5_0 5-bit quants (w + 16),
+// Q8_0 with VNNI w + 128 — the
 // offset times the activation block's quant sum is subtracted — and Q8_0
 // without VNNI as |w| with w's sign moved onto the activation.
 //
@@ -52,6 +53,7 @@ constexpr size_t k_xsum = k_xtile.sum_offset();
 // How the weights enter the unsigned side of the byte products.
 enum class mode {
     nibble,   // Q4_0: w + 8 in 0..15; subtract 8 * sum
+    five,     // Q5_0: w + 16 in 0..31; subtract 16 * sum
     offset,   // Q8_0 with VNNI: w + 128; subtract 128 * sum
     sign,     // Q8_0 without VNNI: |w|, sign moved to the activation
 };
@@ -59,6 +61,7 @@ enum class mode {
 template <int32_t T>
 constexpr mode mode_of() {
     if constexpr (T == TSR_TYPE_Q4_0) return mode::nibble;
+    if constexpr (T == TSR_TYPE_Q5_0) return mode::five;
 #ifdef TSR_CPU_VNNI256
     return mode::offset;
 #else
@@ -70,7 +73,7 @@ constexpr mode mode_of() {
 // missing rows are zero.
 template <int32_t T>
 void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_blocks, uint8_t * panel) {
-    constexpr size_t bb = T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : k_q8_0_block_bytes;
+    constexpr size_t bb = T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes : k_q8_0_block_bytes;
     for (int g = 0; g < k_p / 8; ++g) {
         const int64_t gvalid = std::clamp<int64_t>(rows - g * 8, 0, 8);
         const char * rp[8];
@@ -88,6 +91,8 @@ void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_
                     const char * blk = rp[i] + static_cast<size_t>(b) * bb;
                     if constexpr (T == TSR_TYPE_Q4_0) {
                         q = simd::q4_nibbles(blk + 2);
+                    } else if constexpr (T == TSR_TYPE_Q5_0) {
+                        q = simd::q5_quants(blk);
                     } else {
                         q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + 2));
                         if constexpr (mode_of<T>() == mode::offset) q = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
@@ -117,7 +122,7 @@ inline float scalar_f32(const char * p) {
 
 template <mode M>
 constexpr int bias_shift() {
-    return M == mode::nibble ? 3 : M == mode::offset ? 7 : -1;
+    return M == mode::nibble ? 3 : M == mode::five ? 4 : M == mode::offset ? 7 : -1;
 }
 
 #ifdef TSR_CPU_AVX512
@@ -136,19 +141,25 @@ void micro_kernel(const uint8_t * panel, int64_t n_blocks, const char * xt, floa
             const char * xp = xt + static_cast<size_t>(b) * k_xblock;
             __m512i is[C];
 #if !defined(TSR_CPU_VNNI512)
-            if constexpr (M == mode::nibble) {
-                // vpmaddubsw pair sums (<= 2 * 15 * 127) of all 8 steps fit int16.
-                __m512i s16[C];
-                for (int c = 0; c < C; ++c) s16[c] = _mm512_setzero_si512();
+            if constexpr (M == mode::nibble || M == mode::five) {
+                // vpmaddubsw pair sums summed in int16 over G steps, then
+                // widened: G * 2 * 15 * 127 (Q4_0, G = 8) and G * 2 * 31 * 127
+                // (Q5_0, G = 4) stay below 2^15.
+                constexpr int G = M == mode::nibble ? 8 : 4;
+                for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
+                for (int j0 = 0; j0 < 8; j0 += G) {
+                    __m512i s16[C];
+                    for (int c = 0; c < C; ++c) s16[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; ++j) {
-                    const __m512i w = _mm512_load_si512(pb + j * 64);
-                    for (int c = 0; c < C; ++c) {
-                        const __m512i xb = _mm512_set1_epi32(quad(xp + c * 32 + j * 4));
-                        s16[c] = _mm512_add_epi16(s16[c], _mm512_maddubs_epi16(w, xb));
+                    for (int j = j0; j < j0 + G; ++j) {
+                        const __m512i w = _mm512_load_si512(pb + j * 64);
+                        for (int c = 0; c < C; ++c) {
+                            const __m512i xb = _mm512_set1_epi32(quad(xp + c * 32 + j * 4));
+                            s16[c] = _mm512_add_epi16(s16[c], _mm512_maddubs_epi16(w, xb));
+                        }
                     }
+                    for (int c = 0; c < C; ++c) is[c] = _mm512_add_epi32(is[c], _mm512_madd_epi16(s16[c], _mm512_set1_epi16(1)));
                 }
-                for (int c = 0; c < C; ++c) is[c] = _mm512_madd_epi16(s16[c], _mm512_set1_epi16(1));
             } else
 #endif
             {
@@ -197,18 +208,24 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const uint8_t * p
             const char * xp = xt + static_cast<size_t>(b) * k_xblock;
             __m256i is[C];
 #if !defined(TSR_CPU_VNNI256)
-            if constexpr (M == mode::nibble) {
-                // vpmaddubsw pair sums (<= 2 * 15 * 127) of all 8 steps fit int16.
+            if constexpr (M == mode::nibble || M == mode::five) {
+                // vpmaddubsw pair sums summed in int16 over G steps, then
+                // widened: G * 2 * 15 * 127 (Q4_0, G = 8) and G * 2 * 31 * 127
+                // (Q5_0, G = 4) stay below 2^15.
                 // Column by column (the step vectors are reloaded from L1):
                 // few live registers, so nothing spills.
+                constexpr int G = M == mode::nibble ? 8 : 4;
                 for (int c = 0; c < C; ++c) {
-                    __m256i s16 = _mm256_setzero_si256();
+                    is[c] = _mm256_setzero_si256();
+                    for (int j0 = 0; j0 < 8; j0 += G) {
+                        __m256i s16 = _mm256_setzero_si256();
 #pragma GCC unroll 8
-                    for (int j = 0; j < 8; ++j) {
-                        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb + j * 32));
-                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, _mm256_set1_epi32(quad(xp + c * 32 + j * 4))));
+                        for (int j = j0; j < j0 + G; ++j) {
+                            const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb + j * 32));
+                            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, _mm256_set1_epi32(quad(xp + c * 32 + j * 4))));
+                        }
+                        is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
                     }
-                    is[c] = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
                 }
             } else
 #endif
@@ -304,6 +321,7 @@ size_t gemm_q_work_size(const mm_dims & d) {
 bool gemm_q(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
+    case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
     case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
     default: return false;
     }

@@ -1,4 +1,4 @@
-// backends/cpu/ops/matvec_q.cpp — MUL_MAT with Q8_0/Q4_0 weights and few
+// backends/cpu/ops/matvec_q.cpp — MUL_MAT with Q8_0/Q4_0/Q5_0 weights and few
 // columns (N < k_gemm_min_n), the token-generation case: each column is
 // quantized to Q8_0 (q8_act.hpp), then the weights stream once through
 // integer block dot products, eight rows at a time.
@@ -8,6 +8,10 @@
 //         (vpmaddubsw + vpmaddwd, or vpdpbusd with VNNI), minus 8 * the
 //         activation block's quant sum: the exact integer sum of
 //         (nibble - 8) * q.
+//   Q5_0: the same with the 5-bit quants q = w + 16 (0..31: the nibbles
+//         with each row's fifth bits added as 0x10), minus 16 * the sum:
+//         the exact sum of (q - 16) * x (vpmaddubsw pair sums
+//         <= 2 * 31 * 127 fit int16).
 //   Q8_0: with VNNI, (w + 128) as unsigned bytes times q minus 128 * sum;
 //         without, |w| times q with w's sign (vpsignb), pairs summed by
 //         vpmaddubsw (|w| <= 128, |q| <= 127: no saturation). Exact.
@@ -49,7 +53,7 @@ size_t col_bytes_of(int64_t n_blocks) {
 
 template <int32_t T>
 constexpr size_t block_bytes() {
-    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : k_q8_0_block_bytes;
+    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes : k_q8_0_block_bytes;
 }
 
 // Integer dot products of block b of row w with the activation quants xq
@@ -74,6 +78,7 @@ inline __m256i block_dot(const char * w, int64_t b, __m256i xq) {
 template <int32_t T>
 constexpr int bias_shift() {
     if constexpr (T == TSR_TYPE_Q4_0) return 3; // nibble = (w + 8)
+    if constexpr (T == TSR_TYPE_Q5_0) return 4; // q = (w + 16)
 #ifdef TSR_CPU_VNNI256
     return 7; // w + 128
 #else
@@ -128,21 +133,57 @@ inline __m256i q4_pair(const char * wa, const char * wb, size_t off, __m256i xlo
 #endif
 }
 
-// One block of eight rows: term added to acc. For Q4_0 the lanes hold
-// the rows in the order of k_q4_lane_rows (rows8::off follows it).
+// Q5_0, two rows (a, b) of the block at byte offset off: as q4_pair, with
+// each row's fifth bits (qh, bit j = element j) added as 0x10 to its bytes:
+// bits 0..15 to the low nibbles (elements 0..15), bits 16..31 to the high
+// ones. Pair sums <= 2 * 31 * 127, two of them still fit int16.
+inline __m256i q5_pair(const char * wa, const char * wb, size_t off, __m256i xlo, __m256i xhi) {
+    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i *>(wa + off + 6));
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + off + 6)), 1);
+    // Lane 0 starts with row a's qh, lane 1 with row b's.
+    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128(load_i32(wa + off + 2))),
+                                              _mm_cvtsi32_si128(load_i32(wb + off + 2)), 1);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i five = _mm256_set1_epi8(0x10);
+    // Byte j of a lane takes qh byte j / 8 (low half) or 2 + j / 8 (high
+    // half) and keeps 0x10 where bit j % 8 is set.
+    const __m256i h_lo = _mm256_shuffle_epi8(h, _mm256_setr_epi64x(0, 0x0101010101010101ll, 0, 0x0101010101010101ll));
+    const __m256i h_hi = _mm256_shuffle_epi8(h, _mm256_setr_epi64x(0x0202020202020202ll, 0x0303030303030303ll,
+                                                                    0x0202020202020202ll, 0x0303030303030303ll));
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m), _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h_lo, bit), bit), five));
+    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m),
+                                       _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h_hi, bit), bit), five));
+#if defined(TSR_CPU_VNNI256)
+    return simd::dot4_u8s8(simd::dot4_u8s8(_mm256_setzero_si256(), lo, xlo), hi, xhi);
+#else
+    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+#endif
+}
+
+// Q4_0 and Q5_0 take rows in pairs (q4_pair, q5_pair).
+template <int32_t T>
+constexpr bool paired() {
+    return T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0;
+}
+
+// One block of eight rows: term added to acc. For Q4_0 and Q5_0 the lanes
+// hold the rows in the order of k_q4_lane_rows (rows8::off follows it).
 template <int32_t T>
 inline __m256 block8(const rows8 & r, int64_t b, const char * x, __m256 acc) {
     const char * xb = x + static_cast<size_t>(b) * k_act_block;
     __m256i s;
-    if constexpr (T == TSR_TYPE_Q4_0) {
+    if constexpr (paired<T>()) {
         const __m128i * xp = reinterpret_cast<const __m128i *>(xb);
         const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(xp));
         const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(xp + 1));
-        const size_t off = static_cast<size_t>(b) * k_q4_0_block_bytes + 2;
-        const __m256i p01 = q4_pair(r.w[0], r.w[1], off, xlo, xhi);
-        const __m256i p23 = q4_pair(r.w[2], r.w[3], off, xlo, xhi);
-        const __m256i p45 = q4_pair(r.w[4], r.w[5], off, xlo, xhi);
-        const __m256i p67 = q4_pair(r.w[6], r.w[7], off, xlo, xhi);
+        const size_t off = static_cast<size_t>(b) * block_bytes<T>() + (T == TSR_TYPE_Q4_0 ? 2 : 0);
+        constexpr auto pair = T == TSR_TYPE_Q4_0 ? q4_pair : q5_pair;
+        const __m256i p01 = pair(r.w[0], r.w[1], off, xlo, xhi);
+        const __m256i p23 = pair(r.w[2], r.w[3], off, xlo, xhi);
+        const __m256i p45 = pair(r.w[4], r.w[5], off, xlo, xhi);
+        const __m256i p67 = pair(r.w[6], r.w[7], off, xlo, xhi);
         // [r0 r0 r2 r2 | r1 r1 r3 r3], then [r0 r2 r4 r6 | r1 r3 r5 r7]
         s = _mm256_hadd_epi32(_mm256_hadd_epi32(p01, p23), _mm256_hadd_epi32(p45, p67));
     } else {
@@ -156,7 +197,7 @@ inline __m256 block8(const rows8 & r, int64_t b, const char * x, __m256 acc) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc);
 }
 
-// Row held by each lane of a Q4_0 result (see q4_pair and block8).
+// Row held by each lane of a Q4_0/Q5_0 result (see q4_pair and block8).
 constexpr int k_q4_lane_rows[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
 // Lane r = row r . x.
@@ -226,7 +267,7 @@ void run(const compute_params & p, const mm_dims & d) {
             alignas(32) int32_t lane_off[8];
             int lane_row[8];
             for (int l = 0; l < 8; ++l) {
-                lane_row[l] = T == TSR_TYPE_Q4_0 ? k_q4_lane_rows[l] : l;
+                lane_row[l] = paired<T>() ? k_q4_lane_rows[l] : l;
                 lane_off[l] = off[lane_row[l]];
             }
             r.off = _mm256_load_si256(reinterpret_cast<const __m256i *>(lane_off));
@@ -251,6 +292,7 @@ size_t matvec_q_work_size(const mm_dims & d) {
 bool matvec_q(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
+    case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
     case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
     default: return false;
     }

@@ -1,6 +1,6 @@
 // backends/cpu/ops/mul_mat.cpp — MUL_MAT: dst[m, n] = sum_k a[k, m] * b[k, n]
 //   a:   weights [K, M, A2, A3] of F32, F16, BF16 (any strides) or Q8_0,
-//        Q4_0, Q4_K, Q6_K (row-contiguous)
+//        Q4_0, Q5_0, Q4_K, Q6_K (row-contiguous)
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
@@ -30,7 +30,7 @@ namespace {
 enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack, matvec_k, gemm_k, matvec_k_repack };
 
 bool is_quant_weight(int32_t t) {
-    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0;
+    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0 || t == TSR_TYPE_Q5_0;
 }
 
 mm_path choose_path(const tsr_tensor * node) {

@@ -2,7 +2,7 @@
 // dst[m, n] = sum_k a[k, m] * b[k, n]. Used by the baseline builds and for
 // layouts the vector paths (mul_mat.cpp) do not take.
 //   a:   weights [K, M, A2, A3] of F32, F16, BF16 (any strides) or Q8_0,
-//        Q4_0, Q4_K, Q6_K (row-contiguous)
+//        Q4_0, Q5_0, Q4_K, Q6_K (row-contiguous)
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
@@ -17,7 +17,7 @@
 // are used in place (or gathered when strided); for quantized weights they
 // are quantized to Q8_0 (K-quants: Q8_K) in the thread's scratch with the
 // core's reference quantizer. Then, per weight row, the row is brought to the kernel's input
-// format (F16/BF16 widened to F32, Q4_0 expanded to Q8_0, strided rows
+// format (F16/BF16 widened to F32, Q4_0/Q5_0 expanded to Q8_0, strided rows
 // gathered; all lossless) and dotted with each column: dot_f32, the
 // integer block dot product dot_q8_0, or dot_k_quant (vec_dot_k.hpp).
 #include <algorithm>
@@ -36,7 +36,7 @@ constexpr int64_t k_tile_m = 16; // weight rows per tile
 constexpr int64_t k_tile_n = 32; // activation columns per tile
 
 bool is_quant_weight(int32_t t) {
-    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0 || is_k_quant(t);
+    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0 || t == TSR_TYPE_Q5_0 || is_k_quant(t);
 }
 
 // Bytes of one quantized column (Q8_0, or Q8_K for K-quant weights).
@@ -116,6 +116,7 @@ const char * weight_row(const tsr_tensor * a, bool packed, int64_t m, int64_t j2
     case TSR_TYPE_Q4_K:
     case TSR_TYPE_Q6_K: return row;
     case TSR_TYPE_Q4_0: q4_0_row_to_q8_0(row, buf, k / k_qk); return buf;
+    case TSR_TYPE_Q5_0: q5_0_row_to_q8_0(row, buf, k / k_qk); return buf;
     case TSR_TYPE_F32:
         if (packed) return row;
         break;

@@ -105,6 +105,27 @@ inline __m256i q4_nibbles(const void * p) {
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
+// Byte j (0..31) = 0x10 when bit j of qh is set, else 0: the fifth bits of
+// a Q5_0 block (qh read as a little-endian uint32) in element order.
+inline __m256i q5_high_bits(uint32_t qh) {
+    // Byte j takes byte j / 8 of qh (the shuffle works per 128-bit half; each
+    // half holds all four bytes), then is tested against bit j % 8.
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(qh)),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                                  0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// The 32 5-bit quants q (0..31) of the Q5_0 block at blk (f16 d, 4 bytes
+// qh, 16 bytes qs; core/types.hpp) as bytes in block order.
+inline __m256i q5_quants(const void * blk) {
+    const auto * p = static_cast<const char *>(blk);
+    uint32_t qh;
+    std::memcpy(&qh, p + 2, sizeof qh); // little-endian, as the format stores it
+    return _mm256_or_si256(q4_nibbles(p + 6), q5_high_bits(qh));
+}
+
 // Transposes the 8x8 matrix of 32-bit elements held in r[0..7] (r[i] = row
 // i) in place: afterwards r[j] holds column j.
 inline void transpose8x8(__m256 * r) {

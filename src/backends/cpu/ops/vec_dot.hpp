@@ -10,8 +10,8 @@
 //   dot_q8_0  Q8_0 x Q8_0 (block layouts in core/types.hpp): per block the
 //             integer sum of q_w * q_x (exact in int32), scaled by d_w * d_x
 //             in F32 and added to accumulator (block % 4); the accumulators
-//             are summed as (0 + 1) + (2 + 3). Q4_0 weight rows are first
-//             expanded to Q8_0 (lossless).
+//             are summed as (0 + 1) + (2 + 3). Q4_0 and Q5_0 weight rows
+//             are first expanded to Q8_0 (lossless).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +57,7 @@ inline void bf16_row_to_f32(const uint16_t * h, float * y, int64_t n) {
 constexpr int64_t k_qk = 32;        // elements per block
 constexpr size_t k_q8_0_bytes = 34; // f16 d + 32 int8
 constexpr size_t k_q4_0_bytes = 18; // f16 d + 16 bytes of nibbles
+constexpr size_t k_q5_0_bytes = 22; // f16 d + 4 bytes of fifth bits + 16 bytes of nibbles
 
 inline float block_scale(const char * blk) {
     return f16_to_f32_inline(read_u16(blk));
@@ -122,6 +123,34 @@ inline void q4_0_row_to_q8_0(const char * src, char * dst, int64_t n_blocks) {
         char * d = dst + static_cast<size_t>(b) * k_q8_0_bytes;
         std::memcpy(d, s, 2);
         q4_0_quants(s + 2, d + 2);
+    }
+}
+
+// One Q5_0 block's quants (block at blk: d, qh, qs; core/types.hpp) as
+// int8 q - 16 in -16..15, element order: the low four bits of element j
+// from byte j % 16 of qs (low nibble for j < 16, high nibble above), the
+// fifth bit from bit j of qh (little-endian uint32).
+inline void q5_0_quants(const char * blk, char * q) {
+    const auto * p = reinterpret_cast<const uint8_t *>(blk);
+    const uint32_t qh = static_cast<uint32_t>(p[2]) | static_cast<uint32_t>(p[3]) << 8 | static_cast<uint32_t>(p[4]) << 16 |
+                        static_cast<uint32_t>(p[5]) << 24;
+    for (int j = 0; j < k_qk / 2; ++j) {
+        const int lo = (p[6 + j] & 0x0f) | static_cast<int>((qh >> j) & 1) << 4;
+        const int hi = (p[6 + j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+        q[j] = static_cast<char>(lo - 16);
+        q[j + k_qk / 2] = static_cast<char>(hi - 16);
+    }
+}
+
+// Expands a Q5_0 row (n_blocks blocks) into Q8_0 blocks with the same scale
+// and the quants above: lossless, so dot_q8_0 on the result equals the Q5_0
+// dot product. src and dst must not overlap.
+inline void q5_0_row_to_q8_0(const char * src, char * dst, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const char * s = src + static_cast<size_t>(b) * k_q5_0_bytes;
+        char * d = dst + static_cast<size_t>(b) * k_q8_0_bytes;
+        std::memcpy(d, s, 2);
+        q5_0_quants(s, d + 2);
     }
 }
 
