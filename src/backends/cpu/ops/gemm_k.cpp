@@ -67,16 +67,11 @@ struct fmt {
 
 // Quantized activations of a micro-tile of k_c columns, per super-block:
 // [k_c x 256 quants][k_c x 8 int32 block-sum pair words][k_c floats dx].
-// Pair word i of a column: Q4_K (bsum32_2i, bsum32_2i+1) for i < 4 (bsum32_j
-// = the sum of sub-block j's 32 quants); Q6_K (bsum_2i, bsum_2i+1).
+// Pair words of a column: q8_k_pair_words (k_lanes.hpp).
 constexpr size_t k_xqs = 0;
 constexpr size_t k_xpairs = k_c * 256;
 constexpr size_t k_xd = k_xpairs + k_c * 32;
 constexpr size_t k_xblock = k_xd + k_c * 4;
-
-inline int32_t pair16(int a, int b) {
-    return static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(a))) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
-}
 
 // Copies one quantized column into slot c of the tiles (one tile of
 // k_xblock bytes per super-block).
@@ -85,15 +80,7 @@ void scatter_column(const block_q8_k * q, int64_t n_super, char * tile, int c) {
     for (int64_t b = 0; b < n_super; ++b) {
         char * t = tile + static_cast<size_t>(b) * k_xblock;
         std::memcpy(t + k_xqs + c * 256, q[b].qs, 256);
-        auto * pw = reinterpret_cast<int32_t *>(t + k_xpairs + c * 32);
-        if constexpr (fmt<T>::q4) {
-            for (int i = 0; i < 4; ++i) {
-                pw[i] = pair16(q[b].bsums[4 * i] + q[b].bsums[4 * i + 1], q[b].bsums[4 * i + 2] + q[b].bsums[4 * i + 3]);
-            }
-            for (int i = 4; i < 8; ++i) pw[i] = 0;
-        } else {
-            for (int i = 0; i < 8; ++i) pw[i] = pair16(q[b].bsums[2 * i], q[b].bsums[2 * i + 1]);
-        }
+        q8_k_pair_words(T, q[b], reinterpret_cast<int32_t *>(t + k_xpairs + c * 32));
         std::memcpy(t + k_xd + c * 4, &q[b].d, 4);
     }
 }

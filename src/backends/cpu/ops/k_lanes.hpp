@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backends/cpu/ops/simd.hpp"
+#include "tessera/core/types.hpp"
 
 namespace tessera::cpu {
 
@@ -21,6 +22,28 @@ inline int32_t quad(const char * p) {
     int32_t v;
     std::memcpy(&v, p, sizeof v);
     return v;
+}
+
+// The int16 pair (a, b) as one int32 word (a in the low half), the
+// operand layout of vpmaddwd.
+inline int32_t pair16(int a, int b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
+}
+
+// The eight int32 words of int16 pairs of a Q8_K block's sums that the
+// K-quant block-sum terms multiply (vpmaddwd) for weights of type t: Q4_K
+// (bsum32_2i, bsum32_2i+1) in words 0..3, words 4..7 zero (bsum32_j: the
+// sum of sub-block j's 32 quants, |.| <= 32 * 127); Q6_K (bsum_2i,
+// bsum_2i+1), i = 0..7 (its sub-blocks of 16).
+inline void q8_k_pair_words(int32_t t, const block_q8_k & x, int32_t * words) {
+    const int16_t * bs = x.bsums;
+    for (int i = 0; i < 8; ++i) {
+        if (t == TSR_TYPE_Q4_K) {
+            words[i] = i < 4 ? pair16(bs[4 * i] + bs[4 * i + 1], bs[4 * i + 2] + bs[4 * i + 3]) : 0;
+        } else {
+            words[i] = pair16(bs[2 * i], bs[2 * i + 1]);
+        }
+    }
 }
 
 #ifdef TSR_CPU_AVX512

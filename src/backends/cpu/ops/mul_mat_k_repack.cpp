@@ -46,11 +46,8 @@ constexpr bool k_vnni = true;
 constexpr bool k_vnni = false;
 #endif
 
-// A quantized column: the Q8_K blocks, then per super-block eight int32
-// words of int16 pairs for the block-sum terms: Q4_K (bsum32_2i,
-// bsum32_2i+1) in words 0..3 (bsum32_j: the sum of sub-block j's 32
-// quants, |.| <= 32 * 127); Q6_K (bsum_2i, bsum_2i+1), i = 0..7 (its
-// sub-blocks of 16).
+// A quantized column: the Q8_K blocks, then per super-block the eight
+// pair words of q8_k_pair_words (k_lanes.hpp).
 struct column {
     const block_q8_k * q;
     const int32_t * pairs;
@@ -60,27 +57,13 @@ size_t col_bytes(int64_t n_super) {
     return align64(static_cast<size_t>(n_super) * (k_q8_k_bytes + 8 * sizeof(int32_t)));
 }
 
-int32_t pair16(int a, int b) {
-    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
-}
-
 // Quantizes column x (K floats) for weights of type T into `mem`.
 template <int32_t T>
 column quantize_column(const float * x, int64_t n_super, char * mem) {
     auto * q = reinterpret_cast<block_q8_k *>(mem);
     auto * pairs = reinterpret_cast<int32_t *>(mem + static_cast<size_t>(n_super) * k_q8_k_bytes);
     quantize_q8_k_act(x, n_super, q);
-    for (int64_t b = 0; b < n_super; ++b) {
-        const int16_t * bs = q[b].bsums;
-        int32_t * pw = pairs + 8 * b;
-        for (int i = 0; i < 8; ++i) {
-            if constexpr (T == TSR_TYPE_Q4_K) {
-                pw[i] = i < 4 ? pair16(bs[4 * i] + bs[4 * i + 1], bs[4 * i + 2] + bs[4 * i + 3]) : 0;
-            } else {
-                pw[i] = pair16(bs[2 * i], bs[2 * i + 1]);
-            }
-        }
-    }
+    for (int64_t b = 0; b < n_super; ++b) q8_k_pair_words(T, q[b], pairs + 8 * b);
     return {q, pairs};
 }
 
