@@ -277,6 +277,11 @@ BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_F16, 576, 1536, 1, 1, 0})
     // The 135M preset's short rows (n_embd 576, n_ff 1536), streamed.
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1, 0})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1, 0})
+    // Q5_0, which the Q4_K mixes use for rows not a multiple of 256 (the
+    // 135M shapes): streamed, cache-resident and a 64-token batch, against
+    // BM_mul_mat_shape's plain Q5_0 cases of the same shapes.
+    ->Args({TSR_TYPE_Q5_0, 576, 1536, 1, 1, 0})->Args({TSR_TYPE_Q5_0, 576, 1536, 1, 1, 1})
+    ->Args({TSR_TYPE_Q5_0, 576, 1536, 64, 1, 0})->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1, 0})
     ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2, 0})
     // Q4_K / Q6_K in groups of 8 or 16 rows (AVX2 / AVX-512 builds): the
     // 1B preset's shapes streamed and cache-resident, BM_mul_mat's 4096 x

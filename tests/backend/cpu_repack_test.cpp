@@ -1,4 +1,4 @@
-// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0 and Q4_K
+// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0/Q5_0 and Q4_K
 // weight matrices stored row-interleaved) through the registry and the C tables:
 // on the compiled-in backend and on every variant plugin in the build
 // directory that this processor can run (a variant scoring 0 here is
@@ -9,7 +9,9 @@
 // and the double-precision reference from the ORIGINAL bytes, decoded here
 // (GGUF block layouts: Q8_0 = F16 d + 32 int8, x = d q; Q4_0 = F16 d + 16
 // bytes, element j in the low nibble of byte j, j + 16 in the high one,
-// x = d (nibble - 8)); Q4_K and Q6_K products equal the plain ones bit for
+// x = d (nibble - 8); Q5_0 = F16 d + 4 bytes qh + the 16 Q4_0 nibble bytes,
+// x = d (nibble + 16 * (bit j of qh) - 16)); Q4_K and Q6_K products equal
+// the plain ones bit for
 // bit (interleaved in groups of 8 or 16 rows by the AVX2 / AVX-512
 // variants); 1, 2 and 3 threads give identical bytes; only MUL_MAT may read
 // a repacked matrix (GET_ROWS is refused).
@@ -34,13 +36,18 @@
 namespace tessera::test {
 namespace {
 
-// Element (k, m) of a Q8_0/Q4_0 matrix in its original bytes, in double.
+// Element (k, m) of a Q8_0/Q4_0/Q5_0 matrix in its original bytes, in double.
 double quant_at(int32_t type, const uint8_t * bytes, int64_t K, int64_t k, int64_t m) {
-    const size_t bb = type == TSR_TYPE_Q8_0 ? 34 : 18;
+    const size_t bb = type == TSR_TYPE_Q8_0 ? 34 : type == TSR_TYPE_Q5_0 ? 22 : 18;
     const uint8_t * blk = bytes + (static_cast<size_t>(m) * (K / 32) + static_cast<size_t>(k / 32)) * bb;
     const double d = f16_value(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
     const int j = static_cast<int>(k % 32);
     if (type == TSR_TYPE_Q8_0) return d * static_cast<int8_t>(blk[2 + j]);
+    if (type == TSR_TYPE_Q5_0) {
+        const uint32_t qh = blk[2] | (blk[3] << 8) | (blk[4] << 16) | (static_cast<uint32_t>(blk[5]) << 24);
+        const int q = (j < 16 ? (blk[6 + j] & 0x0f) : (blk[6 + j - 16] >> 4)) | static_cast<int>((qh >> j) & 1u) << 4;
+        return d * (q - 16);
+    }
     const int q = j < 16 ? (blk[2 + j] & 0x0f) : (blk[2 + j - 16] >> 4);
     return d * (q - 8);
 }
@@ -53,12 +60,13 @@ size_t block_bytes(int32_t type) {
     switch (type) {
     case TSR_TYPE_Q8_0: return 34;
     case TSR_TYPE_Q4_0: return 18;
+    case TSR_TYPE_Q5_0: return 22;
     case TSR_TYPE_Q4_K: return 144;
     default: return 210; // Q6_K
     }
 }
 
-// Random blocks: random bytes, the F16 scales (Q8_0/Q4_0 d at byte 0; Q4_K
+// Random blocks: random bytes, the F16 scales (Q8_0/Q4_0/Q5_0 d at byte 0; Q4_K
 // d, dmin at 0, 2; Q6_K d at 208) random F16 of magnitude in [2^-9, 2^-5)
 // (Q4_K's positive).
 std::vector<uint8_t> random_blocks(int32_t type, size_t n, std::mt19937 & rng) {
@@ -102,6 +110,7 @@ void check_device(const device & d) {
     const shape shapes[] = {{TSR_TYPE_Q8_0, 64, 8},   {TSR_TYPE_Q4_0, 64, 8},     {TSR_TYPE_Q8_0, 256, 24},
                             {TSR_TYPE_Q4_0, 256, 24}, {TSR_TYPE_Q8_0, 4096, 40},  {TSR_TYPE_Q4_0, 4096, 40},
                             {TSR_TYPE_Q8_0, 64, 12},  {TSR_TYPE_Q4_0, 256, 20}, // rows not a multiple of 8
+                            {TSR_TYPE_Q5_0, 64, 8},   {TSR_TYPE_Q5_0, 576, 24},   {TSR_TYPE_Q5_0, 256, 20},
                             // K-quants: groups of 8 (AVX2) or 16 (AVX-512) rows; 24 rows are whole groups of 8 only
                             {TSR_TYPE_Q4_K, 512, 16}, {TSR_TYPE_Q4_K, 512, 48}, {TSR_TYPE_Q4_K, 256, 24},
                             {TSR_TYPE_Q6_K, 512, 16}, {TSR_TYPE_Q6_K, 256, 48}, {TSR_TYPE_Q6_K, 512, 24}};
@@ -118,12 +127,12 @@ void check_device(const device & d) {
         std::vector<uint8_t> back(n);
         tensor_get(ar, back.data(), 0, n);
         ASSERT_EQ(back, orig) << "get_tensor does not return the bytes set";
-        // Random bytes: a plain copy would be identical. Q4_0 with whole
-        // groups of 8 rows is interleaved in every build, Q8_0 in all but
-        // the AVX-512 ones (src/backends/cpu/ops/repack.hpp).
+        // Random bytes: a plain copy would be identical. Q4_0, Q5_0 and
+        // Q8_0 with whole groups of 8 rows are interleaved in every build
+        // (src/backends/cpu/ops/repack.hpp).
         const bool interleaved = std::memcmp(ar->data, orig.data(), n) != 0;
         if (s.M % 8 != 0) EXPECT_FALSE(interleaved);
-        if (s.type == TSR_TYPE_Q4_0 && s.M % 8 == 0) EXPECT_TRUE(interleaved);
+        if (!is_k_quant(s.type) && s.M % 8 == 0) EXPECT_TRUE(interleaved);
         // partial reads at odd offsets
         for (size_t off : {size_t(1), size_t(35), n / 3, n - 7}) {
             const size_t len = std::min<size_t>(n - off, 101);

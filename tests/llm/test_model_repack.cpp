@@ -1,6 +1,6 @@
 // Repacked weights (session_params::repack: the MUL_MAT matrices in the CPU
 // device's CPU_REPACK buffer type, rows interleaved) against the plain
-// layout on whole models: Q4_0, Q8_0 and F16 synth models of the "tiny" preset
+// layout on whole models: Q4_0, Q5_0, Q8_0 and F16 synth models of the "tiny" preset
 // (64 embd, 2 layers, 4 heads, 2 KV heads, 128 ff; the shared stories260K
 // is F32, which the repacked layout does not cover) with the Llama SPM
 // vocabulary from ../shared/vocab (32000 tokens, so `output` is a
@@ -188,7 +188,7 @@ TEST(ModelRepack, SessionsOnOneModelRunAtOnce) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, TSR_TYPE_F16),
+INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q8_0, TSR_TYPE_F16),
                          [](const ::testing::TestParamInfo<type> & info) { return std::string(type_name(info.param)); });
 
 // A Q4_K_M model (Q4_K layer matrices, Q6_K attn_v / ffn_down / output)

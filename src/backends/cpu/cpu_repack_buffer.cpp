@@ -1,5 +1,5 @@
 // backends/cpu/cpu_repack_buffer.cpp — "CPU_REPACK", the CPU device's extra
-// buffer type for weights: host memory in which every Q8_0/Q4_0 matrix that
+// buffer type for weights: host memory in which every Q8_0/Q4_0/Q5_0 matrix that
 // qualifies (ops/repack.hpp: 2-D, rows a multiple of 8, packed) is stored
 // with its rows interleaved for the MUL_MAT kernels (ops/mul_mat_repack.cpp),
 // and in builds with F16C every such F16/BF16 matrix (rows a multiple of

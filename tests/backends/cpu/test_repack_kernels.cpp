@@ -1,10 +1,10 @@
-// Repacked (row-interleaved) Q8_0/Q4_0 weights (src/backends/cpu/ops/
+// Repacked (row-interleaved) Q8_0/Q4_0/Q5_0 weights (src/backends/cpu/ops/
 // repack.hpp) against the kernels directly: the layout's byte mapping as
 // documented, round trips of whole and partial byte ranges, and MUL_MAT
 // products with repacking on and off. Built against every kernel variant
 // (test_backends_cpu, _haswell, _alderlake, _skylakex, _zen4), so each
 // repack micro-kernel is checked where this machine can run it (the
-// AVX-512 builds' 16-row GEMM kernels for Q4_0 and Q8_0 at N = 70). The same
+// AVX-512 builds' 16-row GEMM kernels for Q4_0, Q5_0 and Q8_0 at N = 70). The same
 // through the registry and the CPU_REPACK buffer type of every variant
 // plugin: tests/backend/cpu_repack_test.cpp.
 //
@@ -62,7 +62,7 @@ struct fake_repack_buffer {
 };
 
 size_t block_bytes(int32_t type) {
-    return type == TSR_TYPE_Q8_0 ? 34 : 18;
+    return type == TSR_TYPE_Q8_0 ? 34 : type == TSR_TYPE_Q5_0 ? 22 : 18;
 }
 
 bool is_float(int32_t type) {
@@ -79,6 +79,9 @@ TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 12})));     // rows not a multiple of 8
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8, 2})));   // 3-D
     EXPECT_EQ(repack_group_rows(TSR_TYPE_Q4_0), 8);
+    EXPECT_EQ(repack_group_rows(TSR_TYPE_Q5_0), 8); // every build, as Q4_0
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q5_0, {576, 192})));
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q5_0, {576, 196}))); // rows not a multiple of 8
     // F16/BF16: groups of 16 rows in builds with F16C (the vector kernels),
     // plain in the portable ones; F32 always plain.
     const int64_t fr = repack_group_rows(TSR_TYPE_F16);
@@ -102,9 +105,10 @@ TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
 
 // The documented mapping: original byte (row, block b, byte i) of a group
 // g = row / 8, r = row % 8 lies at (g * nblk + b) * 8 * bb + (i < 2 ? 2r + i
-// : 16 + 32 ((i-2)/4) + 4r + (i-2)%4).
+// : 16 + 32 ((i-2)/4) + 4r + (i-2)%4); Q5_0: d as above, qh byte i (2..5)
+// at 16 + 4r + (i-2), quant byte i (6..21) at 48 + 32 ((i-6)/4) + 4r + (i-6)%4.
 TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
-    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0}) {
         SCOPED_TRACE(type_name(type));
         context ctx(data_ctx());
         const int64_t K = 96, M = 16;
@@ -119,7 +123,11 @@ TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
             for (size_t b = 0; b < nblk; ++b) {
                 for (size_t i = 0; i < bb; ++i) {
                     const size_t g = row / 8, r = row % 8;
-                    const size_t at = (g * nblk + b) * 8 * bb + (i < 2 ? 2 * r + i : 16 + 32 * ((i - 2) / 4) + 4 * r + (i - 2) % 4);
+                    size_t in_block = i < 2 ? 2 * r + i : 16 + 32 * ((i - 2) / 4) + 4 * r + (i - 2) % 4;
+                    if (type == TSR_TYPE_Q5_0 && i >= 2) {
+                        in_block = i < 6 ? 16 + 4 * r + (i - 2) : 48 + 32 * ((i - 6) / 4) + 4 * r + (i - 6) % 4;
+                    }
+                    const size_t at = (g * nblk + b) * 8 * bb + in_block;
                     ASSERT_EQ(packed[at], orig[row * nblk * bb + b * bb + i]) << "row " << row << " block " << b << " byte " << i;
                 }
             }
@@ -152,7 +160,7 @@ TEST(RepackLayout, FloatElementsLandWhereTheLayoutSays) {
 }
 
 TEST(RepackLayout, WholeAndPartialRangesRoundTripExactly) {
-    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
         SCOPED_TRACE(type_name(type));
         const bool k_quant = type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K;
         if (k_quant && !repack_type_supported(type)) continue; // the K-quant layouts exist in AVX2 builds only
@@ -307,6 +315,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                                            rp_case{TSR_TYPE_Q8_0, 4096, 40}, rp_case{TSR_TYPE_Q8_0, 64, 12},
                                            rp_case{TSR_TYPE_Q4_0, 64, 8}, rp_case{TSR_TYPE_Q4_0, 256, 24},
                                            rp_case{TSR_TYPE_Q4_0, 4096, 40}, rp_case{TSR_TYPE_Q4_0, 64, 12},
+                                           rp_case{TSR_TYPE_Q5_0, 64, 8}, rp_case{TSR_TYPE_Q5_0, 576, 24},
+                                           rp_case{TSR_TYPE_Q5_0, 4096, 40}, rp_case{TSR_TYPE_Q5_0, 64, 12},
                                            // float: a K chunk (256) boundary, a short last item (3 groups of
                                            // 16), a K not a multiple of 8, rows not whole groups
                                            rp_case{TSR_TYPE_F16, 64, 16}, rp_case{TSR_TYPE_F16, 600, 48},
@@ -316,6 +326,54 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                              return std::string(type_name(info.param.type)) + "_K" + std::to_string(info.param.K) +
                                     "_M" + std::to_string(info.param.M);
                          });
+
+// Q5_0 quants at the ends of their range against activations that quantize
+// to +-127: every block's products have the largest magnitude the format
+// allows (w = 15: 31 * 127 per unsigned product, 8 such pairs overflow
+// int16; w = -16: q = 0), so a kernel that kept its int16 sums too long
+// would wrap. Every weight block has d = 1, so the exact product is an
+// integer times the activation scale; repacked and plain must agree with it.
+TEST(RepackMulMat, Q5_0ExtremeQuantsDoNotWrap) {
+    constexpr int64_t K = 256, M = 16;
+    for (int64_t N : {1, 3, 70}) {
+        for (const uint8_t fill : {uint8_t{0xff}, uint8_t{0x00}}) {
+            SCOPED_TRACE("N=" + std::to_string(N) + " fill=" + std::to_string(fill));
+            context ctx(data_ctx());
+            tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q5_0, {K, M});
+            auto * p = static_cast<uint8_t *>(a->data);
+            for (size_t blk = 0; blk < nbytes(a) / 22; ++blk) {
+                const uint16_t one = 0x3c00; // F16 1.0
+                std::memcpy(p + blk * 22, &one, 2);
+                std::memset(p + blk * 22 + 2, fill, 20); // qh and nibbles: all 31 or all 0
+            }
+            tsr_tensor * ar = ctx.new_tensor(TSR_TYPE_Q5_0, {K, M});
+            fake_repack_buffer fb;
+            fb.place(ar, a->data);
+            ASSERT_TRUE(is_repacked(ar));
+            tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+            for (int64_t n = 0; n < N; ++n) {
+                // column 0 all +1 (the largest int16 pair sums), then all
+                // -1, then mixed signs
+                for (int64_t k = 0; k < K; ++k) set_f32(b, n % 3 == 0 || (n % 3 == 2 && k % 3 != 0) ? 1.0f : -1.0f, k, n);
+            }
+            tsr_tensor * plain = mul_mat(ctx, a, b);
+            tsr_tensor * packed = mul_mat(ctx, ar, b);
+            ASSERT_EQ(compute(plain, 2), TSR_STATUS_SUCCESS);
+            ASSERT_EQ(compute(packed, 2), TSR_STATUS_SUCCESS);
+            const double w = fill == 0xff ? 15.0 : -16.0;
+            for (int64_t n = 0; n < N; ++n) {
+                double want = 0;
+                for (int64_t k = 0; k < K; ++k) want += w * get(b, k, n);
+                // +-1 quantizes to +-127 with d = F16(1/127): relative error <= 2^-11.
+                const double bound = 16.0 * K * 1e-3;
+                for (int64_t m = 0; m < M; ++m) {
+                    ASSERT_NEAR(get(packed, m, n), want, bound) << "repacked m=" << m << " n=" << n;
+                    ASSERT_NEAR(get(plain, m, n), want, bound) << "plain m=" << m << " n=" << n;
+                }
+            }
+        }
+    }
+}
 
 // ---- K-quants, Q4_K and Q6_K (groups of repack_group_rows(type) rows: 16
 // in AVX-512 builds, 8 in the other AVX2 builds; stored plainly without

@@ -4,7 +4,7 @@
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
-// Chooses the path for a node (mul_mat_impl.hpp): Q8_0/Q4_0 weights
+// Chooses the path for a node (mul_mat_impl.hpp): Q8_0/Q4_0/Q5_0 weights
 // repacked by the CPU_REPACK buffer type (repack.hpp) always take
 // mul_mat_repack.cpp, repacked F16/BF16 weights matvec_f or gemm_f,
 // repacked Q4_K weights mul_mat_k_repack.cpp or gemm_k; else
@@ -37,7 +37,7 @@ mm_path choose_path(const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
     const tsr_tensor * b = node->src[1];
     if (is_repacked(a)) { // row-interleaved weights (repack.hpp; mul_mat_supported checked dst)
-        // Q8_0/Q4_0: every variant; float and Q4_K: only builds with AVX2/F16C repack them.
+        // Q8_0/Q4_0/Q5_0: every variant; float and K-quants: only builds with AVX2/F16C repack them.
         if (is_k_quant(a->type)) return b->ne[1] >= k_gemm_min_n ? mm_path::gemm_k : mm_path::matvec_k_repack;
         if (!is_float_type(a->type)) return mm_path::repack;
         return b->ne[1] >= k_gemm_min_n ? mm_path::gemm_f : mm_path::matvec_f;

@@ -1,4 +1,4 @@
-// backends/cpu/ops/mul_mat_repack.cpp — MUL_MAT on repacked Q8_0/Q4_0
+// backends/cpu/ops/mul_mat_repack.cpp — MUL_MAT on repacked Q8_0/Q4_0/Q5_0
 // weights (layout: repack.hpp), for any number of columns.
 //
 // Columns are quantized to Q8_0 (q8_act.hpp) into micro-tiles of k_c
@@ -16,6 +16,13 @@
 //             pair sums (<= 2 * 15 * 127) of the 8 products per lane fit
 //             int16, one vpmaddwd widens them (with VNNI: vpdpbusd); then
 //             8 * (the activation block's quant sum) is subtracted.
+//   Q5_0      the 5-bit quants (w + 16, 0..31) as unsigned bytes: a step's
+//             nibbles as in Q4_0, plus 0x10 in each byte whose fifth bit
+//             is set (the group's qh is one 32-byte load, lane r row r's;
+//             vpshufb spreads the qh byte of a step over the lane's 4
+//             bytes, AND + compare picks bit 4 j + k for byte k); pair
+//             sums <= 2 * 31 * 127, so without VNNI the int16 sums are
+//             widened every two steps; minus 16 * sum.
 //   Q8_0      with VNNI: (w + 128) as unsigned bytes, vpdpbusd, minus 128 *
 //             sum; without: |w| times the activation quants with w's sign
 //             (vpsignb), vpmaddubsw (|w| <= 128, |q| <= 127: no
@@ -69,7 +76,20 @@ constexpr size_t k_xsum = k_xtile.sum_offset();
 
 template <int32_t T>
 constexpr size_t block_bytes() {
-    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : k_q8_0_block_bytes;
+    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes : k_q8_0_block_bytes;
+}
+
+// Nibble-packed types (Q4_0, Q5_0): 4 steps, low and high nibbles.
+template <int32_t T>
+constexpr bool nibbles() {
+    return T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0;
+}
+
+// Byte offset of step 0 in a group's block (after the scales, and Q5_0's
+// qh at [16, 48)).
+template <int32_t T>
+constexpr size_t steps_at() {
+    return T == TSR_TYPE_Q5_0 ? 48 : 16;
 }
 
 // Bytes of one group's block: 8 scales + the steps.
@@ -81,7 +101,7 @@ constexpr size_t group_block() {
 // Steps of 4 quant bytes per row and block.
 template <int32_t T>
 constexpr int n_steps() {
-    return T == TSR_TYPE_Q4_0 ? 4 : 8;
+    return nibbles<T>() ? 4 : 8;
 }
 
 // log2 of the unsigned offset the vector kernel gives the weights (the
@@ -90,6 +110,7 @@ template <int32_t T>
 constexpr int sum_shift() {
 #ifdef TSR_CPU_AVX2
     if constexpr (T == TSR_TYPE_Q4_0) return 3;
+    if constexpr (T == TSR_TYPE_Q5_0) return 4;
 #ifdef TSR_CPU_VNNI256
     return 7;
 #else
@@ -138,6 +159,20 @@ inline __m256i add_epi32_in_order(__m256i a, __m256i b) {
     return a;
 }
 
+// Q5_0 fifth bits of step j (repack.hpp), as 0x10 per byte: lane r of h
+// holds row r's qh; byte k of lane r gets 0x10 when bit 4 j + k (high
+// nibbles, Hi: 16 + 4 j + k) of it is set. vpshufb copies qh byte
+// (Hi ? 2 : 0) + j / 2 to the lane's 4 bytes, and byte k keeps bit
+// 4 (j % 2) + k.
+template <bool Hi>
+inline __m256i q5_fifth(__m256i h, int j) {
+    const __m256i lane = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+    const __m256i pick = _mm256_add_epi8(lane, _mm256_set1_epi8(static_cast<char>((Hi ? 2 : 0) + j / 2)));
+    const __m256i bit = _mm256_set1_epi32(j % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010u));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(h, pick), bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 // out[c * 8 + r] = row r of the group at w . column c of the tile at xt.
 // (no-tree-reassoc: else GCC regroups the integer sums of a block into a
 // tree, computing every product first and spilling them to the stack.)
@@ -153,37 +188,44 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
         for (size_t o = 0; o < group_block<T>(); o += 64) _mm_prefetch(pb + k_prefetch + o, _MM_HINT_T0);
         const __m256 dw = simd::load_f16x8(pb);
         __m256i is[C];
-        if constexpr (T == TSR_TYPE_Q4_0) {
+        if constexpr (nibbles<T>()) {
             // Step by step, every column: few live registers (no spills).
             const __m256i m = _mm256_set1_epi8(0x0f);
             __m256i s[C];
 #pragma GCC unroll 8
-            for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
+            for (int c = 0; c < C; ++c) s[c] = is[c] = _mm256_setzero_si256();
+            __m256i h = _mm256_setzero_si256();
+            if constexpr (T == TSR_TYPE_Q5_0) h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + 16));
 #pragma GCC unroll 8
             for (int j = 0; j < 4; ++j) {
-                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + 16 + 32 * j));
-                const __m256i lo = _mm256_and_si256(v, m);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + steps_at<T>() + 32 * j));
+                __m256i lo = _mm256_and_si256(v, m);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+                if constexpr (T == TSR_TYPE_Q5_0) {
+                    lo = _mm256_or_si256(lo, q5_fifth<false>(h, j));
+                    hi = _mm256_or_si256(hi, q5_fifth<true>(h, j));
+                }
 #pragma GCC unroll 8
                 for (int c = 0; c < C; ++c) {
                     const char * xq = xp + c * 32;
 #if defined(TSR_CPU_VNNI256)
                     s[c] = simd::dot4_u8s8(simd::dot4_u8s8(s[c], lo, bcast4(xq + 4 * j)), hi, bcast4(xq + 16 + 4 * j));
 #else
-                    // int16 pair sums: 8 of at most 2 * 15 * 127 per lane fit
+                    // int16 pair sums: 8 of at most 2 * 15 * 127 (Q4_0), 4
+                    // of at most 2 * 31 * 127 (Q5_0) per lane fit
                     s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(lo, bcast4(xq + 4 * j)));
                     s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * j)));
+                    if (j == 3 || (T == TSR_TYPE_Q5_0 && j == 1)) {
+                        is[c] = add_epi32_in_order(is[c], _mm256_madd_epi16(s[c], _mm256_set1_epi16(1)));
+                        s[c] = _mm256_setzero_si256();
+                    }
 #endif
                 }
             }
-#pragma GCC unroll 8
-            for (int c = 0; c < C; ++c) {
 #if defined(TSR_CPU_VNNI256)
-                is[c] = s[c];
-#else
-                is[c] = _mm256_madd_epi16(s[c], _mm256_set1_epi16(1));
+#pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) is[c] = s[c];
 #endif
-            }
         } else {
             #pragma GCC unroll 8
             for (int c = 0; c < C; ++c) is[c] = _mm256_setzero_si256();
@@ -223,6 +265,21 @@ inline __m512i step2(const char * p0, const char * p1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p1)), 1);
 }
 
+// Q5_0 fifth bits as in q5_fifth, on 512-bit vectors: v (the step's
+// nibbles) with 0x10 added in each byte whose bit is set (pick: the qh
+// byte per lane, bit: the bit per byte).
+inline __m512i q5_add_fifth512(__m512i v, __m512i h, __m512i pick, __m512i bit) {
+    const __mmask64 set = _mm512_test_epi8_mask(_mm512_shuffle_epi8(h, pick), bit);
+    return _mm512_mask_add_epi8(v, set, v, _mm512_set1_epi8(0x10));
+}
+
+// The vpshufb index of q5_fifth for 512-bit vectors: qh byte `byte` of
+// each 32-bit lane.
+inline __m512i q5_pick512(int byte) {
+    const __m512i lane = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+    return _mm512_add_epi8(lane, _mm512_set1_epi8(static_cast<char>(byte)));
+}
+
 // out[c * 16 + r] = row r of the two groups at w0 (rows 0..7) and w1 (rows
 // 8..15) . column c: per lane the same operations as micro_kernel (integer
 // sums are exact, so their order does not matter).
@@ -244,14 +301,20 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
                                                   _mm_loadu_si128(reinterpret_cast<const __m128i *>(p1)), 1);
         const __m512 dw = _mm512_cvtph_ps(h);
         __m512i is[C];
-        if constexpr (T == TSR_TYPE_Q4_0) {
+        if constexpr (nibbles<T>()) {
             const __m512i m = _mm512_set1_epi8(0x0f);
             __m512i lo[4], hi[4];
             #pragma GCC unroll 8
             for (int j = 0; j < 4; ++j) {
-                const __m512i v = step2(p0 + 16 + 32 * j, p1 + 16 + 32 * j);
+                const __m512i v = step2(p0 + steps_at<T>() + 32 * j, p1 + steps_at<T>() + 32 * j);
                 lo[j] = _mm512_and_si512(v, m);
                 hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+                if constexpr (T == TSR_TYPE_Q5_0) {
+                    const __m512i h = step2(p0 + 16, p1 + 16);
+                    const __m512i bit = _mm512_set1_epi32(j % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010u));
+                    lo[j] = q5_add_fifth512(lo[j], h, q5_pick512(j / 2), bit);
+                    hi[j] = q5_add_fifth512(hi[j], h, q5_pick512(2 + j / 2), bit);
+                }
             }
             #pragma GCC unroll 8
             for (int c = 0; c < C; ++c) {
@@ -265,13 +328,19 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
                 }
                 is[c] = s;
 #else
-                __m512i s16 = _mm512_setzero_si512();
+                // int16 sums widened every 4 steps (Q4_0) or 2 (Q5_0), as
+                // in micro_kernel
+                __m512i s16 = _mm512_setzero_si512(), s32 = _mm512_setzero_si512();
                 #pragma GCC unroll 8
                 for (int j = 0; j < 4; ++j) {
                     s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(lo[j], _mm512_set1_epi32(load_i32(xq + 4 * j))));
                     s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(hi[j], _mm512_set1_epi32(load_i32(xq + 16 + 4 * j))));
+                    if (j == 3 || (T == TSR_TYPE_Q5_0 && j == 1)) {
+                        s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(s16, _mm512_set1_epi16(1)));
+                        s16 = _mm512_setzero_si512();
+                    }
                 }
-                is[c] = _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
+                is[c] = s32;
 #endif
             }
         } else {
@@ -332,18 +401,30 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
         for (size_t o = 0; o < group_block<T>(); o += 64) _mm_prefetch(pb + k_prefetch + o, _MM_HINT_T0);
         const __m256 dw = simd::load_f16x8(pb);
-        // Activation dwords 0..7: Q4_0 low-nibble steps 0..3 then high-nibble
-        // steps 0..3; Q8_0 steps 0..7.
+        // Activation dwords 0..7: Q4_0/Q5_0 low-nibble steps 0..3 then
+        // high-nibble steps 0..3; Q8_0 steps 0..7.
         const __m512i xv = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(xp)));
         __m512i s = _mm512_setzero_si512();
-        if constexpr (T == TSR_TYPE_Q4_0) {
+        if constexpr (nibbles<T>()) {
             const __m512i m = _mm512_set1_epi8(0x0f);
-            const __m512i v01 = _mm512_loadu_si512(pb + 16);
-            const __m512i v23 = _mm512_loadu_si512(pb + 16 + 64);
-            s = _mm512_dpbusd_epi32(s, _mm512_and_si512(v01, m), _mm512_permutexvar_epi32(pair[0], xv));
-            s = _mm512_dpbusd_epi32(s, _mm512_and_si512(v23, m), _mm512_permutexvar_epi32(pair[1], xv));
-            s = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(v01, 4), m), _mm512_permutexvar_epi32(pair[2], xv));
-            s = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(v23, 4), m), _mm512_permutexvar_epi32(pair[3], xv));
+            const __m512i v01 = _mm512_loadu_si512(pb + steps_at<T>());
+            const __m512i v23 = _mm512_loadu_si512(pb + steps_at<T>() + 64);
+            __m512i lo01 = _mm512_and_si512(v01, m), lo23 = _mm512_and_si512(v23, m);
+            __m512i hi01 = _mm512_and_si512(_mm512_srli_epi16(v01, 4), m), hi23 = _mm512_and_si512(_mm512_srli_epi16(v23, 4), m);
+            if constexpr (T == TSR_TYPE_Q5_0) {
+                // Both halves read the rows' qh: the low one for the even
+                // step (bits 0..3 of a qh byte), the high one for the odd.
+                const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + 16)));
+                const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi32(0x08040201), _mm256_set1_epi32(static_cast<int>(0x80402010u)), 1);
+                lo01 = q5_add_fifth512(lo01, h, q5_pick512(0), bit);
+                lo23 = q5_add_fifth512(lo23, h, q5_pick512(1), bit);
+                hi01 = q5_add_fifth512(hi01, h, q5_pick512(2), bit);
+                hi23 = q5_add_fifth512(hi23, h, q5_pick512(3), bit);
+            }
+            s = _mm512_dpbusd_epi32(s, lo01, _mm512_permutexvar_epi32(pair[0], xv));
+            s = _mm512_dpbusd_epi32(s, lo23, _mm512_permutexvar_epi32(pair[1], xv));
+            s = _mm512_dpbusd_epi32(s, hi01, _mm512_permutexvar_epi32(pair[2], xv));
+            s = _mm512_dpbusd_epi32(s, hi23, _mm512_permutexvar_epi32(pair[3], xv));
         } else {
             const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 4
@@ -388,11 +469,18 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
             const float dx = read_f32(xp + k_xd + c * 4);
             for (int r = 0; r < k_rows; ++r) {
                 int32_t isum = 0;
+                uint32_t qh = 0; // Q5_0: the row's fifth bits
+                if constexpr (T == TSR_TYPE_Q5_0) std::memcpy(&qh, pb + 16 + 4 * r, sizeof qh);
                 for (int j = 0; j < n_steps<T>(); ++j) {
                     for (int k = 0; k < 4; ++k) {
-                        const auto byte = static_cast<uint8_t>(pb[16 + 32 * j + 4 * r + k]);
+                        const auto byte = static_cast<uint8_t>(pb[steps_at<T>() + 32 * j + 4 * r + k]);
                         if constexpr (T == TSR_TYPE_Q4_0) {
                             isum += ((byte & 0x0f) - 8) * xq[4 * j + k] + ((byte >> 4) - 8) * xq[16 + 4 * j + k];
+                        } else if constexpr (T == TSR_TYPE_Q5_0) {
+                            const int e = 4 * j + k;
+                            const int lo = (byte & 0x0f) | static_cast<int>((qh >> e) & 1u) << 4;
+                            const int hi = (byte >> 4) | static_cast<int>((qh >> (16 + e)) & 1u) << 4;
+                            isum += (lo - 16) * xq[e] + (hi - 16) * xq[16 + e];
                         } else {
                             isum += static_cast<int8_t>(byte) * xq[4 * j + k];
                         }
@@ -495,6 +583,7 @@ size_t mul_mat_repack_work_size(const mm_dims & d) {
 bool mul_mat_repack(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
+    case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
     case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
     default: return false;
     }

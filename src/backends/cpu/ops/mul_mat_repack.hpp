@@ -19,7 +19,7 @@ bool mul_mat_repack_supported(const tsr_tensor * node);
 // Per-thread scratch bytes (independent of the thread count).
 size_t mul_mat_repack_work_size(const mm_dims & d);
 
-// Thread p.ith's share of dst = a^T b for repacked a (Q8_0 or Q4_0).
+// Thread p.ith's share of dst = a^T b for repacked a (Q8_0, Q4_0 or Q5_0).
 // Activations are quantized to Q8_0 (q8_act.hpp); per output element the
 // block terms float(isum_b) * (d_w * d_x) are added in block order into one
 // F32 accumulator, the same arithmetic for any split of the work, any

@@ -15,12 +15,13 @@ extern const char k_repack_tag = 0;
 
 namespace {
 
-constexpr size_t k_qk = 32; // elements per Q8_0/Q4_0 block
+constexpr size_t k_qk = 32; // elements per Q8_0/Q4_0/Q5_0 block
 
 size_t block_bytes_of(int32_t type) {
     switch (type) {
     case TSR_TYPE_Q8_0: return 34;
     case TSR_TYPE_Q4_0: return 18;
+    case TSR_TYPE_Q5_0: return 22;
     case TSR_TYPE_Q4_K: return 144;
     case TSR_TYPE_Q6_K: return 210;
     default: return 0;
@@ -90,6 +91,10 @@ block_unit unit_of(int32_t type, size_t i) {
         if (i < 192) return {i & ~size_t{3}, 4}; // ql and qh steps
         if (i < 208) return {i, 1};              // scales
         return {208, 2};                         // d
+    case TSR_TYPE_Q5_0:
+        if (i < 2) return {0, 2};               // d
+        if (i < 6) return {2, 4};               // qh
+        return {6 + ((i - 6) & ~size_t{3}), 4}; // quant steps
     default:                                     // Q8_0, Q4_0
         if (i < 2) return {0, 2};                // d
         return {2 + ((i - 2) & ~size_t{3}), 4};  // quant steps
@@ -164,7 +169,7 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
 const void * repack_tag() { return &k_repack_tag; }
 
 int64_t repack_group_rows(int32_t type) {
-    if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q8_0) return k_repack_rows;
+    if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q5_0 || type == TSR_TYPE_Q8_0) return k_repack_rows;
 #ifdef TSR_CPU_AVX2
     if (is_float_layout(type)) return k_repack_float_rows;
     if (type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K) {
