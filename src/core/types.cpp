@@ -1,5 +1,5 @@
 // core/types.cpp — the element-type traits table, F16/BF16 conversion and
-// the reference Q8_0/Q4_0/Q5_0 quantization (K-quants: types_k.cpp).
+// the reference Q8_0/Q4_0/Q5_0/Q5_1 quantization (K-quants: types_k.cpp).
 //
 // Block sizes and byte sizes are facts of the GGUF format (ggml_type block
 // definitions, ggml-common.h in the ggml repository; GGUF spec docs/gguf.md).
@@ -88,6 +88,12 @@ void q5_0_to_float(const void * x, float * y, int64_t n) {
 void q5_0_from_float(const float * x, void * y, int64_t n) {
     quantize_row_q5_0_ref(x, static_cast<block_q5_0 *>(y), n);
 }
+void q5_1_to_float(const void * x, float * y, int64_t n) {
+    dequantize_row_q5_1(static_cast<const block_q5_1 *>(x), y, n);
+}
+void q5_1_from_float(const float * x, void * y, int64_t n) {
+    quantize_row_q5_1_ref(x, static_cast<block_q5_1 *>(y), n);
+}
 
 void q4_k_to_float(const void * x, float * y, int64_t n) {
     dequantize_row_q4_k(static_cast<const block_q4_k *>(x), y, n);
@@ -97,6 +103,12 @@ void q4_k_from_float(const float * x, void * y, int64_t n) {
 }
 void q6_k_to_float(const void * x, float * y, int64_t n) {
     dequantize_row_q6_k(static_cast<const block_q6_k *>(x), y, n);
+}
+void q5_k_to_float(const void * x, float * y, int64_t n) {
+    dequantize_row_q5_k(static_cast<const block_q5_k *>(x), y, n);
+}
+void q5_k_from_float(const float * x, void * y, int64_t n) {
+    quantize_row_q5_k_ref(x, static_cast<block_q5_k *>(y), n);
 }
 void q6_k_from_float(const float * x, void * y, int64_t n) {
     quantize_row_q6_k_ref(x, static_cast<block_q6_k *>(y), n);
@@ -126,13 +138,13 @@ constexpr table_t make_table() {
     set(TSR_TYPE_Q4_0, "Q4_0", QK, 2 + QK / 2, true, q4_0_to_float, q4_0_from_float);   // 18
     set(TSR_TYPE_Q4_1, "Q4_1", QK, 2 * 2 + QK / 2, true);                                 // 20
     set(TSR_TYPE_Q5_0, "Q5_0", QK, 2 + 4 + QK / 2, true, q5_0_to_float, q5_0_from_float);   // 22
-    set(TSR_TYPE_Q5_1, "Q5_1", QK, 2 * 2 + 4 + QK / 2, true);                             // 24
+    set(TSR_TYPE_Q5_1, "Q5_1", QK, 2 * 2 + 4 + QK / 2, true, q5_1_to_float, q5_1_from_float); // 24
     set(TSR_TYPE_Q8_0, "Q8_0", QK, 2 + QK, true, q8_0_to_float, q8_0_from_float);         // 34
     set(TSR_TYPE_Q8_1, "Q8_1", QK, 2 * 2 + QK, true);                                     // 36
     set(TSR_TYPE_Q2_K, "Q2_K", QK_K, QK_K / 16 + QK_K / 4 + 2 * 2, true);                 // 84
     set(TSR_TYPE_Q3_K, "Q3_K", QK_K, QK_K / 8 + QK_K / 4 + 12 + 2, true);                 // 110
     set(TSR_TYPE_Q4_K, "Q4_K", QK_K, 2 * 2 + 12 + QK_K / 2, true, q4_k_to_float, q4_k_from_float); // 144
-    set(TSR_TYPE_Q5_K, "Q5_K", QK_K, 2 * 2 + 12 + QK_K / 8 + QK_K / 2, true);             // 176
+    set(TSR_TYPE_Q5_K, "Q5_K", QK_K, 2 * 2 + 12 + QK_K / 8 + QK_K / 2, true, q5_k_to_float, q5_k_from_float); // 176
     set(TSR_TYPE_Q6_K, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, true, q6_k_to_float, q6_k_from_float); // 210
     set(TSR_TYPE_Q8_K, "Q8_K", QK_K, 4 + QK_K + (QK_K / 16) * 2, true, q8_k_to_float, q8_k_from_float); // 292
     set(TSR_TYPE_IQ2_XXS, "IQ2_XXS", QK_K, 2 + (QK_K / 8) * 2, true);                     // 66
@@ -344,9 +356,29 @@ void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n) {
 
 namespace {
 // qh as the little-endian uint32 the format defines, whatever the host order.
-uint32_t q5_0_high_bits(const block_q5_0 & blk) {
-    return static_cast<uint32_t>(blk.qh[0]) | static_cast<uint32_t>(blk.qh[1]) << 8 |
-           static_cast<uint32_t>(blk.qh[2]) << 16 | static_cast<uint32_t>(blk.qh[3]) << 24;
+uint32_t q5_high_bits(const uint8_t * qh) {
+    return static_cast<uint32_t>(qh[0]) | static_cast<uint32_t>(qh[1]) << 8 | static_cast<uint32_t>(qh[2]) << 16 |
+           static_cast<uint32_t>(qh[3]) << 24;
+}
+
+// Stores the 5-bit quants q[0..32) of a Q5_0/Q5_1 block: nibbles into qs
+// (element j in the low nibble of qs[j], j + 16 in the high one), fifth
+// bits into qh.
+void put_q5_quants(const int * q, uint8_t * qs, uint8_t * qh) {
+    uint32_t h = 0;
+    std::memset(qs, 0, 16);
+    for (int j = 0; j < 32; ++j) {
+        const int nibble = q[j] & 0x0f;
+        qs[j % 16] = static_cast<uint8_t>(qs[j % 16] | (j < 16 ? nibble : nibble << 4));
+        h |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+    }
+    for (int i = 0; i < 4; ++i) qh[i] = static_cast<uint8_t>(h >> (8 * i));
+}
+
+// The 5-bit quant of element j of a Q5_0/Q5_1 block.
+int q5_quant(const uint8_t * qs, uint32_t qh, int64_t j) {
+    const int nibble = j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4);
+    return nibble | static_cast<int>((qh >> j) & 1) << 4;
 }
 } // namespace
 
@@ -366,19 +398,15 @@ void quantize_row_q5_0_ref(const float * x, block_q5_0 * y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         block_q5_0 & out = y[b];
         out.d = f32_to_f16(d);
-        uint32_t qh = 0;
-        std::memset(out.qs, 0, sizeof out.qs);
+        int q[QK];
         for (int64_t j = 0; j < QK; ++j) {
             // x * id lies in [-16, 16]: + 16.5 and truncation toward zero
             // round to nearest; the element equal to -max reaches 32.5 and is
             // clamped to 31. (Negative results cannot occur for finite input;
             // their low five bits would be stored, as a byte cast keeps them.)
-            const int q = std::min(31, to_int_trunc(xb[j] * id + 16.5f, -128, 127));
-            const int nibble = q & 0x0f;
-            out.qs[j % 16] = static_cast<uint8_t>(out.qs[j % 16] | (j < 16 ? nibble : nibble << 4));
-            qh |= static_cast<uint32_t>((q >> 4) & 1) << j;
+            q[j] = std::min(31, to_int_trunc(xb[j] * id + 16.5f, -128, 127));
         }
-        for (int i = 0; i < 4; ++i) out.qh[i] = static_cast<uint8_t>(qh >> (8 * i));
+        put_q5_quants(q, out.qs, out.qh);
     }
 }
 
@@ -386,12 +414,43 @@ void dequantize_row_q5_0(const block_q5_0 * x, float * y, int64_t n) {
     check_blocks("dequantize_row_q5_0", n);
     for (int64_t b = 0; b < n / QK; ++b) {
         const float d = f16_to_f32(x[b].d);
-        const uint32_t qh = q5_0_high_bits(x[b]);
+        const uint32_t qh = q5_high_bits(x[b].qh);
+        for (int64_t j = 0; j < QK; ++j) y[b * QK + j] = d * static_cast<float>(q5_quant(x[b].qs, qh, j) - 16);
+    }
+}
+
+// Q5_1: written from the block description in types.hpp; the quantizer
+// spreads the block's range [min, max] over the 32 levels.
+
+void quantize_row_q5_1_ref(const float * x, block_q5_1 * y, int64_t n) {
+    check_blocks("quantize_row_q5_1_ref", n);
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const float * xb = x + b * QK;
+        float lo = std::numeric_limits<float>::max(), hi = -std::numeric_limits<float>::max();
         for (int64_t j = 0; j < QK; ++j) {
-            const int nibble = j < 16 ? (x[b].qs[j] & 0x0f) : (x[b].qs[j - 16] >> 4);
-            const int q = nibble | static_cast<int>((qh >> j) & 1) << 4;
-            y[b * QK + j] = d * static_cast<float>(q - 16);
+            lo = std::min(lo, xb[j]);
+            hi = std::max(hi, xb[j]);
         }
+        const float d = (hi - lo) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        block_q5_1 & out = y[b];
+        out.d = f32_to_f16(d);
+        out.m = f32_to_f16(lo);
+        int q[QK];
+        // (x - lo) * id lies in [0, 31]: + 0.5 and truncation round to
+        // nearest; the byte the format's quantizer keeps is the low 5 bits.
+        for (int64_t j = 0; j < QK; ++j) q[j] = to_int_trunc((xb[j] - lo) * id + 0.5f, 0, 255) & 31;
+        put_q5_quants(q, out.qs, out.qh);
+    }
+}
+
+void dequantize_row_q5_1(const block_q5_1 * x, float * y, int64_t n) {
+    check_blocks("dequantize_row_q5_1", n);
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const float d = f16_to_f32(x[b].d);
+        const float m = f16_to_f32(x[b].m);
+        const uint32_t qh = q5_high_bits(x[b].qh);
+        for (int64_t j = 0; j < QK; ++j) y[b * QK + j] = d * static_cast<float>(q5_quant(x[b].qs, qh, j)) + m;
     }
 }
 

@@ -1,13 +1,14 @@
-// core/types_k.cpp — the K-quant super-block formats (Q4_K, Q6_K, Q8_K):
+// core/types_k.cpp — the K-quant super-block formats (Q4_K, Q5_K, Q6_K, Q8_K):
 // dequantization as the GGUF block layouts define it and this project's
 // reference quantizers (types.hpp states what they choose).
 //
 // Layouts: the ggml_type block definitions of the GGUF format (block_q4_K,
-// block_q6_K, block_q8_K; QK_K = 256), described in types.hpp. Written here
+// block_q5_K, block_q6_K, block_q8_K; QK_K = 256), described in types.hpp. Written here
 // from that description; compiled for the baseline ISA.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -32,30 +33,37 @@ int round_clamp(float v, int lo, int hi) {
     return static_cast<int>(r);
 }
 
-} // namespace
+// Element l of sub-block j of a Q4_K (qh == nullptr) or Q5_K block: the
+// nibble, plus the fifth bit from qh.
+int k4_quant(const uint8_t * qs, const uint8_t * qh, int j, int l) {
+    const int nibble = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+    return qh == nullptr ? nibble : nibble | ((qh[l] >> j) & 1) << 4;
+}
 
-// --- Q4_K ------------------------------------------------------------------------
-
-void dequantize_row_q4_k(const block_q4_k * x, float * y, int64_t n) {
-    check_super_blocks("dequantize_row_q4_k", n);
+// Dequantizes Q4_K or Q5_K super-blocks: per sub-block x = (d sc) q - (dmin m).
+template <typename Block>
+void dequantize_k4(const Block * x, float * y, int64_t n) {
     for (int64_t b = 0; b < n / qk_k; ++b) {
         const float d = f16_to_f32(x[b].d);
         const float dmin = f16_to_f32(x[b].dmin);
+        const uint8_t * qh = nullptr;
+        if constexpr (std::is_same_v<Block, block_q5_k>) qh = x[b].qh;
         float * yb = y + b * qk_k;
         for (int j = 0; j < 8; ++j) {
             uint8_t sc, m;
             q4_k_scale_min(x[b].scales, j, sc, m);
             const float d1 = d * static_cast<float>(sc);
             const float m1 = dmin * static_cast<float>(m);
-            const uint8_t * q = x[b].qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; ++l) yb[32 * j + l] = d1 * static_cast<float>((q[l] >> shift) & 15) - m1;
+            for (int l = 0; l < 32; ++l) yb[32 * j + l] = d1 * static_cast<float>(k4_quant(x[b].qs, qh, j, l)) - m1;
         }
     }
 }
 
-void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n) {
-    check_super_blocks("quantize_row_q4_k_ref", n);
+// The reference quantizers of Q4_K (Levels = 15) and Q5_K (31), as
+// types.hpp states them.
+template <int Levels, typename Block>
+void quantize_k4(const float * x, Block * y, int64_t n) {
+    constexpr bool five = std::is_same_v<Block, block_q5_k>;
     for (int64_t b = 0; b < n / qk_k; ++b) {
         const float * xb = x + b * qk_k;
         float scale[8], min[8];
@@ -67,12 +75,12 @@ void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n) {
                 if (v < lo) lo = v;
                 if (v > hi) hi = v;
             }
-            scale[j] = (hi - lo) / 15.0f;
+            scale[j] = (hi - lo) / static_cast<float>(Levels);
             min[j] = -lo;
             max_scale = std::max(max_scale, scale[j]);
             max_min = std::max(max_min, min[j]);
         }
-        block_q4_k & out = y[b];
+        Block & out = y[b];
         out.d = f32_to_f16(max_scale / 63.0f);
         out.dmin = f32_to_f16(max_min / 63.0f);
         const float d = f16_to_f32(out.d);
@@ -89,6 +97,7 @@ void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n) {
             out.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
         }
         std::memset(out.qs, 0, sizeof out.qs);
+        if constexpr (five) std::memset(out.qh, 0, sizeof out.qh);
         for (int j = 0; j < 8; ++j) {
             const float d1 = d * static_cast<float>(sc[j]);
             const float m1 = dmin * static_cast<float>(m[j]);
@@ -96,11 +105,36 @@ void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n) {
             uint8_t * q = out.qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
             for (int l = 0; l < 32; ++l) {
-                const int v = round_clamp((xb[32 * j + l] + m1) * id, 0, 15);
-                q[l] = static_cast<uint8_t>(q[l] | (v << shift));
+                const int v = round_clamp((xb[32 * j + l] + m1) * id, 0, Levels);
+                q[l] = static_cast<uint8_t>(q[l] | ((v & 15) << shift));
+                if constexpr (five) out.qh[l] = static_cast<uint8_t>(out.qh[l] | ((v >> 4) << j));
             }
         }
     }
+}
+
+} // namespace
+
+// --- Q4_K, Q5_K ------------------------------------------------------------------
+
+void dequantize_row_q4_k(const block_q4_k * x, float * y, int64_t n) {
+    check_super_blocks("dequantize_row_q4_k", n);
+    dequantize_k4(x, y, n);
+}
+
+void dequantize_row_q5_k(const block_q5_k * x, float * y, int64_t n) {
+    check_super_blocks("dequantize_row_q5_k", n);
+    dequantize_k4(x, y, n);
+}
+
+void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n) {
+    check_super_blocks("quantize_row_q4_k_ref", n);
+    quantize_k4<15>(x, y, n);
+}
+
+void quantize_row_q5_k_ref(const float * x, block_q5_k * y, int64_t n) {
+    check_super_blocks("quantize_row_q5_k_ref", n);
+    quantize_k4<31>(x, y, n);
 }
 
 // --- Q6_K ------------------------------------------------------------------------

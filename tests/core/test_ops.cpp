@@ -57,9 +57,9 @@ TEST(MulMat, ShapeErrorsNameOpShapesAndDim) {
 
     tensor * bf16 = ctx.new_tensor(TSR_TYPE_F16, {4096, 7});
     EXPECT_ERROR_HAS(mul_mat(ctx, a, bf16), "MUL_MAT", "b", "F32", "F16");
-    tensor * qk = ctx.new_tensor(TSR_TYPE_Q5_K, {256, 2});
+    tensor * qk = ctx.new_tensor(TSR_TYPE_Q3_K, {256, 2});
     tensor * bk = ctx.new_tensor(TSR_TYPE_F32, {256, 2});
-    EXPECT_ERROR_HAS(mul_mat(ctx, qk, bk), "MUL_MAT", "Q5_K", "to_float");
+    EXPECT_ERROR_HAS(mul_mat(ctx, qk, bk), "MUL_MAT", "Q3_K", "to_float");
     EXPECT_ERROR_HAS(mul_mat(ctx, nullptr, bk), "MUL_MAT", "a is null");
 
     // a quantized weight whose rows are not packed
@@ -147,10 +147,10 @@ TEST(SetRows, ReturnsViewOfDst) {
     EXPECT_ERROR_HAS(set_rows(ctx, cache, bad, idx), "SET_ROWS", "ne[0]", "7 vs 8");
     tensor * idxn = ctx.new_tensor(TSR_TYPE_I32, {4, 2});
     EXPECT_ERROR_HAS(set_rows(ctx, cache, src, idxn), "SET_ROWS", "idx.ne[0] = 4", "src.ne[1] = 3");
-    tensor * qk = ctx.new_tensor(TSR_TYPE_Q5_K, {256, 2});
+    tensor * qk = ctx.new_tensor(TSR_TYPE_Q3_K, {256, 2});
     tensor * srck = ctx.new_tensor(TSR_TYPE_F32, {256, 1});
     tensor * idxk = ctx.new_tensor(TSR_TYPE_I32, {1});
-    EXPECT_ERROR_HAS(set_rows(ctx, qk, srck, idxk), "SET_ROWS", "Q5_K", "from_float");
+    EXPECT_ERROR_HAS(set_rows(ctx, qk, srck, idxk), "SET_ROWS", "Q3_K", "from_float");
 }
 
 TEST(Rope, ParamsAndChecks) {
@@ -216,9 +216,9 @@ TEST(CpyCont, Semantics) {
     EXPECT_EQ(r->type, TSR_TYPE_Q8_0);
     tensor * c = ctx.new_tensor(TSR_TYPE_F32, {100});
     EXPECT_ERROR_HAS(cpy(ctx, a, c), "CPY", "element count", "128 vs 100");
-    tensor * k = ctx.new_tensor(TSR_TYPE_Q5_K, {256});
+    tensor * k = ctx.new_tensor(TSR_TYPE_Q3_K, {256});
     tensor * f = ctx.new_tensor(TSR_TYPE_F32, {256});
-    EXPECT_ERROR_HAS(cpy(ctx, f, k), "CPY", "Q5_K");
+    EXPECT_ERROR_HAS(cpy(ctx, f, k), "CPY", "Q3_K");
     EXPECT_EQ(cpy(ctx, k, k)->op, TSR_OP_CPY); // same type: a plain byte copy
 
     tensor * t = transpose(ctx, a);

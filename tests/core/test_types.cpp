@@ -69,12 +69,12 @@ TEST(TypeTraits, EveryGgufTypeHasItsBlockGeometry) {
 }
 
 TEST(TypeTraits, ConvertersPresentWhereImplemented) {
-    for (int id : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q4_K,
-                   TSR_TYPE_Q6_K, TSR_TYPE_Q8_K}) {
+    for (int id : {TSR_TYPE_F32, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1,
+                   TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K, TSR_TYPE_Q8_K}) {
         EXPECT_NE(get_type_traits(id).to_float, nullptr) << id;
         EXPECT_NE(get_type_traits(id).from_float, nullptr) << id;
     }
-    EXPECT_EQ(get_type_traits(TSR_TYPE_Q5_K).to_float, nullptr);
+    EXPECT_EQ(get_type_traits(TSR_TYPE_Q3_K).to_float, nullptr);
 }
 
 TEST(TypeTraits, InvalidIdsAndNames) {

@@ -12,8 +12,10 @@
 //         (GGUF type id 6) the low four bits of element j as in Q4_0, its
 //         fifth bit is bit j of qh read as a little-endian uint32;
 //         x = d * (q - 16), q = 0..31
-//   Q4_K, Q6_K, Q8_K: super-blocks of 256 elements, see block_q4_k,
-//         block_q6_k and block_q8_k below.
+//   Q5_1: 32 elements per block = { f16 d; f16 m; uint8 qh[4]; uint8 qs[16]; }
+//         24 bytes (GGUF type id 7): q as in Q5_0; x = d * q + m
+//   Q4_K, Q5_K, Q6_K, Q8_K: super-blocks of 256 elements, see block_q4_k,
+//         block_q5_k, block_q6_k and block_q8_k below.
 #pragma once
 
 #include <cstddef>
@@ -90,6 +92,14 @@ struct block_q5_0 {
 };
 static_assert(sizeof(block_q5_0) == 22);
 
+struct block_q5_1 {
+    f16_bits d;    // scale
+    f16_bits m;    // offset (the block's minimum)
+    uint8_t qh[4]; // fifth bits, as in block_q5_0
+    uint8_t qs[16];
+};
+static_assert(sizeof(block_q5_1) == 24);
+
 // Reference quantization (round to nearest):
 //   Q8_0: d = amax / 127, q = round(x / d)
 //   Q4_0: d = max / -8 where max is the signed value of largest magnitude,
@@ -106,6 +116,12 @@ void quantize_row_q4_0_ref(const float * x, block_q4_0 * y, int64_t n);
 void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n);
 void quantize_row_q5_0_ref(const float * x, block_q5_0 * y, int64_t n);
 void dequantize_row_q5_0(const block_q5_0 * x, float * y, int64_t n);
+//   Q5_1: per block lo = min x, hi = max x, d = (hi - lo) / 31, id = 1 / d
+//         (0 when d is 0), q = (int)((x - lo) * id + 0.5) (nearest, halves
+//         up), stored d = F16(d), m = F16(lo): the bytes of the format's
+//         reference quantizer (quantize_row_q5_1_ref in ggml-quants.c).
+void quantize_row_q5_1_ref(const float * x, block_q5_1 * y, int64_t n);
+void dequantize_row_q5_1(const block_q5_1 * x, float * y, int64_t n);
 
 // --- K-quants: super-blocks of 256 elements (GGUF block layouts) ------------
 inline constexpr int64_t qk_k = 256; // elements per super-block
@@ -125,6 +141,20 @@ struct block_q4_k {
     uint8_t qs[128];
 };
 static_assert(sizeof(block_q4_k) == 144);
+
+// Q5_K, 176 bytes: Q4_K's d, dmin and packed 6-bit scales and mins, and a
+// fifth bit per element: qh[l] bit j is the fifth bit of element l of
+// sub-block j (element 32 j + l). Element value:
+//   x = (d * sc[j]) * q - (dmin * m[j]),  q = nibble | fifth bit << 4 = 0..31
+// (the nibble as in Q4_K: qs[32 i + l], low for sub-block 2i, high for 2i + 1)
+struct block_q5_k {
+    f16_bits d;
+    f16_bits dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+static_assert(sizeof(block_q5_k) == 176);
 
 // Q6_K, 210 bytes: 16 sub-blocks of 16 elements with int8 scales sc[16].
 // Quants q = 0..63: low 4 bits in ql, high 2 bits in qh. In each half h
@@ -151,7 +181,7 @@ struct block_q8_k {
 };
 static_assert(sizeof(block_q8_k) == 292);
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K block.
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K (or Q5_K) block.
 inline void q4_k_scale_min(const uint8_t * scales, int j, uint8_t & sc, uint8_t & m) {
     if (j < 4) {
         sc = scales[j] & 63;
@@ -166,6 +196,7 @@ inline void q4_k_scale_min(const uint8_t * scales, int j, uint8_t & sc, uint8_t 
 // the order written). n must be a multiple of 256; throws tessera::error
 // otherwise.
 void dequantize_row_q4_k(const block_q4_k * x, float * y, int64_t n);
+void dequantize_row_q5_k(const block_q5_k * x, float * y, int64_t n);
 void dequantize_row_q6_k(const block_q6_k * x, float * y, int64_t n);
 void dequantize_row_q8_k(const block_q8_k * x, float * y, int64_t n);
 
@@ -176,6 +207,7 @@ void dequantize_row_q8_k(const block_q8_k * x, float * y, int64_t n);
 //         dmin = max min / 63 (stored as F16), sc and m rounded to the
 //         nearest of 0..63, then q = round((x + dmin m) / (d sc)) clamped
 //         to 0..15 using the stored F16 values.
+//   Q5_K: as Q4_K with 31 levels: scale (hi - lo) / 31, q clamped to 0..31.
 //   Q6_K: per sub-block of 16, s = v / -32 with v the value of largest
 //         magnitude; d = max |s| / 127 (F16), sc = round(s / d), then
 //         q = round(x / (d sc)) clamped to -32..31, stored as q + 32.
@@ -187,6 +219,7 @@ void dequantize_row_q8_k(const block_q8_k * x, float * y, int64_t n);
 //         to 0), d = 1 / iscale (so v maps to -127 and d < 0 when v > 0);
 //         an all-zero super-block gets d = 0.
 void quantize_row_q4_k_ref(const float * x, block_q4_k * y, int64_t n);
+void quantize_row_q5_k_ref(const float * x, block_q5_k * y, int64_t n);
 void quantize_row_q6_k_ref(const float * x, block_q6_k * y, int64_t n);
 void quantize_row_q8_k_ref(const float * x, block_q8_k * y, int64_t n);
 

@@ -1,4 +1,4 @@
-// backends/cpu/ops/gemm_k.cpp — MUL_MAT with Q4_K / Q6_K weights and
+// backends/cpu/ops/gemm_k.cpp — MUL_MAT with Q4_K / Q5_K / Q6_K weights and
 // N >= k_gemm_min_n columns (prompt processing): an integer GEMM on the
 // columns quantized to Q8_K, with the integer sums and F32 steps of
 // vec_dot_k.hpp, so every element has the bits the one-token kernel
@@ -7,19 +7,20 @@
 // Weight rows are unpacked k_p at a time (AVX-512: 16, AVX2: 8) into a
 // panel; per super-block:
 //   steps   64 x [k_p rows][4 bytes]: quants 4s..4s+3 of each row (Q4_K
-//           0..15, Q6_K 0..63, unsigned), one vector per step
-//   scales  n_sub x [k_p int32]: sub-block scale sc_j of each row (Q4_K 8
+//           0..15, Q5_K 0..31, Q6_K 0..63, unsigned), one vector per step
+//   scales  n_sub x [k_p int32]: sub-block scale sc_j of each row (Q4_K/Q5_K 8
 //           sub-blocks of 32, Q6_K 16 of 16); without VNNI the int16 pair
 //           (sc_j, sc_j), the multiplier of vpmaddwd
-//   pairs   [k_p int32] x (Q4_K 4: mins (m_2i, m_2i+1); Q6_K 8: scales
+//   pairs   [k_p int32] x (Q4_K/Q5_K 4: mins (m_2i, m_2i+1); Q6_K 8: scales
 //           (sc_2i, sc_2i+1)) as int16 pairs, for the block-sum terms
 //   d, dmin [k_p floats] (Q6_K: d only)
 // The micro-kernel broadcasts four activation quants of a column against a
 // step (vpdpbusd, or vpmaddubsw pair sums in int16 — at most 8 steps of
-// 2 * 15 * 127 for Q4_K, 2 steps of 2 * 63 * 127 for Q6_K — then
+// 2 * 15 * 127 for Q4_K, 4 of 2 * 31 * 127 for Q5_K, 2 steps of
+// 2 * 63 * 127 for Q6_K — then
 // vpmaddwd by the scale pair), k_c columns at a time:
 //   isum[row] = sum_j sc_j * (sub-block j's dot), exact in int32;
-//   Q4_K msum[row] = sum_j m_j * (block sum of sub-block j) (vpmaddwd of
+//   Q4_K/Q5_K msum[row] = sum_j m_j * (block sum of sub-block j) (vpmaddwd of
 //   the min pairs with the column's block-sum pairs);
 //   Q6_K isum -= 32 * sum_j sc_j * (block sum of j);
 //   then the F32 steps per super-block, in order.
@@ -52,7 +53,8 @@ constexpr int64_t k_nq = 512; // columns quantized at a time
 
 template <int32_t T>
 struct fmt {
-    static constexpr bool q4 = T == TSR_TYPE_Q4_K;
+    static constexpr bool q4 = has_k_mins(T);      // Q4_K's structure (Q4_K, Q5_K)
+    static constexpr bool five = T == TSR_TYPE_Q5_K; // plus a fifth bit per quant
     static constexpr int n_sub = q4 ? 8 : 16;      // sub-blocks per super-block
     static constexpr int steps_per_sub = 64 / n_sub;
     static constexpr int n_pairs = q4 ? 4 : 8;     // int16 pair words of the block-sum term
@@ -89,11 +91,20 @@ void scatter_column(const block_q8_k * q, int64_t n_super, char * tile, int c) {
 template <int32_t T>
 void unpack_quants(const char * blk, uint8_t * q) {
     if constexpr (fmt<T>::q4) {
+        constexpr bool five = fmt<T>::five;
         const __m256i nib = _mm256_set1_epi8(0x0f);
+        __m256i qh = _mm256_setzero_si256();
+        if constexpr (five) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + k_q5_k_qh));
         for (int p = 0; p < 4; ++p) {
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + k_q4_k_qs + 32 * p));
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + 64 * p), _mm256_and_si256(v, nib));
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + 64 * p + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + (five ? k_q5_k_qs : k_q4_k_qs) + 32 * p));
+            __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+            if constexpr (five) {
+                // Q5_K: sub-blocks 2p (lo) and 2p + 1 (hi).
+                lo = _mm256_or_si256(lo, simd::q5_k_fifth(qh, 2 * p));
+                hi = _mm256_or_si256(hi, simd::q5_k_fifth(qh, 2 * p + 1));
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + 64 * p), lo);
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + 64 * p + 32), hi);
         }
     } else {
         const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -263,9 +274,9 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const uint8_t * p
                 }
                 for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::mullo(is[c], scj));
             } else {
-                // int16 pair sums over at most 8 (Q4_K) or 2 (Q6_K) steps, then
+                // int16 pair sums over at most 8 (Q4_K), 4 (Q5_K) or 2 (Q6_K) steps, then
                 // vpmaddwd by the (sc_j, sc_j) pairs.
-                constexpr int run = F::q4 ? 8 : 2;
+                constexpr int run = F::five ? 4 : F::q4 ? 8 : 2;
                 for (int s0 = 0; s0 < F::steps_per_sub; s0 += run) {
                     for (int c = 0; c < C; ++c) {
                         typename V::vi s16 = V::zero();
@@ -353,7 +364,9 @@ void run(const compute_params & p, const mm_dims & d) {
         },
         [&](const char * a, int64_t m0, int64_t rows) {
             if (is_repacked(d.a)) {
-                pack_panel_repacked<T>(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups
+                if constexpr (T != TSR_TYPE_Q5_K) { // Q5_K is not repacked (repack.hpp)
+                    pack_panel_repacked<T>(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups
+                }
             } else {
                 pack_panel<T>(a, d.a->nb[1], m0, rows, n_super, sc.panel);
             }
@@ -372,6 +385,7 @@ size_t gemm_k_work_size(const mm_dims & d) {
 bool gemm_k(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_K: run<TSR_TYPE_Q4_K>(p, d); return true;
+    case TSR_TYPE_Q5_K: run<TSR_TYPE_Q5_K>(p, d); return true;
     case TSR_TYPE_Q6_K: run<TSR_TYPE_Q6_K>(p, d); return true;
     default: return false;
     }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/vec_dot_k.hpp"
 #include "tessera/core/types.hpp"
 
 namespace tessera::cpu {
@@ -32,13 +33,13 @@ inline int32_t pair16(int a, int b) {
 
 // The eight int32 words of int16 pairs of a Q8_K block's sums that the
 // K-quant block-sum terms multiply (vpmaddwd) for weights of type t: Q4_K
-// (bsum32_2i, bsum32_2i+1) in words 0..3, words 4..7 zero (bsum32_j: the
+// and Q5_K (bsum32_2i, bsum32_2i+1) in words 0..3, words 4..7 zero (bsum32_j: the
 // sum of sub-block j's 32 quants, |.| <= 32 * 127); Q6_K (bsum_2i,
 // bsum_2i+1), i = 0..7 (its sub-blocks of 16).
 inline void q8_k_pair_words(int32_t t, const block_q8_k & x, int32_t * words) {
     const int16_t * bs = x.bsums;
     for (int i = 0; i < 8; ++i) {
-        if (t == TSR_TYPE_Q4_K) {
+        if (has_k_mins(t)) {
             words[i] = i < 4 ? pair16(bs[4 * i] + bs[4 * i + 1], bs[4 * i + 2] + bs[4 * i + 3]) : 0;
         } else {
             words[i] = pair16(bs[2 * i], bs[2 * i + 1]);

@@ -1,6 +1,6 @@
 // backends/cpu/ops/mul_mat.cpp — MUL_MAT: dst[m, n] = sum_k a[k, m] * b[k, n]
 //   a:   weights [K, M, A2, A3] of F32, F16, BF16 (any strides) or Q8_0,
-//        Q4_0, Q5_0, Q4_K, Q6_K (row-contiguous)
+//        Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (row-contiguous)
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
@@ -10,8 +10,9 @@
 // repacked Q4_K weights mul_mat_k_repack.cpp or gemm_k; else
 // with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
 // portable kernel (K-quants: mul_mat_k.cpp / gemm_k.cpp with AVX2, else
-// the portable kernel, all with the operations of vec_dot_k.hpp). The choice depends
-// only on the node.
+// the portable kernel, all with the operations of vec_dot_k.hpp; Q5_1,
+// which the Q5_K mixes use for rows not a multiple of 256: the portable
+// kernel only). The choice depends only on the node.
 #include <algorithm>
 #include <cstdint>
 
@@ -66,7 +67,7 @@ bool mul_mat_supported(const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
     const tsr_tensor * b = node->src[1];
     if (node->type != TSR_TYPE_F32 || b->type != TSR_TYPE_F32) return false;
-    const bool quant = is_quant_weight(a->type) || is_k_quant(a->type);
+    const bool quant = is_quant_weight(a->type) || is_k_quant(a->type) || a->type == TSR_TYPE_Q5_1;
     if (!is_float_type(a->type) && !quant) return false;
     if (quant && a->nb[0] != get_type_traits(a->type).type_size) return false;
     if (a->ne[0] != b->ne[0]) return false;

@@ -2,7 +2,7 @@
 // dst[m, n] = sum_k a[k, m] * b[k, n]. Used by the baseline builds and for
 // layouts the vector paths (mul_mat.cpp) do not take.
 //   a:   weights [K, M, A2, A3] of F32, F16, BF16 (any strides) or Q8_0,
-//        Q4_0, Q5_0, Q4_K, Q6_K (row-contiguous)
+//        Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (row-contiguous)
 //   b:   activations F32 [K, N, B2, B3], any strides
 //   dst: F32 [M, N, B2, B3]; batch (i2, i3) uses a's (i2 / (B2/A2), i3 / (B3/A3))
 //
@@ -17,8 +17,10 @@
 // are used in place (or gathered when strided); for quantized weights they
 // are quantized to Q8_0 (K-quants: Q8_K) in the thread's scratch with the
 // core's reference quantizer. Then, per weight row, the row is brought to the kernel's input
-// format (F16/BF16 widened to F32, Q4_0/Q5_0 expanded to Q8_0, strided rows
-// gathered; all lossless) and dotted with each column: dot_f32, the
+// format (F16/BF16 widened to F32, Q4_0/Q5_0 expanded to Q8_0, Q5_1
+// decoded to F32 (x = d q + m: one F32 rounding per element, no 8-bit form
+// holds it), strided rows gathered; all lossless but Q5_1's rounding) and
+// dotted with each column: dot_f32, the
 // integer block dot product dot_q8_0, or dot_k_quant (vec_dot_k.hpp).
 #include <algorithm>
 #include <cstring>
@@ -114,7 +116,9 @@ const char * weight_row(const tsr_tensor * a, bool packed, int64_t m, int64_t j2
     switch (a->type) {
     case TSR_TYPE_Q8_0:
     case TSR_TYPE_Q4_K:
+    case TSR_TYPE_Q5_K:
     case TSR_TYPE_Q6_K: return row;
+    case TSR_TYPE_Q5_1: dequantize_row_q5_1(reinterpret_cast<const block_q5_1 *>(row), reinterpret_cast<float *>(buf), k); return buf;
     case TSR_TYPE_Q4_0: q4_0_row_to_q8_0(row, buf, k / k_qk); return buf;
     case TSR_TYPE_Q5_0: q5_0_row_to_q8_0(row, buf, k / k_qk); return buf;
     case TSR_TYPE_F32:
@@ -154,8 +158,9 @@ bool compute_mul_mat_generic(const compute_params & p, tsr_tensor * dst) {
     const mm_shape s = shape_of(dst);
     const mm_scratch sc = carve(p, dst);
     const bool quant = is_quant_weight(a->type);
-    const size_t esize = quant ? 0 : float_type_size(a->type);
-    const bool a_packed = quant || packed_aligned_rows(a, esize, esize);
+    const bool q5_1 = a->type == TSR_TYPE_Q5_1; // decoded to F32 rows, dotted as floats
+    const size_t esize = quant || q5_1 ? 0 : float_type_size(a->type);
+    const bool a_packed = quant || q5_1 || packed_aligned_rows(a, esize, esize);
     const bool b_in_place = packed_aligned_rows(b, sizeof(float), alignof(float));
     const bool k_quant = is_k_quant(a->type);
     const size_t q_bytes = q8_row_bytes(a->type, s.K);

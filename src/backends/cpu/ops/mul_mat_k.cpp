@@ -1,9 +1,10 @@
-// backends/cpu/ops/mul_mat_k.cpp — MUL_MAT with Q4_K / Q6_K weights
+// backends/cpu/ops/mul_mat_k.cpp — MUL_MAT with Q4_K / Q5_K / Q6_K weights
 // (row-contiguous) and N < k_gemm_min_n columns, the token-generation case
 // (more columns: gemm_k.cpp): the columns are quantized to Q8_K
 // (q8_act.hpp), then the weights stream once, row by row; each super-block
 // is unpacked in registers and multiplied with the N columns (vpmaddubsw:
-// the unsigned quants 0..15 / 0..63 times the int8 activations, pair sums
+// the unsigned quants 0..15 / 0..31 / 0..63 times the int8 activations,
+// Q5_K's fifth bits shifted from qh into bit 4 of each byte; pair sums
 // in int16; vpmaddwd by the sub-block scales, broadcast by vpshufb, into
 // int32). The integer sums and the F32 steps are those of vec_dot_k.hpp,
 // so a product has the same bits as the portable kernel's and the GEMM's,
@@ -50,7 +51,7 @@ inline int32_t q4_k_msum(const block_q8_k & x, __m128i m16) {
     return _mm_cvtsi128_si32(t);
 }
 
-// q4_k_block: the sums of C columns of one Q4_K super-block w, isum[c]
+// q4_k_block: the sums of C columns of one Q4_K (or Q5_K) super-block w, isum[c]
 // and msum[c] as in vec_dot_k.hpp; q6_k_block: isum[c] of a Q6_K one.
 #ifdef TSR_CPU_AVX512
 
@@ -65,8 +66,20 @@ inline int32_t hsum_i32(__m512i v) {
     return hsum_i32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
-template <int C>
+// Q5_K fifth bits of sub-blocks j0 (bytes 0..31) and j1 (bytes 32..63):
+// qh (broadcast to both halves) with bit j of each byte moved to bit 4
+// (16-bit shifts by at most 4 keep every byte's bit 4 within its byte).
+inline __m512i q5_k_fifth(__m512i qh, int j0, int j1) {
+    const __m512i l = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(std::max(0, 4 - j0))),
+                                         _mm256_set1_epi16(static_cast<short>(std::max(0, 4 - j1))), 1);
+    const __m512i r = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(std::max(0, j0 - 4))),
+                                         _mm256_set1_epi16(static_cast<short>(std::max(0, j1 - 4))), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(_mm512_sllv_epi16(qh, l), r), _mm512_set1_epi8(0x10));
+}
+
+template <int32_t T, int C>
 inline void q4_k_block(const char * w, const block_q8_k * const * x, int64_t b, int32_t * isum, int32_t * msum) {
+    constexpr bool five = T == TSR_TYPE_Q5_K;
     const __m256i sm16 = q4_k_scales_mins16(w);
     const __m512i sc4 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm16)); // sc0..7 in every 128-bit lane
     const __m128i m16 = _mm256_extracti128_si256(sm16, 1);
@@ -76,14 +89,20 @@ inline void q4_k_block(const char * w, const block_q8_k * const * x, int64_t b, 
         acc[c] = _mm512_setzero_si512();
     }
     const __m512i nib = _mm512_set1_epi8(0x0f);
-    const char * qs = w + k_q4_k_qs;
+    const char * qs = w + (five ? k_q5_k_qs : k_q4_k_qs);
+    __m512i qh = _mm512_setzero_si512();
+    if constexpr (five) qh = _mm512_broadcast_i64x4(load256(w + k_q5_k_qh));
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
         // Bytes 0..31: sub-blocks 4p (low nibbles) and 4p + 1 (high);
         // bytes 32..63: sub-blocks 4p + 2 and 4p + 3.
         const __m512i q = _mm512_loadu_si512(qs + 64 * p);
-        const __m512i lo = _mm512_and_si512(q, nib);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+        __m512i lo = _mm512_and_si512(q, nib);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+        if constexpr (five) {
+            lo = _mm512_or_si512(lo, q5_k_fifth(qh, 4 * p, 4 * p + 2));
+            hi = _mm512_or_si512(hi, q5_k_fifth(qh, 4 * p + 1, 4 * p + 3));
+        }
         auto sel = [](int j0, int j1) {
             const __m256i a = _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * j0));
             const __m256i b = _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * j1));
@@ -150,8 +169,9 @@ inline void q6_k_block(const char * w, const block_q8_k * const * x, int64_t b, 
 
 constexpr bool k_permuted_q4_act = false;
 
-template <int C>
+template <int32_t T, int C>
 inline void q4_k_block(const char * w, const block_q8_k * const * x, int64_t b, int32_t * isum, int32_t * msum) {
+    constexpr bool five = T == TSR_TYPE_Q5_K;
     // The scales in both 128-bit lanes, from which one vpshufb per
     // sub-block broadcasts sc_j.
     const __m256i sm16 = q4_k_scales_mins16(w);
@@ -163,12 +183,18 @@ inline void q4_k_block(const char * w, const block_q8_k * const * x, int64_t b, 
         acc[c] = _mm256_setzero_si256();
     }
     const __m256i nib = _mm256_set1_epi8(0x0f);
-    const char * qs = w + k_q4_k_qs;
+    const char * qs = w + (five ? k_q5_k_qs : k_q4_k_qs);
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (five) qh = load256(w + k_q5_k_qh);
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
         const __m256i q = load256(qs + 32 * p);
-        const __m256i lo = _mm256_and_si256(q, nib);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
+        __m256i lo = _mm256_and_si256(q, nib);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
+        if constexpr (five) {
+            lo = _mm256_or_si256(lo, simd::q5_k_fifth(qh, 2 * p));
+            hi = _mm256_or_si256(hi, simd::q5_k_fifth(qh, 2 * p + 1));
+        }
         // int16 lane bytes (2j, 2j + 1) of sc2: sc_j in every lane
         const __m256i s_lo = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * p))));
         const __m256i s_hi = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * p + 1))));
@@ -250,9 +276,9 @@ void row_dot(const char * w, const block_q8_k * const * x, int64_t n_super, floa
         _mm_prefetch(wb + k_prefetch + 64, _MM_HINT_T0);
         _mm_prefetch(wb + k_prefetch + 128, _MM_HINT_T0);
         int32_t isum[C];
-        if constexpr (T == TSR_TYPE_Q4_K) {
+        if constexpr (has_k_mins(T)) {
             int32_t msum[C];
-            q4_k_block<C>(wb, x, b, isum, msum);
+            q4_k_block<T, C>(wb, x, b, isum, msum);
             const float d = _cvtsh_ss(read_u16(wb + k_q4_k_d)), dmin = _cvtsh_ss(read_u16(wb + k_q4_k_dmin));
             for (int c = 0; c < C; ++c) acc[c] = q4_k_step(acc[c], d, dmin, x[c][b].d, isum[c], msum[c]);
         } else {
@@ -298,7 +324,7 @@ void run(const compute_params & p, const mm_dims & d) {
                 for (int64_t n = 0; n < d.N; ++n) {
                     auto * q = reinterpret_cast<block_q8_k *>(cols + static_cast<size_t>(n) * cbytes);
                     quantize_q8_k_act(b_column(d, in_place, batch, n, xbuf), n_super, q);
-                    if (T == TSR_TYPE_Q4_K && k_permuted_q4_act) permute_q4_k_act(q, n_super);
+                    if (has_k_mins(T) && k_permuted_q4_act) permute_q4_k_act(q, n_super);
                 }
                 have_batch = batch;
             }
@@ -324,6 +350,7 @@ bool mul_mat_k(const compute_params & p, const mm_dims & d) {
     if (d.N > k_cols) return false; // the GEMM path (gemm_k.cpp) takes these
     switch (d.a->type) {
     case TSR_TYPE_Q4_K: run<TSR_TYPE_Q4_K>(p, d); return true;
+    case TSR_TYPE_Q5_K: run<TSR_TYPE_Q5_K>(p, d); return true;
     case TSR_TYPE_Q6_K: run<TSR_TYPE_Q6_K>(p, d); return true;
     default: return false;
     }

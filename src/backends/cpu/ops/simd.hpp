@@ -117,6 +117,15 @@ inline __m256i q5_high_bits(uint32_t qh) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
+// 0x10 in byte l where bit j (0..7) of byte l of qh is set: the fifth bits
+// of sub-block j of a Q5_K block (qh[l] bit j belongs to element l of
+// sub-block j; core/types.hpp). 16-bit shifts by at most 4 keep every
+// byte's bit 4 within its byte.
+inline __m256i q5_k_fifth(__m256i qh, int j) {
+    const __m256i v = j <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
 // The 32 5-bit quants q (0..31) of the Q5_0 block at blk (f16 d, 4 bytes
 // qh, 16 bytes qs; core/types.hpp) as bytes in block order.
 inline __m256i q5_quants(const void * blk) {
