@@ -4,6 +4,7 @@
 // definition, and its round-trip error against a bound derived from it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -227,4 +228,99 @@ TEST(Q5_0, NonFiniteInputIsQuantizedWithoutTrapping) {
     EXPECT_EQ(y[1].qs[0] & 15, 0);           // element 32: q = 16, low bits 0
     EXPECT_EQ(y[1].qh[0] & 1, 1);            // ... fifth bit set
     EXPECT_EQ(back[0], 0.5f);                // block 0: max = 0.5, d = -1/32, q = 0 -> 0.5
+}
+
+// ---- Q5_1 (GGUF type 7): f16 d, f16 m, then qh and qs as in Q5_0;
+// x = d q + m ----
+
+namespace {
+
+// The 24 bytes of a Q5_1 block: d and m, then Q5_0's qh and qs bytes.
+std::vector<uint8_t> pack_block_q5_1(uint16_t d, uint16_t m, const int * q) {
+    std::vector<uint8_t> b = pack_block(d, q); // [d][qh 4][qs 16]
+    b.insert(b.begin() + 2, {static_cast<uint8_t>(m & 0xff), static_cast<uint8_t>(m >> 8)});
+    return b;
+}
+
+std::vector<uint8_t> quantize_bytes_q5_1(const std::vector<float> & x) {
+    std::vector<block_q5_1> y(x.size() / 32);
+    quantize_row_q5_1_ref(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    std::vector<uint8_t> bytes(y.size() * sizeof(block_q5_1));
+    std::memcpy(bytes.data(), y.data(), bytes.size());
+    return bytes;
+}
+
+} // namespace
+
+TEST(Q5_1, TraitsDescribeTheGgufBlock) {
+    const type_traits & tr = get_type_traits(TSR_TYPE_Q5_1);
+    EXPECT_STREQ(tr.name, "Q5_1");
+    EXPECT_EQ(tr.block_size, 32);
+    EXPECT_EQ(tr.type_size, 24u);
+    EXPECT_EQ(sizeof(block_q5_1), 24u);
+    EXPECT_TRUE(tr.is_quantized);
+    EXPECT_NE(tr.to_float, nullptr);
+    EXPECT_NE(tr.from_float, nullptr);
+    EXPECT_EQ(row_size(TSR_TYPE_Q5_1, 96), 72u);
+}
+
+TEST(Q5_1, HandPackedBlockDecodesToKnownValues) {
+    int q[32];
+    for (int j = 0; j < 32; ++j) q[j] = (7 * j + 3) % 32;
+    const std::vector<uint8_t> bytes = pack_block_q5_1(0x3800 /* 0.5 */, 0xc280 /* -3.25 */, q);
+    std::vector<float> y(32);
+    get_type_traits(TSR_TYPE_Q5_1).to_float(bytes.data(), y.data(), 32);
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 0.5f * static_cast<float>(q[j]) - 3.25f) << j;
+}
+
+// Bytes worked out from the quantizer's definition (types.hpp):
+// lo = min, d = (max - min) / 31, q = (int)((x - lo) / d + 0.5).
+TEST(Q5_1, ReferenceQuantizerBytes) {
+    // x_j = -2 + j / 4: d = 0.25, m = -2, q_j = j.
+    std::vector<float> x(32);
+    for (int j = 0; j < 32; ++j) x[static_cast<size_t>(j)] = -2.0f + 0.25f * static_cast<float>(j);
+    int q[32];
+    for (int j = 0; j < 32; ++j) q[j] = j;
+    EXPECT_EQ(quantize_bytes_q5_1(x), pack_block_q5_1(0x3400, 0xc000, q));
+    // A constant block: d = 0, every q = 0, m = the value.
+    std::vector<float> c(32, 1.5f);
+    int zero[32] = {};
+    EXPECT_EQ(quantize_bytes_q5_1(c), pack_block_q5_1(0x0000, 0x3e00, zero));
+    // Range [0, 31] (d = 1): halves round up, the rest to nearest.
+    std::vector<float> h(32, 0.0f);
+    h[1] = 2.5f;
+    h[2] = 3.49f;
+    h[3] = 16.51f;
+    h[31] = 31.0f;
+    int qh[32] = {};
+    qh[1] = 3;
+    qh[2] = 3;
+    qh[3] = 17;
+    qh[31] = 31;
+    EXPECT_EQ(quantize_bytes_q5_1(h), pack_block_q5_1(0x3c00, 0x0000, qh));
+}
+
+TEST(Q5_1, RoundTripErrorBound) {
+    std::mt19937 rng(17);
+    std::normal_distribution<float> dist(0.3f, 2.0f);
+    std::vector<float> x(32 * 64);
+    for (float & v : x) v = dist(rng);
+    std::vector<block_q5_1> q(64);
+    quantize_row_q5_1_ref(x.data(), q.data(), 32 * 64);
+    std::vector<float> y(x.size());
+    dequantize_row_q5_1(q.data(), y.data(), 32 * 64);
+    for (size_t b = 0; b < 64; ++b) {
+        float lo = x[32 * b], hi = x[32 * b];
+        for (size_t j = 0; j < 32; ++j) {
+            lo = std::min(lo, x[32 * b + j]);
+            hi = std::max(hi, x[32 * b + j]);
+        }
+        const double d = (static_cast<double>(hi) - lo) / 31;
+        const double d16 = f16_to_f32(q[b].d), m16 = f16_to_f32(q[b].m);
+        // Half a step, plus the F16 rounding of d (times at most 31) and of m.
+        const double bound = d / 2 + 31 * std::fabs(d16 - d) + std::fabs(m16 - lo) + 1e-6;
+        for (size_t j = 0; j < 32; ++j) ASSERT_LE(std::fabs(static_cast<double>(y[32 * b + j]) - x[32 * b + j]), bound) << b << " " << j;
+    }
+    EXPECT_THROW(quantize_row_q5_1_ref(x.data(), q.data(), 33), error);
+    EXPECT_THROW(dequantize_row_q5_1(q.data(), y.data(), 40), error);
 }

@@ -117,7 +117,19 @@ inline double get(const tsr_tensor * t, int64_t i0, int64_t i1 = 0, int64_t i2 =
         const int fifth = (blk[2 + j / 8] >> (j % 8)) & 1;
         return d * ((low | fifth << 4) - 16);
     }
+    case TSR_TYPE_Q5_1: {
+        // Block: f16 d, f16 m, qh and qs as in Q5_0; x = d q + m.
+        const auto * blk = reinterpret_cast<const uint8_t *>(static_cast<const char *>(t->data) + (i0 / 32) * t->nb[0] +
+                                                             i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+        const double d = ref_f16(static_cast<uint16_t>(blk[0] | blk[1] << 8));
+        const double m = ref_f16(static_cast<uint16_t>(blk[2] | blk[3] << 8));
+        const int j = static_cast<int>(i0 % 32);
+        const int low = j < 16 ? (blk[8 + j] & 0x0f) : (blk[8 + j - 16] >> 4);
+        const int fifth = (blk[4 + j / 8] >> (j % 8)) & 1;
+        return d * (low | fifth << 4) + m;
+    }
     case TSR_TYPE_Q4_K:
+    case TSR_TYPE_Q5_K:
     case TSR_TYPE_Q6_K: {
         // Super-block i0 / 256, decoded by the core (tested against
         // hand-built blocks in tests/core/test_types_k.cpp).
@@ -185,12 +197,25 @@ inline void fill_weights(tsr_tensor * t, std::mt19937 & rng) {
         }
         break;
     }
+    case TSR_TYPE_Q5_1: {
+        // Random quants; d in [2^-9, 2^-5) and m of either sign, |m| up to 2^-1.
+        std::uniform_int_distribution<int> byte(0, 255), exp(6, 9), mexp(6, 14), mant(0, 1023), sign(0, 1);
+        for (size_t b = 0; b + 24 <= bytes; b += 24) {
+            const auto d = static_cast<uint16_t>((exp(rng) << 10) | mant(rng));
+            const auto m = static_cast<uint16_t>((sign(rng) << 15) | (mexp(rng) << 10) | mant(rng));
+            std::memcpy(p + b, &d, 2);
+            std::memcpy(p + b + 2, &m, 2);
+            for (size_t j = 4; j < 24; ++j) p[b + j] = static_cast<unsigned char>(byte(rng));
+        }
+        break;
+    }
     case TSR_TYPE_Q4_K:
+    case TSR_TYPE_Q5_K:
     case TSR_TYPE_Q6_K: {
-        // Random scales and quants; the F16 super-block scales (Q4_K: d and
+        // Random scales and quants; the F16 super-block scales (Q4_K/Q5_K: d and
         // dmin at bytes 0 and 2; Q6_K: d at byte 208) of moderate size.
-        const bool q4 = t->type == TSR_TYPE_Q4_K;
-        const size_t bs = q4 ? 144 : 210;
+        const bool q4 = t->type != TSR_TYPE_Q6_K;
+        const size_t bs = t->type == TSR_TYPE_Q4_K ? 144 : t->type == TSR_TYPE_Q5_K ? 176 : 210;
         std::uniform_int_distribution<int> byte(0, 255), exp(6, 9), mant(0, 1023);
         for (size_t b = 0; b + bs <= bytes; b += bs) {
             for (size_t j = 0; j < bs; ++j) p[b + j] = static_cast<unsigned char>(byte(rng));

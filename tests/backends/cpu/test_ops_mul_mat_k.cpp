@@ -1,4 +1,4 @@
-// MUL_MAT with K-quant weights (Q4_K, Q6_K): the AVX2 kernel
+// MUL_MAT with K-quant weights (Q4_K, Q5_K, Q6_K): the AVX2 kernel
 // (mul_mat_k.cpp) in the variant builds, the portable kernel in the
 // baseline build. Three checks per case:
 //   1. every element equals, bit for bit, vec_dot_k.hpp's scalar
@@ -8,7 +8,7 @@
 //      activations, within the F32 steps' rounding: per super-block (two)
 //      products d dx, conversions of the integer sums and FMAs into the
 //      accumulator, |error| <= 2 * 2^-24 * (4 + 2 n_super) * S (doubled),
-//      S the sum over elements of |x| times |d sc q| + |dmin m| (Q4_K;
+//      S the sum over elements of |x| times |d sc q| + |dmin m| (Q4_K, Q5_K;
 //      the two parts of a weight) or |w| (Q6_K);
 //   3. against the exact F32 activations within the activation
 //      quantization error: sum_k |w_k| * 0.5 * amax_256(k) / 127 plus 1e-5
@@ -42,16 +42,20 @@ std::string case_name(const k_case & c) {
            (c.strided_b ? "_strided" : "") + (c.batch > 1 ? "_b" + std::to_string(c.batch) : "");
 }
 
-// |d sc q| + |dmin m| of element k of Q4_K row m (the two parts the
-// kernel scales separately), or |w| for Q6_K.
+// |d sc q| + |dmin m| of element k of Q4_K/Q5_K row m (the two parts the
+// kernel scales separately; layouts in core/types.hpp), or |w| for Q6_K.
 double part_magnitude(const tsr_tensor * a, int64_t k, int64_t m) {
-    if (a->type != TSR_TYPE_Q4_K) return std::fabs(get(a, k, m));
-    const auto * blk = reinterpret_cast<const block_q4_k *>(static_cast<const char *>(a->data) + m * a->nb[1] + (k / 256) * 144);
+    if (a->type == TSR_TYPE_Q6_K) return std::fabs(get(a, k, m));
+    const bool five = a->type == TSR_TYPE_Q5_K;
+    const auto * blk = reinterpret_cast<const uint8_t *>(static_cast<const char *>(a->data) + m * a->nb[1] + (k / 256) * (five ? 176 : 144));
     const int j = static_cast<int>(k % 256) / 32, l = static_cast<int>(k % 32);
     uint8_t sc, mn;
-    q4_k_scale_min(blk->scales, j, sc, mn);
-    const int q = (blk->qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
-    return std::fabs(static_cast<double>(f16_to_f32(blk->d)) * sc * q) + std::fabs(static_cast<double>(f16_to_f32(blk->dmin)) * mn);
+    q4_k_scale_min(blk + 4, j, sc, mn);
+    const uint8_t * qs = blk + (five ? 48 : 16);
+    int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+    if (five) q |= ((blk[16 + l] >> j) & 1) << 4; // qh[l] bit j
+    const double d = f16_to_f32(static_cast<uint16_t>(blk[0] | blk[1] << 8)), dmin = f16_to_f32(static_cast<uint16_t>(blk[2] | blk[3] << 8));
+    return std::fabs(d * sc * q) + std::fabs(dmin * mn);
 }
 
 // The column (n, batch i2) of b as packed F32.
@@ -131,7 +135,7 @@ TEST_P(MulMatK, MatchesTheScalarOperationsAndTheDoubleProduct) {
 
 std::vector<k_case> cases() {
     std::vector<k_case> v;
-    for (int32_t t : {TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
+    for (int32_t t : {TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
         for (int64_t N : {1, 2, 3, 4, 7, 70}) v.push_back({t, 512, 37, N, false, 1});
         v.push_back({t, 256, 1, 1, false, 1});
         v.push_back({t, 2304, 133, 5, false, 1}); // 9 super-blocks, rows past a 64-row item
@@ -147,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MulMatK, ::testing::ValuesIn(cases()),
 // A column gets the same bits alone (one-token path) and inside a batch of
 // 70 columns (prompt path).
 TEST(MulMatK, AColumnGetsTheSameBitsAloneAndInABatch) {
-    for (int32_t t : {TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
+    for (int32_t t : {TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
         SCOPED_TRACE(type_name(t));
         context ctx(data_ctx());
         std::mt19937 rng(5);
@@ -162,6 +166,44 @@ TEST(MulMatK, AColumnGetsTheSameBitsAloneAndInABatch) {
         ASSERT_EQ(compute(out_big, 3), TSR_STATUS_SUCCESS);
         ASSERT_EQ(compute(out_one, 2), TSR_STATUS_SUCCESS);
         EXPECT_EQ(std::memcmp(static_cast<char *>(out_big->data) + 41 * out_big->nb[1], out_one->data, 96 * sizeof(float)), 0);
+    }
+}
+
+} // namespace
+} // namespace tessera::cpu::test
+
+namespace tessera::cpu::test {
+namespace {
+
+// Q5_K quants at the top of their range (q = 31: every nibble 15 and every
+// fifth bit set) with the largest 6-bit scales, against activations that
+// quantize to +127: the int16 pair sums of the vector kernels (2 * 31 * 127
+// each) would wrap if a kernel kept more than four steps in int16. The
+// exact product is known: every weight is d * 63 * 31 - dmin * 63.
+TEST(MulMatK, Q5KLargestQuantsDoNotWrap) {
+    context ctx(data_ctx());
+    constexpr int64_t K = 512, M = 24;
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q5_K, {K, M});
+    auto * p = static_cast<uint8_t *>(a->data);
+    for (size_t b = 0; b < nbytes(a) / 176; ++b) {
+        const uint16_t d = f32_to_f16(1.0f / 64), dmin = f32_to_f16(1.0f / 128);
+        std::memcpy(p + 176 * b, &d, 2);
+        std::memcpy(p + 176 * b + 2, &dmin, 2);
+        std::memset(p + 176 * b + 4, 0xff, 172); // scales and mins 63, qh and qs all ones
+    }
+    const double w = 63.0 * 31.0 / 64 - 63.0 / 128;
+    for (int64_t N : {1, 3, 70}) {
+        SCOPED_TRACE("N=" + std::to_string(N));
+        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t k = 0; k < K; ++k) set_f32(b, n % 2 == 0 ? 1.0f : -1.0f, k, n);
+        }
+        tsr_tensor * out = mul_mat(ctx, a, b);
+        ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
+        for (int64_t n = 0; n < N; ++n) {
+            const double want = (n % 2 == 0 ? 1.0 : -1.0) * w * K; // +-1 quantize exactly (d = 1/127 in F32)
+            for (int64_t m = 0; m < M; ++m) ASSERT_NEAR(get(out, m, n), want, 1e-4 * std::fabs(want)) << "m " << m << " n " << n;
+        }
     }
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/compute.hpp"
 #include "backends/cpu/ref_util.hpp"
 #include "tessera/core/types.hpp"
 
@@ -197,6 +198,76 @@ TEST(Q5_0Ops, CpyQuantizesWithTheReferenceQuantizer) {
     for (int64_t r = 0; r < 3; ++r) {
         for (int64_t k = 0; k < 128; ++k) ASSERT_EQ(get(back, k, r), get(dst, k, r)) << "row " << r << " k " << k;
     }
+}
+
+// Q5_1 (GGUF type 7, x = d q + m; only the portable kernel takes it): the
+// rows are decoded to F32 (d q exact, + m rounded once) and dotted with the
+// F32 activations, so against the double product of the decoded weights
+// |error| <= (K + 2) 2^-24 sum_k |w_k x_k| + 2^-24 sum_k |w_k x_k| (the
+// decoding). Any thread count gives the same bytes; a strided (gathered)
+// activation matrix too.
+TEST(Q5_1Ops, MulMatMatchesTheDoubleProduct) {
+    for (int64_t N : {1, 5, 70}) {
+        for (bool strided : {false, true}) {
+            SCOPED_TRACE("N=" + std::to_string(N) + (strided ? " strided" : ""));
+            context ctx(data_ctx());
+            std::mt19937 rng(static_cast<unsigned>(N * 3 + strided));
+            constexpr int64_t K = 96, M = 13;
+            tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q5_1, {K, M});
+            fill_weights(a, rng);
+            tsr_tensor * b;
+            if (strided) {
+                tsr_tensor * bt = ctx.new_tensor(TSR_TYPE_F32, {N, K});
+                fill_uniform(bt, rng);
+                b = permute(ctx, bt, 1, 0, 2, 3);
+            } else {
+                b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+                fill_uniform(b, rng);
+            }
+            tsr_tensor * out = mul_mat(ctx, a, b);
+            ASSERT_TRUE(supports_op(out));
+            ASSERT_EQ(compute(out, 1), TSR_STATUS_SUCCESS);
+            const std::vector<char> one(static_cast<char *>(out->data), static_cast<char *>(out->data) + nbytes(out));
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t m = 0; m < M; ++m) {
+                    double want = 0, abs_sum = 0;
+                    for (int64_t k = 0; k < K; ++k) {
+                        want += get(a, k, m) * get(b, k, n);
+                        abs_sum += std::fabs(get(a, k, m) * get(b, k, n));
+                    }
+                    ASSERT_NEAR(get(out, m, n), want, (K + 3) * 0x1p-24 * abs_sum + 1e-30) << "m " << m << " n " << n;
+                }
+            }
+            std::memset(out->data, 0, nbytes(out));
+            ASSERT_EQ(compute(out, 3), TSR_STATUS_SUCCESS);
+            EXPECT_EQ(std::memcmp(one.data(), out->data, one.size()), 0) << "3 threads differ from 1";
+        }
+    }
+}
+
+// GET_ROWS of a Q5_1 matrix decodes the picked rows; CPY F32 -> Q5_1 writes
+// the reference quantizer's bytes.
+TEST(Q5_1Ops, GetRowsAndCpyGoThroughTheFormat) {
+    context ctx(data_ctx());
+    std::mt19937 rng(6);
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q5_1, {64, 5});
+    fill_weights(a, rng);
+    tsr_tensor * idx = ctx.new_tensor(TSR_TYPE_I32, {2});
+    set_i32(idx, 4, 0);
+    set_i32(idx, 1, 1);
+    tsr_tensor * rows = get_rows(ctx, a, idx);
+    ASSERT_EQ(compute(rows, 2), TSR_STATUS_SUCCESS);
+    for (int64_t k = 0; k < 64; ++k) {
+        ASSERT_EQ(get(rows, k, 0), get(a, k, 4)) << k;
+        ASSERT_EQ(get(rows, k, 1), get(a, k, 1)) << k;
+    }
+    tsr_tensor * src = ctx.new_tensor(TSR_TYPE_F32, {64, 2});
+    fill_uniform(src, rng);
+    tsr_tensor * dst = ctx.new_tensor(TSR_TYPE_Q5_1, {64, 2});
+    ASSERT_EQ(compute(cpy(ctx, src, dst), 1), TSR_STATUS_SUCCESS);
+    std::vector<block_q5_1> want(4);
+    quantize_row_q5_1_ref(static_cast<const float *>(src->data), want.data(), 128);
+    EXPECT_EQ(std::memcmp(dst->data, want.data(), nbytes(dst)), 0);
 }
 
 } // namespace
