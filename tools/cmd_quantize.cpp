@@ -1,9 +1,10 @@
 // tools/cmd_quantize.cpp — `tessera quantize IN.gguf OUT.gguf TYPE`: converts
-// a model's 2-D weights to F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K or the
-// mixes Q4_K_S and Q4_K_M (llm::quantize_file; per-tensor rule and fallbacks
-// in tessera/llm/file_type.hpp), printing one progress line per tensor on
-// stderr; a tensor whose type fell back (Q4_K -> Q5_0, Q6_K -> Q8_0: ne[0]
-// not a multiple of 256) says so at the end of its line.
+// a model's 2-D weights to F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K,
+// Q6_K or the mixes Q4_K_S, Q4_K_M, Q5_K_S and Q5_K_M (llm::quantize_file;
+// per-tensor rule and fallbacks in tessera/llm/file_type.hpp), printing one
+// progress line per tensor on stderr; a tensor whose type fell back (Q4_K ->
+// Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0: ne[0] not a multiple of 256) says so at
+// the end of its line.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -78,7 +79,8 @@ command register_quantize(CLI::App & app) {
     sub->add_option("TYPE", o->type,
                     "target: " + llm::quantize_target_names() +
                         " (Q4_K_M: output, and attn_v/ffn_down of some layers, Q6_K, the rest Q4_K; Q4_K_S: output "
-                        "Q6_K, the rest Q4_K; Q4_K/Q6_K fall back to Q5_0/Q8_0 where ne[0] % 256 != 0)")
+                        "Q6_K, the rest Q4_K; Q5_K_M, Q5_K_S: the same with Q5_K; Q4_K/Q5_K/Q6_K fall back to "
+                        "Q5_0/Q5_1/Q8_0 where ne[0] % 256 != 0)")
         ->required();
     sub->add_flag("--allow-requantize", o->allow_requantize,
                   "also convert tensors that are already block-quantized (loses accuracy)");

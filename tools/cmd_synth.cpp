@@ -1,8 +1,9 @@
 // tools/cmd_synth.cpp — `tessera gguf synth --preset 1b|135m|tiny --type T
 // --vocab VOCAB.gguf -o FILE [--seed S]`: writes a random-weight Llama model
 // (llm::synth_model; the value generator is documented in tessera/llm/synth.hpp).
-// T: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q4_K_S or Q4_K_M (case-insensitive;
-// per-tensor rule and fallbacks in tessera/llm/file_type.hpp).
+// T: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M,
+// Q5_K_S or Q5_K_M (case-insensitive; per-tensor rule and fallbacks in
+// tessera/llm/file_type.hpp).
 #include <chrono>
 #include <cstdio>
 #include <string>

@@ -28,6 +28,10 @@ std::optional<int64_t> block_index(std::string_view name, std::string_view & res
     return n;
 }
 
+// True for the "medium" mixes, whose attn_v / ffn_down get Q6_K in the
+// use_more_bits layers.
+bool is_medium(file_type::mix m) { return m == file_type::mix::q4_k_m || m == file_type::mix::q5_k_m; }
+
 std::string upper(std::string_view s) {
     std::string u(s);
     std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
@@ -37,8 +41,9 @@ std::string upper(std::string_view s) {
 } // namespace
 
 std::vector<file_type> quantize_targets() {
-    return {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16,    TSR_TYPE_Q8_0,   TSR_TYPE_Q4_0,
-            TSR_TYPE_Q5_0, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, file_type_q4_k_s, file_type_q4_k_m};
+    return {TSR_TYPE_F32,     TSR_TYPE_F16,     TSR_TYPE_BF16,    TSR_TYPE_Q8_0,   TSR_TYPE_Q4_0,
+            TSR_TYPE_Q5_0,    TSR_TYPE_Q5_1,    TSR_TYPE_Q4_K,    TSR_TYPE_Q5_K,   TSR_TYPE_Q6_K,
+            file_type_q4_k_s, file_type_q4_k_m, file_type_q5_k_s, file_type_q5_k_m};
 }
 
 std::string quantize_target_names() {
@@ -50,7 +55,8 @@ std::string quantize_target_names() {
 bool is_quantize_target(const file_type & ft) {
     const std::vector<file_type> all = quantize_targets();
     if (std::find(all.begin(), all.end(), ft) == all.end()) return false;
-    // The mixes also write Q6_K and the fallbacks Q5_0 and Q8_0.
+    // The mixes also write Q6_K and its fallback Q8_0; every K-quant its
+    // fallback (Q5_0, Q5_1).
     std::vector<type> used = {ft.base, k_quant_fallback(ft.base)};
     if (ft.kind != file_type::mix::none) used.insert(used.end(), {TSR_TYPE_Q6_K, TSR_TYPE_Q8_0});
     return std::all_of(used.begin(), used.end(), [](type t) { return get_type_traits(t).from_float != nullptr; });
@@ -60,6 +66,8 @@ std::string file_type_name(const file_type & ft) {
     switch (ft.kind) {
     case file_type::mix::q4_k_s: return "Q4_K_S";
     case file_type::mix::q4_k_m: return "Q4_K_M";
+    case file_type::mix::q5_k_s: return "Q5_K_S";
+    case file_type::mix::q5_k_m: return "Q5_K_M";
     case file_type::mix::none: break;
     }
     return std::string(type_name(ft.base));
@@ -78,6 +86,8 @@ uint32_t file_type_of(const file_type & ft) {
     switch (ft.kind) {
     case file_type::mix::q4_k_s: return 14; // MOSTLY_Q4_K_S
     case file_type::mix::q4_k_m: return 15; // MOSTLY_Q4_K_M
+    case file_type::mix::q5_k_s: return 16; // MOSTLY_Q5_K_S
+    case file_type::mix::q5_k_m: return 17; // MOSTLY_Q5_K_M
     case file_type::mix::none: break;
     }
     switch (ft.base) {
@@ -86,7 +96,9 @@ uint32_t file_type_of(const file_type & ft) {
     case TSR_TYPE_Q4_0: return 2;  // MOSTLY_Q4_0
     case TSR_TYPE_Q8_0: return 7;  // MOSTLY_Q8_0
     case TSR_TYPE_Q5_0: return 8;  // MOSTLY_Q5_0
+    case TSR_TYPE_Q5_1: return 9;  // MOSTLY_Q5_1
     case TSR_TYPE_Q4_K: return 14; // no id of its own: MOSTLY_Q4_K_S (see the header)
+    case TSR_TYPE_Q5_K: return 16; // no id of its own: MOSTLY_Q5_K_S
     case TSR_TYPE_Q6_K: return 18; // MOSTLY_Q6_K
     case TSR_TYPE_BF16: return 32; // MOSTLY_BF16
     default: break;
@@ -101,8 +113,11 @@ std::string_view file_type_description(int64_t id) {
     case 2: return "Q4_0";
     case 7: return "Q8_0";
     case 8: return "Q5_0";
+    case 9: return "Q5_1";
     case 14: return "Q4_K - Small";
     case 15: return "Q4_K - Medium";
+    case 16: return "Q5_K - Small";
+    case 17: return "Q5_K - Medium";
     case 18: return "Q6_K";
     case 32: return "BF16";
     default: return {};
@@ -114,19 +129,20 @@ bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 ||
 type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer, bool tied_output) {
     if (ft.kind == file_type::mix::none) return ft.base;
     if (name == "output.weight" || (tied_output && name == "token_embd.weight")) return TSR_TYPE_Q6_K;
-    if (ft.kind == file_type::mix::q4_k_m) {
+    if (is_medium(ft.kind)) {
         std::string_view rest;
         if (const auto il = block_index(name, rest);
             il && (rest == "attn_v.weight" || rest == "ffn_down.weight") && use_more_bits(*il, n_layer)) {
             return TSR_TYPE_Q6_K;
         }
     }
-    return TSR_TYPE_Q4_K;
+    return ft.base; // Q4_K or Q5_K
 }
 
 type k_quant_fallback(type t) {
     switch (t) {
     case TSR_TYPE_Q4_K: return TSR_TYPE_Q5_0;
+    case TSR_TYPE_Q5_K: return TSR_TYPE_Q5_1;
     case TSR_TYPE_Q6_K: return TSR_TYPE_Q8_0;
     default: return t;
     }

@@ -7,12 +7,15 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/core/error.hpp"
@@ -92,6 +95,36 @@ std::vector<uint8_t> q4_0_expected(const std::vector<float> & x) {
         for (uint8_t byte : le16(f16_bits_of(d))) out.push_back(byte);
         auto q = [&](size_t j) { return std::min(15, int(x[b * 32 + j] * id + 8.5f)); };
         for (size_t j = 0; j < 16; ++j) out.push_back(uint8_t(q(j) | (q(j + 16) << 4)));
+    }
+    return out;
+}
+
+// Q5_1 block (GGUF: f16 d, f16 m, uint8 qh[4], uint8 qs[16]): lo = min x,
+// hi = max x, d = (hi - lo) / 31, id = 1 / d, q = trunc((x - lo) * id + 0.5)
+// (0..31); qs byte j holds the low 4 bits of element j (low nibble) and of
+// element j + 16 (high nibble); bit j of qh (a little-endian uint32) is the
+// fifth bit of element j. Decoded: x = d * q + m.
+std::vector<uint8_t> q5_1_expected(const std::vector<float> & x) {
+    std::vector<uint8_t> out;
+    for (size_t b = 0; b < x.size() / 32; ++b) {
+        float lo = x[b * 32], hi = x[b * 32];
+        for (size_t j = 0; j < 32; ++j) {
+            lo = std::min(lo, x[b * 32 + j]);
+            hi = std::max(hi, x[b * 32 + j]);
+        }
+        const float d = (hi - lo) / 31.0f;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        for (uint8_t byte : le16(f16_bits_of(d))) out.push_back(byte);
+        for (uint8_t byte : le16(f16_bits_of(lo))) out.push_back(byte);
+        int q[32];
+        uint32_t qh = 0;
+        for (size_t j = 0; j < 32; ++j) {
+            q[j] = int((x[b * 32 + j] - lo) * id + 0.5f);
+            EXPECT_TRUE(q[j] >= 0 && q[j] <= 31) << q[j];
+            qh |= uint32_t((q[j] >> 4) & 1) << j;
+        }
+        for (int k = 0; k < 4; ++k) out.push_back(uint8_t(qh >> (8 * k)));
+        for (size_t j = 0; j < 16; ++j) out.push_back(uint8_t((q[j] & 15) | ((q[j + 16] & 15) << 4)));
     }
     return out;
 }
@@ -285,6 +318,60 @@ TEST(Quantize, Q4_0FixedVectors) {
     EXPECT_EQ(r.tensor("odd.weight").type, TSR_TYPE_F32);
 }
 
+// Q5_1: a hand-checked block (x_j = j / 2 - 4: lo = -4, hi = 11.5, d = 0.5
+// exactly, so q_j = j), every block against the independent encoder above
+// and against the core's reference quantizer, general.file_type 9.
+TEST(Quantize, Q5_1FixedVectors) {
+    temp_dir dir;
+    input_file in = write_input(dir / "in.gguf", false);
+    {
+        // Replace token_embd's first block by the exact ramp.
+        std::vector<float> ramp(32);
+        for (int j = 0; j < 32; ++j) ramp[size_t(j)] = float(j) / 2 - 4;
+        std::copy(ramp.begin(), ramp.end(), in.embd.begin());
+        const gguf::reader r0(dir / "in.gguf");
+        gguf::writer w;
+        w.copy_all_kv(r0);
+        for (const gguf::tensor_info & ti : r0.tensors()) {
+            const std::span<const int64_t> ne(ti.ne, ti.n_dims);
+            if (ti.name == "token_embd.weight") w.add_tensor(ti.name, ti.type, ne, f32_bytes(in.embd));
+            else w.add_tensor(ti.name, ti.type, ne, std::span<const uint8_t>(ti.data, ti.size));
+        }
+        w.write(dir / "ramp.gguf");
+    }
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q5_1;
+    const auto res = llm::quantize_file(dir / "ramp.gguf", dir / "out.gguf", p);
+    EXPECT_EQ(res.n_converted, 2u); // token_embd and attn_q; odd.weight (48) fits no block
+    EXPECT_EQ(res.n_by_type, (std::vector<std::pair<type, size_t>>{{TSR_TYPE_Q5_1, 2}}));
+    const gguf::reader r_in(dir / "ramp.gguf");
+    const gguf::reader r(dir / "out.gguf");
+    expect_common(r_in, r, 9);
+
+    const auto & e = r.tensor("token_embd.weight");
+    ASSERT_EQ(e.type, TSR_TYPE_Q5_1);
+    ASSERT_EQ(e.size, 6u * 24);
+    // d = 0.5 -> f16 0x3800, m = -4 -> 0xC400; q_j = j: the fifth bit is set
+    // for j = 16..31 (qh 00 00 ff ff); qs[j] = j | (j + 16 & 15) << 4 = 0xjj.
+    std::vector<uint8_t> block0 = {0x00, 0x38, 0x00, 0xc4, 0x00, 0x00, 0xff, 0xff};
+    for (int j = 0; j < 16; ++j) block0.push_back(uint8_t(j | (j << 4)));
+    EXPECT_EQ(std::vector<uint8_t>(e.data, e.data + 24), block0);
+    EXPECT_EQ(bytes_of(e), q5_1_expected(in.embd));
+    std::vector<block_q5_1> ref(in.embd.size() / 32);
+    quantize_row_q5_1_ref(in.embd.data(), ref.data(), int64_t(in.embd.size()));
+    EXPECT_EQ(std::memcmp(e.data, ref.data(), e.size), 0);
+    // F16 input: decoded to F32 first.
+    ASSERT_EQ(r.tensor("blk.0.attn_q.weight").type, TSR_TYPE_Q5_1);
+    EXPECT_EQ(bytes_of(r.tensor("blk.0.attn_q.weight")), q5_1_expected(in.wq_f16));
+    EXPECT_EQ(r.tensor("odd.weight").type, TSR_TYPE_F32);
+    // Decoded back: the ramp exactly, the rest within half a step (plus the
+    // F16 rounding of m) of the source.
+    std::vector<float> back(in.embd.size());
+    get_type_traits(TSR_TYPE_Q5_1).to_float(e.data, back.data(), int64_t(back.size()));
+    for (size_t j = 0; j < 32; ++j) EXPECT_EQ(back[j], in.embd[j]) << j;
+    for (size_t j = 32; j < back.size(); ++j) EXPECT_NEAR(back[j], in.embd[j], 0.11) << j; // values in [-3, 3): step 6/31
+}
+
 TEST(Quantize, F16ConvertsEveryTwoDimensionalTensor) {
     temp_dir dir;
     const input_file in = write_input(dir / "in.gguf", false);
@@ -363,6 +450,9 @@ TEST(Quantize, ErrorsLeaveNoOutput) {
     llm::quantize_params bad = p;
     bad.target = TSR_TYPE_Q4_1;
     expect_error(dir / "in.gguf", "cannot quantize to Q4_1", bad);
+    bad.target = TSR_TYPE_Q3_K;
+    expect_error(dir / "in.gguf", "cannot quantize to Q3_K (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, "
+                                  "Q5_K, Q6_K, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)", bad);
     expect_error(dir / "out.gguf", "same file", p);
 
     // A 2-D tensor of a type this build cannot decode.
@@ -391,23 +481,35 @@ TEST(Quantize, FileTypeIds) {
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_F16), 1u);
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q4_0), 2u);
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q8_0), 7u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q5_0), 8u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q5_1), 9u); // MOSTLY_Q5_1
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_BF16), 32u);
-    // K-quants: llama_ftype MOSTLY_Q4_K_S 14, MOSTLY_Q4_K_M 15, MOSTLY_Q6_K 18;
-    // plain Q4_K has no id of its own and is written as 14.
+    // K-quants: llama_ftype MOSTLY_Q4_K_S 14, MOSTLY_Q4_K_M 15, MOSTLY_Q5_K_S
+    // 16, MOSTLY_Q5_K_M 17, MOSTLY_Q6_K 18; plain Q4_K and Q5_K have no id
+    // of their own and are written as 14 and 16.
     EXPECT_EQ(llm::file_type_of(llm::file_type_q4_k_s), 14u);
     EXPECT_EQ(llm::file_type_of(llm::file_type_q4_k_m), 15u);
+    EXPECT_EQ(llm::file_type_of(llm::file_type_q5_k_s), 16u);
+    EXPECT_EQ(llm::file_type_of(llm::file_type_q5_k_m), 17u);
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q4_K), 14u);
+    EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q5_K), 16u);
     EXPECT_EQ(llm::file_type_of(TSR_TYPE_Q6_K), 18u);
-    EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q5_K), error);
+    EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q3_K), error);
     EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q2_K), error);
+    EXPECT_THROW(llm::file_type_of(TSR_TYPE_Q4_1), error);
     // The reference bench's names of those ids.
     EXPECT_EQ(llm::file_type_description(0), "all F32");
     EXPECT_EQ(llm::file_type_description(2), "Q4_0");
+    EXPECT_EQ(llm::file_type_description(8), "Q5_0");
+    EXPECT_EQ(llm::file_type_description(9), "Q5_1");
     EXPECT_EQ(llm::file_type_description(14), "Q4_K - Small");
     EXPECT_EQ(llm::file_type_description(15), "Q4_K - Medium");
+    EXPECT_EQ(llm::file_type_description(16), "Q5_K - Small");
+    EXPECT_EQ(llm::file_type_description(17), "Q5_K - Medium");
     EXPECT_EQ(llm::file_type_description(18), "Q6_K");
     EXPECT_EQ(llm::file_type_description(32), "BF16");
-    EXPECT_EQ(llm::file_type_description(16), "");
+    EXPECT_EQ(llm::file_type_description(10), ""); // MOSTLY_Q2_K: not written here
+    EXPECT_EQ(llm::file_type_description(12), ""); // MOSTLY_Q3_K_M
 }
 
 TEST(Quantize, ConvertRowsChecksSizes) {

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -126,7 +128,36 @@ TEST(Synth, MixDataSizes) {
     EXPECT_EQ(llm::synth_data_size(m, 32000, llm::file_type_q4_k_m),
               m_q50 / 32 * 22 + m_q80 / 32 * 34 + m_q4k / 256 * 144 + m_q6k / 256 * 210 + 576ull * 61 * 4);
     EXPECT_EQ(llm::synth_data_size(m, 32000, TSR_TYPE_Q5_0), 143032320ull / 32 * 22 + 576ull * 61 * 4);
-    EXPECT_THROW(llm::synth_data_size(m, 32000, TSR_TYPE_Q5_K), error);
+    EXPECT_THROW(llm::synth_data_size(m, 32000, TSR_TYPE_Q3_K), error);
+}
+
+// The Q5_K mixes, counted the same way: Q5_K 176/256 bytes per element,
+// Q5_1 24/32, in the places of Q4_K and Q5_0.
+TEST(Synth, Q5MixDataSizes) {
+    const auto b = llm::synth_preset("1b");
+    const uint64_t E = 2048, V = 32000, F = 5632, EKV = 256;
+    const uint64_t q6 = E * V + 10 * (E * EKV + F * E);
+    const uint64_t q5 = E * V + 22 * (2 * E * E + E * EKV + 2 * E * F) + 12 * (E * EKV + F * E);
+    EXPECT_EQ(llm::synth_data_size(b, 32000, llm::file_type_q5_k_m), q5 / 256 * 176 + q6 / 256 * 210 + 2048ull * 45 * 4);
+    EXPECT_EQ(llm::synth_data_size(b, 32000, llm::file_type_q5_k_s),
+              (q5 + q6 - E * V) / 256 * 176 + E * V / 256 * 210 + 2048ull * 45 * 4);
+    EXPECT_EQ(llm::synth_data_size(b, 32000, TSR_TYPE_Q5_K), 1099956224ull / 256 * 176 + 2048ull * 45 * 4);
+    EXPECT_EQ(llm::synth_data_size(b, 32000, TSR_TYPE_Q5_1), 1099956224ull / 32 * 24 + 2048ull * 45 * 4);
+    // 135m: Q5_K falls back to Q5_1 wherever ne[0] = 576 (every matrix but
+    // ffn_down), Q6_K to Q8_0; the 14 Q5_K_M layers as for Q4_K_M.
+    const auto m = llm::synth_preset("135m");
+    const uint64_t e = 576, f = 1536, ekv = 192;
+    const uint64_t m_q51 = e * V + 30 * (2 * e * e + e * ekv + 2 * e * f) + 16 * e * ekv;
+    const uint64_t m_q80 = e * V + 14 * e * ekv;
+    const uint64_t m_q5k = 16 * f * e, m_q6k = 14 * f * e;
+    EXPECT_EQ(m_q51 + m_q80 + m_q5k + m_q6k, 143032320ull);
+    EXPECT_EQ(llm::synth_data_size(m, 32000, llm::file_type_q5_k_m),
+              m_q51 / 32 * 24 + m_q80 / 32 * 34 + m_q5k / 256 * 176 + m_q6k / 256 * 210 + 576ull * 61 * 4);
+    // Q5_K_S: output Q8_0 (Q6_K's fallback), ffn_down Q5_K, the rest Q5_1.
+    EXPECT_EQ(llm::synth_data_size(m, 32000, llm::file_type_q5_k_s),
+              (143032320ull - e * V - 30 * f * e) / 32 * 24 + e * V / 32 * 34 + 30 * f * e / 256 * 176 +
+                  576ull * 61 * 4);
+    EXPECT_EQ(llm::synth_data_size(m, 32000, TSR_TYPE_Q5_1), 143032320ull / 32 * 24 + 576ull * 61 * 4);
 }
 
 TEST(Synth, LayoutMetadataAndValues) {
@@ -223,7 +254,7 @@ TEST(Synth, ReproducibleAndSeedDependent) {
 TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
     temp_dir dir;
     llm::synth_model(tiny(TSR_TYPE_F32, 5), dir / "f32.gguf");
-    for (type t : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0}) {
+    for (type t : {TSR_TYPE_F16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1}) {
         const std::string tn(type_name(t));
         llm::synth_model(tiny(t, 5), dir / ("s_" + tn + ".gguf"));
         llm::quantize_params qp;
@@ -237,9 +268,10 @@ TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
     }
     // The K-quant targets on the tiny shape (n_embd 64): every matrix falls
     // back; Q4_K_M still gives layer 1's attn_v and ffn_down (and output)
-    // Q6_K's fallback Q8_0.
+    // Q6_K's fallback Q8_0; Q5_K_M the same with Q5_1 for Q5_0.
     for (const llm::file_type ft : {llm::file_type(TSR_TYPE_Q4_K), llm::file_type(TSR_TYPE_Q6_K), llm::file_type_q4_k_s,
-                                    llm::file_type_q4_k_m}) {
+                                    llm::file_type_q4_k_m, llm::file_type(TSR_TYPE_Q5_K), llm::file_type_q5_k_s,
+                                    llm::file_type_q5_k_m}) {
         const std::string tn = llm::file_type_name(ft);
         auto sp = tiny(TSR_TYPE_F32, 5);
         sp.wtype = ft;
@@ -258,13 +290,25 @@ TEST(Synth, EachTypeEqualsQuantizeOfTheF32Model) {
             EXPECT_EQ(r.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q8_0);
             EXPECT_EQ(r.tensor("blk.1.ffn_up.weight").type, TSR_TYPE_Q5_0);
         }
+        if (ft == llm::file_type_q5_k_m) {
+            EXPECT_EQ(r.get_u32("general.file_type"), 17u);
+            EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q8_0);
+            EXPECT_EQ(r.tensor("token_embd.weight").type, TSR_TYPE_Q5_1);
+            EXPECT_EQ(r.tensor("blk.0.attn_v.weight").type, TSR_TYPE_Q5_1);
+            EXPECT_EQ(r.tensor("blk.0.ffn_down.weight").type, TSR_TYPE_Q5_1);
+            EXPECT_EQ(r.tensor("blk.1.attn_v.weight").type, TSR_TYPE_Q8_0);
+            EXPECT_EQ(r.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q8_0);
+            EXPECT_EQ(r.tensor("blk.1.ffn_up.weight").type, TSR_TYPE_Q5_1);
+        }
+        if (ft == llm::file_type_q5_k_s) {
+            EXPECT_EQ(r.get_u32("general.file_type"), 16u);
+            EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q8_0);
+            EXPECT_EQ(r.tensor("blk.1.attn_v.weight").type, TSR_TYPE_Q5_1);
+            EXPECT_EQ(r.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q5_1);
+        }
     }
 }
 
-// A shape whose matrices all hold whole 256-element super-blocks (n_embd
-// 256, n_ff 512, 3 layers: Q4_K_M gives layer 2 Q6_K, since 2 >= 7*3/8): the
-// Q4_K_M synth model equals quantize of the F32 one, and decodes to logits
-// close to the F32 model's.
 // Q8_K is only the activation format of the K-quant kernels: a model with a
 // Q8_K weight is refused at load, naming the file, the tensor and the type.
 TEST(Synth, AQ8KWeightIsRefusedAtLoad) {
@@ -299,48 +343,26 @@ TEST(Synth, AQ8KWeightIsRefusedAtLoad) {
     }
 }
 
-TEST(Synth, Q4KMOfA256WideShapeMatchesQuantizeAndDecodes) {
-    temp_dir dir;
-    auto p = tiny(TSR_TYPE_F32, 11);
-    p.shape = {"k256", 256, 3, 4, 2, 512, 64};
-    llm::synth_model(p, dir / "f32.gguf");
-    p.wtype = llm::file_type_q4_k_m;
-    llm::synth_model(p, dir / "s.gguf");
-    llm::quantize_params qp;
-    qp.target = llm::file_type_q4_k_m;
-    llm::quantize_file(dir / "f32.gguf", dir / "q.gguf", qp);
-    EXPECT_EQ(read_all(dir / "s.gguf"), read_all(dir / "q.gguf"));
-    {
-        const gguf::reader r(dir / "s.gguf");
-        EXPECT_EQ(r.get_u32("general.file_type"), 15u);
-        EXPECT_EQ(r.tensor("token_embd.weight").type, TSR_TYPE_Q4_K);
-        EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q6_K);
-        for (int il = 0; il < 3; ++il) {
-            const type more = il == 2 ? TSR_TYPE_Q6_K : TSR_TYPE_Q4_K;
-            EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_v.weight", il)).type, more) << il;
-            EXPECT_EQ(r.tensor(fmt::format("blk.{}.ffn_down.weight", il)).type, more) << il;
-            EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_k.weight", il)).type, TSR_TYPE_Q4_K) << il;
-            EXPECT_EQ(r.tensor(fmt::format("blk.{}.ffn_gate.weight", il)).type, TSR_TYPE_Q4_K) << il;
-        }
-        EXPECT_EQ(r.file_size() - r.data_offset(), llm::synth_data_size(p.shape, 32000, llm::file_type_q4_k_m));
-    }
-    // Decoding: the quantized model's logits follow the F32 model's.
-    auto logits_of = [](const fs::path & file) {
-        auto m = llm::model::load(file);
-        llm::session_params sp;
-        sp.n_ctx = 16;
-        sp.n_threads = 2;
-        llm::session s(*m, sp);
-        const std::vector<int32_t> toks = {1, 450, 4996, 17354};
-        const auto l = s.decode(toks); // a view into the session: copied
-        return std::vector<float>(l.begin(), l.end());
-    };
-    const auto a = logits_of(dir / "f32.gguf");
-    const auto b = logits_of(dir / "s.gguf");
-    ASSERT_EQ(a.size(), b.size());
+namespace {
+
+// The logits of the last of four prompt tokens decoded with `file`.
+std::vector<float> logits_of(const fs::path & file) {
+    auto m = llm::model::load(file);
+    llm::session_params sp;
+    sp.n_ctx = 16;
+    sp.n_threads = 2;
+    llm::session s(*m, sp);
+    const std::vector<int32_t> toks = {1, 450, 4996, 17354};
+    const auto l = s.decode(toks); // a view into the session: copied
+    return std::vector<float>(l.begin(), l.end());
+}
+
+// Pearson correlation of two equally long vectors of finite values.
+double correlation(const std::vector<float> & a, const std::vector<float> & b) {
+    EXPECT_EQ(a.size(), b.size());
     double sab = 0, saa = 0, sbb = 0, ma = 0, mb = 0;
     for (size_t i = 0; i < a.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(b[i]));
+        EXPECT_TRUE(std::isfinite(b[i])) << i;
         ma += a[i];
         mb += b[i];
     }
@@ -351,9 +373,91 @@ TEST(Synth, Q4KMOfA256WideShapeMatchesQuantizeAndDecodes) {
         saa += (a[i] - ma) * (a[i] - ma);
         sbb += (b[i] - mb) * (b[i] - mb);
     }
-    // Pearson correlation (measured 0.98 for Q4_K and Q4_0 alone, 0.998 for
-    // Q6_K, on this shape and seed).
-    EXPECT_GT(sab / std::sqrt(saa * sbb), 0.95);
+    return sab / std::sqrt(saa * sbb);
+}
+
+} // namespace
+
+// A shape whose matrices all hold whole 256-element super-blocks (n_embd
+// 256, n_ff 512, 3 layers: the medium mixes give layer 2 Q6_K, since
+// 2 >= 7*3/8): the Q4_K_M and Q5_K_M synth models equal quantize of the F32
+// one, hold the K-quants the rule names, and decode to logits close to the
+// F32 model's.
+TEST(Synth, MediumMixesOfA256WideShapeMatchQuantizeAndDecode) {
+    temp_dir dir;
+    auto p = tiny(TSR_TYPE_F32, 11);
+    p.shape = {"k256", 256, 3, 4, 2, 512, 64};
+    llm::synth_model(p, dir / "f32.gguf");
+    const auto a = logits_of(dir / "f32.gguf");
+    for (const auto & [ft, base, id] : std::vector<std::tuple<llm::file_type, type, uint32_t>>{
+             {llm::file_type_q4_k_m, TSR_TYPE_Q4_K, 15}, {llm::file_type_q5_k_m, TSR_TYPE_Q5_K, 17}}) {
+        const std::string tn = llm::file_type_name(ft);
+        p.wtype = ft;
+        llm::synth_model(p, dir / ("s_" + tn + ".gguf"));
+        llm::quantize_params qp;
+        qp.target = ft;
+        llm::quantize_file(dir / "f32.gguf", dir / ("q_" + tn + ".gguf"), qp);
+        EXPECT_EQ(read_all(dir / ("s_" + tn + ".gguf")), read_all(dir / ("q_" + tn + ".gguf"))) << tn;
+        {
+            const gguf::reader r(dir / ("s_" + tn + ".gguf"));
+            EXPECT_EQ(r.get_u32("general.file_type"), id) << tn;
+            EXPECT_EQ(r.tensor("token_embd.weight").type, base) << tn;
+            EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q6_K) << tn;
+            for (int il = 0; il < 3; ++il) {
+                const type more = il == 2 ? TSR_TYPE_Q6_K : base;
+                EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_v.weight", il)).type, more) << tn << " " << il;
+                EXPECT_EQ(r.tensor(fmt::format("blk.{}.ffn_down.weight", il)).type, more) << tn << " " << il;
+                EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_k.weight", il)).type, base) << tn << " " << il;
+                EXPECT_EQ(r.tensor(fmt::format("blk.{}.ffn_gate.weight", il)).type, base) << tn << " " << il;
+            }
+            EXPECT_EQ(r.file_size() - r.data_offset(), llm::synth_data_size(p.shape, 32000, ft)) << tn;
+        }
+        // Decoding: the quantized model's logits follow the F32 model's
+        // (Pearson correlation measured 0.98 for Q4_K and Q4_0 alone, 0.998
+        // for Q6_K, on this shape and seed).
+        const auto b = logits_of(dir / ("s_" + tn + ".gguf"));
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_GT(correlation(a, b), 0.95) << tn;
+    }
+}
+
+// Q5_K_M of a shape with the SmolLM-135M widths (n_embd 576: Q5_K falls back
+// to Q5_1 and Q6_K to Q8_0; n_ff 1536 = 6 super-blocks: ffn_down keeps the
+// K-quants) and 8 layers (more bits in layers 0, 3, 6, 7): the types per
+// tensor name, equality with quantize of the F32 model, decoding.
+TEST(Synth, Q5KMOfA576WideShapeFallsBackMatchesQuantizeAndDecodes) {
+    temp_dir dir;
+    auto p = tiny(TSR_TYPE_F32, 13);
+    p.shape = {"w576", 576, 8, 9, 3, 1536, 64};
+    llm::synth_model(p, dir / "f32.gguf");
+    p.wtype = llm::file_type_q5_k_m;
+    llm::synth_model(p, dir / "s.gguf");
+    llm::quantize_params qp;
+    qp.target = llm::file_type_q5_k_m;
+    llm::quantize_file(dir / "f32.gguf", dir / "q.gguf", qp);
+    EXPECT_EQ(read_all(dir / "s.gguf"), read_all(dir / "q.gguf"));
+    {
+        const gguf::reader r(dir / "s.gguf");
+        EXPECT_EQ(r.get_u32("general.file_type"), 17u);
+        EXPECT_EQ(r.tensor("token_embd.weight").type, TSR_TYPE_Q5_1);
+        EXPECT_EQ(r.tensor("output.weight").type, TSR_TYPE_Q8_0);
+        EXPECT_EQ(r.tensor("output_norm.weight").type, TSR_TYPE_F32);
+        const std::set<int> more = {0, 3, 6, 7};
+        for (int il = 0; il < 8; ++il) {
+            const bool m = more.count(il) != 0;
+            EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_v.weight", il)).type, m ? TSR_TYPE_Q8_0 : TSR_TYPE_Q5_1) << il;
+            EXPECT_EQ(r.tensor(fmt::format("blk.{}.ffn_down.weight", il)).type, m ? TSR_TYPE_Q6_K : TSR_TYPE_Q5_K) << il;
+            for (const char * n : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"}) {
+                EXPECT_EQ(r.tensor(fmt::format("blk.{}.{}.weight", il, n)).type, TSR_TYPE_Q5_1) << il << " " << n;
+            }
+            EXPECT_EQ(r.tensor(fmt::format("blk.{}.attn_norm.weight", il)).type, TSR_TYPE_F32) << il;
+        }
+        EXPECT_EQ(r.file_size() - r.data_offset(), llm::synth_data_size(p.shape, 32000, llm::file_type_q5_k_m));
+    }
+    const auto a = logits_of(dir / "f32.gguf");
+    const auto b = logits_of(dir / "s.gguf");
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_GT(correlation(a, b), 0.95);
 }
 
 TEST(Synth, LoadsAndDecodesWithSaneLogits) {
@@ -397,8 +501,9 @@ TEST(Synth, Errors) {
     expect_error(p, "nope.gguf: no such file");
     p.vocab = fs::path(TESSERA_SHARED_DIR) / "models" / "mnist-fc-f32.gguf";
     expect_error(p, "no tokenizer.ggml.tokens");
-    p = tiny(TSR_TYPE_Q5_K);
-    expect_error(p, "Q5_K is not supported");
+    p = tiny(TSR_TYPE_Q3_K);
+    expect_error(p, "synth: weight type Q3_K is not supported (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, "
+                    "Q6_K, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)");
     p = tiny(TSR_TYPE_Q4_K);
     p.shape.n_embd = 80; // fits neither a Q4_K super-block nor a Q4_0 block
     p.shape.n_head = 5;

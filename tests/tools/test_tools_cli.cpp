@@ -116,11 +116,14 @@ TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
     r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q9_9");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q9_9' (supported: F32, F16, BF16, Q8_0, "
-                                "Q4_0, Q5_0, Q4_K, Q6_K, Q4_K_S, Q4_K_M)"))
+                                "Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)"))
         << r.err;
-    r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " Q5_K");
-    EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type 'Q5_K' (supported: ")) << r.err;
+    // A GGUF block type without an encoder here, and a mix that does not exist.
+    for (const std::string bad : {"Q3_K", "Q5_K_L"}) {
+        r = run_tessera("quantize " + (d / "m.gguf") + " " + (d / "out.gguf") + " " + bad);
+        EXPECT_EQ(r.exit_code, 1) << bad;
+        EXPECT_TRUE(contains(r.err, "unknown or unsupported quantization type '" + bad + "' (supported: ")) << r.err;
+    }
     r = run_tessera("quantize " + (d / "m.gguf"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_FALSE(fs::exists(d / "out.gguf"));
@@ -161,6 +164,54 @@ TEST(QuantizeCli, Q4KMOfTinyFallsBackMatchesSynthAndRuns) {
     r = run_tessera("gguf synth -q --preset tiny --type Q4_K_M --seed 9 --vocab " + vocab + " -o " + (d / "s.gguf"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(slurp(d / "q.gguf"), slurp(d / "s.gguf"));
+}
+
+// Q5_K_M and Q5_1 on the tiny shape: Q5_K falls back to Q5_1 (Q6_K to
+// Q8_0) for every matrix; the files run, and from an F32 model they equal
+// synth's own files.
+TEST(QuantizeCli, Q5KMAndQ5_1OfTinyFallBackMatchSynthAndRun) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    auto r = run_tessera("gguf synth -q --preset tiny --type F16 --seed 9 --vocab " + vocab + " -o " + (d / "f16.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_tessera("quantize " + (d / "f16.gguf") + " " + (d / "m.gguf") + " q5_k_m");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string embd = line_with(r.err, "token_embd.weight");
+    EXPECT_TRUE(contains(embd, "F16 -> Q5_1")) << r.err;
+    EXPECT_TRUE(contains(embd, "(fallback: Q5_K needs ne[0] % 256 == 0)")) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "output.weight"), "(fallback: Q6_K needs ne[0] % 256 == 0)")) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "blk.1.attn_v.weight"), "F16 -> Q8_0")) << r.err; // layer 1 of 2: more bits
+    EXPECT_TRUE(contains(line_with(r.err, "blk.0.attn_v.weight"), "F16 -> Q5_1")) << r.err;
+    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q5_K_M (13 Q5_1, 3 Q8_0)")) << r.err;
+    {
+        const tessera::gguf::reader m(d / "m.gguf");
+        EXPECT_EQ(m.get_u32("general.file_type"), 17u);
+        EXPECT_EQ(m.tensor("blk.1.ffn_down.weight").type, TSR_TYPE_Q8_0);
+        EXPECT_EQ(m.tensor("blk.0.ffn_down.weight").type, TSR_TYPE_Q5_1);
+    }
+    r = run_tessera("run -m " + (d / "m.gguf") + " -p Hello -n 4 --temp 0 -t 1 -c 64");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "generation: 4 tokens")) << r.err;
+
+    r = run_tessera("quantize " + (d / "f16.gguf") + " " + (d / "q51.gguf") + " Q5_1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(line_with(r.err, "output.weight"), "F16 -> Q5_1")) << r.err;
+    EXPECT_FALSE(contains(r.err, "fallback")) << r.err;
+    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q5_1;")) << r.err;
+    EXPECT_EQ(tessera::gguf::reader(d / "q51.gguf").get_u32("general.file_type"), 9u);
+    r = run_tessera("run -m " + (d / "q51.gguf") + " -p Hello -n 4 --temp 0 -t 1 -c 64");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "generation: 4 tokens")) << r.err;
+
+    r = run_tessera("gguf synth -q --preset tiny --type F32 --seed 9 --vocab " + vocab + " -o " + (d / "f32.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const std::string t : {"Q5_K_M", "Q5_K_S", "Q5_K", "Q5_1"}) {
+        r = run_tessera("quantize -q " + (d / "f32.gguf") + " " + (d / "q.gguf") + " " + t);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        r = run_tessera("gguf synth -q --preset tiny --type " + t + " --seed 9 --vocab " + vocab + " -o " + (d / "s.gguf"));
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(slurp(d / "q.gguf"), slurp(d / "s.gguf")) << t;
+    }
 }
 
 // The 135m shape in Q4_K_M really holds K-quants (ffn_down: n_ff 1536 = 6
@@ -210,10 +261,10 @@ TEST(SynthCli, ReproducibleLoadableAndChecked) {
     r = run_tessera("gguf synth --preset 7b --vocab " + vocab + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "unknown preset '7b'")) << r.err;
-    r = run_tessera("gguf synth --preset tiny --type Q5_K --vocab " + vocab + " -o " + (d / "x.gguf"));
+    r = run_tessera("gguf synth --preset tiny --type Q3_K --vocab " + vocab + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "--type 'Q5_K' is not supported (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, "
-                                "Q4_K_S, Q4_K_M)"))
+    EXPECT_TRUE(contains(r.err, "--type 'Q3_K' is not supported (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, "
+                                "Q6_K, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)"))
         << r.err;
     r = run_tessera("gguf synth --preset tiny --vocab " + (d / "none.gguf") + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
@@ -311,7 +362,9 @@ TEST(BenchCli, KQuantFileTypeNames) {
     temp_dir d;
     for (const auto & [type, name] : std::vector<std::pair<std::string, std::string>>{
              {"Q4_K_M", "llama 4M Q4_K - Medium"}, {"Q4_K_S", "llama 4M Q4_K - Small"},
-             {"Q4_K", "llama 4M Q4_K - Small"}, {"Q6_K", "llama 4M Q6_K"}}) {
+             {"Q4_K", "llama 4M Q4_K - Small"}, {"Q6_K", "llama 4M Q6_K"},
+             {"Q5_K_M", "llama 4M Q5_K - Medium"}, {"Q5_K_S", "llama 4M Q5_K - Small"},
+             {"Q5_K", "llama 4M Q5_K - Small"}, {"Q5_1", "llama 4M Q5_1"}}) {
         ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type " + type + " --vocab " + vocab + " -o " + (d / "m.gguf"))
                       .exit_code,
                   0);

@@ -1,16 +1,18 @@
 // tessera/llm/quantize.hpp — converting the weights of a GGUF model file to
 // another element type or mix of types (F32, F16, BF16, Q8_0, Q4_0, Q5_0,
-// Q4_K, Q6_K, Q4_K_S, Q4_K_M), as `tessera quantize` does.
+// Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M), as `tessera
+// quantize` does.
 //
 // Which tensors change, and to which type: tensor_type_for
 // (tessera/llm/file_type.hpp) — 2-D tensors only (token_embd and output
-// included), the mixes choosing per tensor, Q4_K falling back to Q5_0 and
-// Q6_K to Q8_0 where ne[0] is not a multiple of 256; 1-D tensors (norm
+// included), the mixes choosing per tensor, Q4_K falling back to Q5_0, Q5_K
+// to Q5_1 and Q6_K to Q8_0 where ne[0] is not a multiple of 256; 1-D tensors (norm
 // weights, biases), tensors of other ranks and tensors whose ne[0] fits no
 // block are copied unchanged. A converted tensor is decoded to F32 with its
 // type's to_float, then encoded with the chosen type's reference from_float
-// (tessera/core/types.hpp), so Q8_0, Q4_0, Q5_0, Q4_K and Q6_K bytes are exactly
-// those the GGUF block formats define and quantize_row_*_ref writes.
+// (tessera/core/types.hpp), so Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+// bytes are exactly those quantize_row_*_ref writes in the GGUF block
+// layouts.
 //
 // Metadata is copied in file order; general.file_type is set to the llama.cpp
 // file-type id of the target (file_type_of: e.g. 15 for Q4_K_M) and
@@ -61,7 +63,8 @@ struct quantize_progress {
     type to = TSR_TYPE_F32;
     // The type the target's rule picked (rule_type_for) for a 2-D tensor,
     // `from` for the others; differs from `to` when ne[0] made it fall back
-    // (Q4_K -> Q5_0, Q6_K -> Q8_0) or fit no block (copied unchanged).
+    // (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0) or fit no block (copied
+    // unchanged).
     type wanted = TSR_TYPE_F32;
     const int64_t * ne = nullptr; // 4 entries
     uint64_t bytes_in = 0;
@@ -70,7 +73,7 @@ struct quantize_progress {
 using quantize_progress_fn = std::function<void(const quantize_progress &)>;
 
 struct quantize_params {
-    file_type target = TSR_TYPE_Q8_0; // a plain type or a mix (file_type_q4_k_m, ...)
+    file_type target = TSR_TYPE_Q8_0; // a plain type or a mix (file_type_q4_k_m, file_type_q5_k_m, ...)
     // Converting a tensor that is already block-quantized (Q8_0 -> Q4_0, ...)
     // compounds the rounding errors: refused unless this is set.
     bool allow_requantize = false;

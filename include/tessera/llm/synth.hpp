@@ -19,9 +19,10 @@
 //   blk.N.ffn_gate.weight and blk.N.ffn_up.weight [n_embd, n_ff],
 //   blk.N.ffn_down.weight [n_ff, n_embd]; the 2-D weights in the type the
 //   target picks for each (tensor_type_for, tessera/llm/file_type.hpp: a
-//   plain type for all of them, or the Q4_K_M / Q4_K_S mix, with Q4_K and
-//   Q6_K falling back to Q5_0 and Q8_0 where ne[0] is not a multiple of 256,
-//   e.g. every matrix of the tiny preset and most of the 135m one).
+//   plain type for all of them, or the Q4_K_M / Q4_K_S / Q5_K_M / Q5_K_S
+//   mix, with Q4_K, Q5_K and Q6_K falling back to Q5_0, Q5_1 and Q8_0 where
+//   ne[0] is not a multiple of 256, e.g. every matrix of the tiny preset and
+//   most of the 135m one).
 //
 // Values (reproducible on every platform: no std:: distributions, whose
 // output is implementation-defined):
@@ -70,8 +71,9 @@ std::vector<std::string> synth_preset_names();
 
 struct synth_params {
     synth_shape shape;
-    // The 2-D weights' target: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K (a plain
-    // type converts implicitly) or file_type_q4_k_s / file_type_q4_k_m.
+    // The 2-D weights' target: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K,
+    // Q6_K (a plain type converts implicitly) or file_type_q4_k_s / _q4_k_m /
+    // _q5_k_s / _q5_k_m.
     file_type wtype = TSR_TYPE_F16;
     std::filesystem::path vocab;     // GGUF holding tokenizer.ggml.tokens etc. (tensors ignored)
     uint64_t seed = 1;
