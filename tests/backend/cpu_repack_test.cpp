@@ -1,4 +1,4 @@
-// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0/Q5_0 and Q4_K
+// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0/Q5_0/Q5_1 and Q4_K
 // weight matrices stored row-interleaved) through the registry and the C tables:
 // on the compiled-in backend and on every variant plugin in the build
 // directory that this processor can run (a variant scoring 0 here is
@@ -10,7 +10,8 @@
 // (GGUF block layouts: Q8_0 = F16 d + 32 int8, x = d q; Q4_0 = F16 d + 16
 // bytes, element j in the low nibble of byte j, j + 16 in the high one,
 // x = d (nibble - 8); Q5_0 = F16 d + 4 bytes qh + the 16 Q4_0 nibble bytes,
-// x = d (nibble + 16 * (bit j of qh) - 16)); Q4_K and Q6_K products equal
+// x = d (nibble + 16 * (bit j of qh) - 16); Q5_1 = F16 d + F16 m + Q5_0's
+// qh and nibbles, x = d q + m); Q4_K and Q6_K products equal
 // the plain ones bit for
 // bit (interleaved in groups of 8 or 16 rows by the AVX2 / AVX-512
 // variants); 1, 2 and 3 threads give identical bytes; only MUL_MAT may read
@@ -20,7 +21,8 @@
 // bound sum_k |w_k| * 0.6 * amax_block(k) / 127 + 1e-5 sum |w_k x_k| (as in
 // tests/backends/cpu/test_ops_mul_mat.cpp); vs plain, both paths add the
 // same exact block terms in different orders: 2.4e-7 (K/32 + 6) (sum |w_k
-// x_k| + the quantization bound).
+// x_k| + the quantization bound); Q5_1's plain path (the portable kernel)
+// takes F32 activations: twice the bound against the reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,7 +40,7 @@ namespace {
 
 // Element (k, m) of a Q8_0/Q4_0/Q5_0 matrix in its original bytes, in double.
 double quant_at(int32_t type, const uint8_t * bytes, int64_t K, int64_t k, int64_t m) {
-    const size_t bb = type == TSR_TYPE_Q8_0 ? 34 : type == TSR_TYPE_Q5_0 ? 22 : 18;
+    const size_t bb = type == TSR_TYPE_Q8_0 ? 34 : type == TSR_TYPE_Q5_0 ? 22 : type == TSR_TYPE_Q5_1 ? 24 : 18;
     const uint8_t * blk = bytes + (static_cast<size_t>(m) * (K / 32) + static_cast<size_t>(k / 32)) * bb;
     const double d = f16_value(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
     const int j = static_cast<int>(k % 32);
@@ -47,6 +49,12 @@ double quant_at(int32_t type, const uint8_t * bytes, int64_t K, int64_t k, int64
         const uint32_t qh = blk[2] | (blk[3] << 8) | (blk[4] << 16) | (static_cast<uint32_t>(blk[5]) << 24);
         const int q = (j < 16 ? (blk[6 + j] & 0x0f) : (blk[6 + j - 16] >> 4)) | static_cast<int>((qh >> j) & 1u) << 4;
         return d * (q - 16);
+    }
+    if (type == TSR_TYPE_Q5_1) {
+        const double m = f16_value(static_cast<uint16_t>(blk[2] | (blk[3] << 8)));
+        const uint32_t qh = blk[4] | (blk[5] << 8) | (blk[6] << 16) | (static_cast<uint32_t>(blk[7]) << 24);
+        const int q = (j < 16 ? (blk[8 + j] & 0x0f) : (blk[8 + j - 16] >> 4)) | static_cast<int>((qh >> j) & 1u) << 4;
+        return d * q + m;
     }
     const int q = j < 16 ? (blk[2 + j] & 0x0f) : (blk[2 + j - 16] >> 4);
     return d * (q - 8);
@@ -61,12 +69,14 @@ size_t block_bytes(int32_t type) {
     case TSR_TYPE_Q8_0: return 34;
     case TSR_TYPE_Q4_0: return 18;
     case TSR_TYPE_Q5_0: return 22;
+    case TSR_TYPE_Q5_1: return 24;
     case TSR_TYPE_Q4_K: return 144;
     default: return 210; // Q6_K
     }
 }
 
-// Random blocks: random bytes, the F16 scales (Q8_0/Q4_0/Q5_0 d at byte 0; Q4_K
+// Random blocks: random bytes, the F16 scales (Q8_0/Q4_0/Q5_0/Q5_1 d at byte 0,
+// Q5_1 m at 2; Q4_K
 // d, dmin at 0, 2; Q6_K d at 208) random F16 of magnitude in [2^-9, 2^-5)
 // (Q4_K's positive).
 std::vector<uint8_t> random_blocks(int32_t type, size_t n, std::mt19937 & rng) {
@@ -74,6 +84,7 @@ std::vector<uint8_t> random_blocks(int32_t type, size_t n, std::mt19937 & rng) {
     std::vector<size_t> scales{0};
     if (type == TSR_TYPE_Q4_K) scales = {0, 2};
     if (type == TSR_TYPE_Q6_K) scales = {208};
+    if (type == TSR_TYPE_Q5_1) scales = {0, 2};
     std::vector<uint8_t> v(n);
     std::uniform_int_distribution<int> byte(0, 255), e(6, 9), mant(0, 1023), s(0, 1);
     for (size_t b = 0; b + bb <= n; b += bb) {
@@ -111,6 +122,7 @@ void check_device(const device & d) {
                             {TSR_TYPE_Q4_0, 256, 24}, {TSR_TYPE_Q8_0, 4096, 40},  {TSR_TYPE_Q4_0, 4096, 40},
                             {TSR_TYPE_Q8_0, 64, 12},  {TSR_TYPE_Q4_0, 256, 20}, // rows not a multiple of 8
                             {TSR_TYPE_Q5_0, 64, 8},   {TSR_TYPE_Q5_0, 576, 24},   {TSR_TYPE_Q5_0, 256, 20},
+                            {TSR_TYPE_Q5_1, 64, 8},   {TSR_TYPE_Q5_1, 576, 24},   {TSR_TYPE_Q5_1, 256, 20},
                             // K-quants: groups of 8 (AVX2) or 16 (AVX-512) rows; 24 rows are whole groups of 8 only
                             {TSR_TYPE_Q4_K, 512, 16}, {TSR_TYPE_Q4_K, 512, 48}, {TSR_TYPE_Q4_K, 256, 24},
                             {TSR_TYPE_Q6_K, 512, 16}, {TSR_TYPE_Q6_K, 256, 48}, {TSR_TYPE_Q6_K, 512, 24}};
@@ -206,8 +218,9 @@ void check_device(const device & d) {
                     const double got = first[c * s.M + m];
                     const double pl = static_cast<const float *>(plain->data)[c * s.M + m];
                     ASSERT_NEAR(got, want, q_err + 1e-5 * abs_sum) << "m=" << m << " n=" << c;
-                    ASSERT_NEAR(got, pl, 2.4e-7 * static_cast<double>(s.K / 32 + 6) * (abs_sum + q_err) + 1e-30)
-                        << "vs plain, m=" << m << " n=" << c;
+                    const double vs_plain = s.type == TSR_TYPE_Q5_1 ? 2 * (q_err + 1e-5 * abs_sum)
+                                                                    : 2.4e-7 * static_cast<double>(s.K / 32 + 6) * (abs_sum + q_err);
+                    ASSERT_NEAR(got, pl, vs_plain + 1e-30) << "vs plain, m=" << m << " n=" << c;
                 }
             }
         }

@@ -1,4 +1,4 @@
-// Repacked (row-interleaved) Q8_0/Q4_0/Q5_0 weights (src/backends/cpu/ops/
+// Repacked (row-interleaved) Q8_0/Q4_0/Q5_0/Q5_1 weights (src/backends/cpu/ops/
 // repack.hpp) against the kernels directly: the layout's byte mapping as
 // documented, round trips of whole and partial byte ranges, and MUL_MAT
 // products with repacking on and off. Built against every kernel variant
@@ -26,6 +26,9 @@
 //             of 16 or 4 accumulators; repacked: one chain), so they differ
 //             by at most 2 * gamma_(nblk+6) * sum_b |term_b| <=
 //             2.4e-7 * (nblk + 6) * (sum |w_k x_k| + quantization bound).
+//             Q5_1: the plain path (the portable kernel) takes the F32
+//             activations, so the two differ by up to the quantization
+//             bound: 2 * (that bound + 1e-5 * sum |w_k x_k|).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,7 +65,7 @@ struct fake_repack_buffer {
 };
 
 size_t block_bytes(int32_t type) {
-    return type == TSR_TYPE_Q8_0 ? 34 : type == TSR_TYPE_Q5_0 ? 22 : 18;
+    return type == TSR_TYPE_Q8_0 ? 34 : type == TSR_TYPE_Q5_0 ? 22 : type == TSR_TYPE_Q5_1 ? 24 : 18;
 }
 
 bool is_float(int32_t type) {
@@ -80,6 +83,7 @@ TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8, 2})));   // 3-D
     EXPECT_EQ(repack_group_rows(TSR_TYPE_Q4_0), 8);
     EXPECT_EQ(repack_group_rows(TSR_TYPE_Q5_0), 8); // every build, as Q4_0
+    EXPECT_EQ(repack_group_rows(TSR_TYPE_Q5_1), 8);
     EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q5_0, {576, 192})));
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q5_0, {576, 196}))); // rows not a multiple of 8
     // F16/BF16: groups of 16 rows in builds with F16C (the vector kernels),
@@ -106,9 +110,11 @@ TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
 // The documented mapping: original byte (row, block b, byte i) of a group
 // g = row / 8, r = row % 8 lies at (g * nblk + b) * 8 * bb + (i < 2 ? 2r + i
 // : 16 + 32 ((i-2)/4) + 4r + (i-2)%4); Q5_0: d as above, qh byte i (2..5)
-// at 16 + 4r + (i-2), quant byte i (6..21) at 48 + 32 ((i-6)/4) + 4r + (i-6)%4.
+// at 16 + 4r + (i-2), quant byte i (6..21) at 48 + 32 ((i-6)/4) + 4r + (i-6)%4;
+// Q5_1: d as above, m byte i (2, 3) at 16 + 2r + (i-2), qh byte i (4..7) at
+// 32 + 4r + (i-4), quant byte i (8..23) at 64 + 32 ((i-8)/4) + 4r + (i-8)%4.
 TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
-    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0}) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1}) {
         SCOPED_TRACE(type_name(type));
         context ctx(data_ctx());
         const int64_t K = 96, M = 16;
@@ -126,6 +132,11 @@ TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
                     size_t in_block = i < 2 ? 2 * r + i : 16 + 32 * ((i - 2) / 4) + 4 * r + (i - 2) % 4;
                     if (type == TSR_TYPE_Q5_0 && i >= 2) {
                         in_block = i < 6 ? 16 + 4 * r + (i - 2) : 48 + 32 * ((i - 6) / 4) + 4 * r + (i - 6) % 4;
+                    }
+                    if (type == TSR_TYPE_Q5_1 && i >= 2) {
+                        in_block = i < 4   ? 16 + 2 * r + (i - 2)
+                                   : i < 8 ? 32 + 4 * r + (i - 4)
+                                           : 64 + 32 * ((i - 8) / 4) + 4 * r + (i - 8) % 4;
                     }
                     const size_t at = (g * nblk + b) * 8 * bb + in_block;
                     ASSERT_EQ(packed[at], orig[row * nblk * bb + b * bb + i]) << "row " << row << " block " << b << " byte " << i;
@@ -160,7 +171,8 @@ TEST(RepackLayout, FloatElementsLandWhereTheLayoutSays) {
 }
 
 TEST(RepackLayout, WholeAndPartialRangesRoundTripExactly) {
-    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K}) {
+    for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q4_K,
+                         TSR_TYPE_Q6_K}) {
         SCOPED_TRACE(type_name(type));
         const bool k_quant = type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K;
         if (k_quant && !repack_type_supported(type)) continue; // the K-quant layouts exist in AVX2 builds only
@@ -260,8 +272,9 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
                     continue;
                 }
                 ASSERT_NEAR(got, want, q_err + 1e-5 * abs_sum) << "m=" << m << " n=" << n;
-                ASSERT_NEAR(got, ref_plain, 2.4e-7 * static_cast<double>(nblk + 6) * (abs_sum + q_err) + 1e-30)
-                    << "repacked vs plain, m=" << m << " n=" << n;
+                const double vs_plain = c.type == TSR_TYPE_Q5_1 ? 2 * (q_err + 1e-5 * abs_sum)
+                                                                : 2.4e-7 * static_cast<double>(nblk + 6) * (abs_sum + q_err);
+                ASSERT_NEAR(got, ref_plain, vs_plain + 1e-30) << "repacked vs plain, m=" << m << " n=" << n;
             }
         }
     }
@@ -317,6 +330,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                                            rp_case{TSR_TYPE_Q4_0, 4096, 40}, rp_case{TSR_TYPE_Q4_0, 64, 12},
                                            rp_case{TSR_TYPE_Q5_0, 64, 8}, rp_case{TSR_TYPE_Q5_0, 576, 24},
                                            rp_case{TSR_TYPE_Q5_0, 4096, 40}, rp_case{TSR_TYPE_Q5_0, 64, 12},
+                                           rp_case{TSR_TYPE_Q5_1, 64, 8}, rp_case{TSR_TYPE_Q5_1, 576, 24},
+                                           rp_case{TSR_TYPE_Q5_1, 4096, 40}, rp_case{TSR_TYPE_Q5_1, 64, 12},
                                            // float: a K chunk (256) boundary, a short last item (3 groups of
                                            // 16), a K not a multiple of 8, rows not whole groups
                                            rp_case{TSR_TYPE_F16, 64, 16}, rp_case{TSR_TYPE_F16, 600, 48},

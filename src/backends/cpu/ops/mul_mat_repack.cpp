@@ -1,5 +1,5 @@
-// backends/cpu/ops/mul_mat_repack.cpp — MUL_MAT on repacked Q8_0/Q4_0/Q5_0
-// weights (layout: repack.hpp), for any number of columns.
+// backends/cpu/ops/mul_mat_repack.cpp — MUL_MAT on repacked Q8_0/Q4_0/Q5_0/
+// Q5_1 weights (layout: repack.hpp), for any number of columns.
 //
 // Columns are quantized to Q8_0 (q8_act.hpp) into micro-tiles of k_c
 // columns (AVX-512 builds 8, others 4), per block [k_c x 32 quants][k_c
@@ -23,6 +23,9 @@
 //             bytes, AND + compare picks bit 4 j + k for byte k); pair
 //             sums <= 2 * 31 * 127, so without VNNI the int16 sums are
 //             widened every two steps; minus 16 * sum.
+//   Q5_1      the same unsigned quants q (x = d q + m), nothing subtracted:
+//             isum = sum q x_q; the offset enters as a second F32 term,
+//             float(sum) * (m_w * d_x), after the first.
 //   Q8_0      with VNNI: (w + 128) as unsigned bytes, vpdpbusd, minus 128 *
 //             sum; without: |w| times the activation quants with w's sign
 //             (vpsignb), vpmaddubsw (|w| <= 128, |q| <= 127: no
@@ -76,20 +79,34 @@ constexpr size_t k_xsum = k_xtile.sum_offset();
 
 template <int32_t T>
 constexpr size_t block_bytes() {
-    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes : k_q8_0_block_bytes;
+    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes
+           : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes
+           : T == TSR_TYPE_Q5_1 ? 24
+                                : k_q8_0_block_bytes;
 }
 
-// Nibble-packed types (Q4_0, Q5_0): 4 steps, low and high nibbles.
+// Nibble-packed types (Q4_0, Q5_0, Q5_1): 4 steps, low and high nibbles.
 template <int32_t T>
 constexpr bool nibbles() {
-    return T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0;
+    return T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
 }
 
-// Byte offset of step 0 in a group's block (after the scales, and Q5_0's
-// qh at [16, 48)).
+// Types with a fifth bit per quant (qh).
+template <int32_t T>
+constexpr bool five_bits() {
+    return T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
+}
+
+// Byte offsets in a group's block (repack.hpp): the rows' qh (Q5_0, Q5_1),
+// the rows' m (Q5_1) and step 0.
+template <int32_t T>
+constexpr size_t qh_at() {
+    return T == TSR_TYPE_Q5_1 ? 32 : 16;
+}
+constexpr size_t k_q5_1_m_at = 16;
 template <int32_t T>
 constexpr size_t steps_at() {
-    return T == TSR_TYPE_Q5_0 ? 48 : 16;
+    return T == TSR_TYPE_Q5_1 ? 64 : T == TSR_TYPE_Q5_0 ? 48 : 16;
 }
 
 // Bytes of one group's block: 8 scales + the steps.
@@ -111,6 +128,7 @@ constexpr int sum_shift() {
 #ifdef TSR_CPU_AVX2
     if constexpr (T == TSR_TYPE_Q4_0) return 3;
     if constexpr (T == TSR_TYPE_Q5_0) return 4;
+    if constexpr (T == TSR_TYPE_Q5_1) return 0; // the offset is a separate term
 #ifdef TSR_CPU_VNNI256
     return 7;
 #else
@@ -195,13 +213,13 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
 #pragma GCC unroll 8
             for (int c = 0; c < C; ++c) s[c] = is[c] = _mm256_setzero_si256();
             __m256i h = _mm256_setzero_si256();
-            if constexpr (T == TSR_TYPE_Q5_0) h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + 16));
+            if constexpr (five_bits<T>()) h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + qh_at<T>()));
 #pragma GCC unroll 8
             for (int j = 0; j < 4; ++j) {
                 const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + steps_at<T>() + 32 * j));
                 __m256i lo = _mm256_and_si256(v, m);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-                if constexpr (T == TSR_TYPE_Q5_0) {
+                if constexpr (five_bits<T>()) {
                     lo = _mm256_or_si256(lo, q5_fifth<false>(h, j));
                     hi = _mm256_or_si256(hi, q5_fifth<true>(h, j));
                 }
@@ -215,7 +233,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
                     // of at most 2 * 31 * 127 (Q5_0) per lane fit
                     s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(lo, bcast4(xq + 4 * j)));
                     s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * j)));
-                    if (j == 3 || (T == TSR_TYPE_Q5_0 && j == 1)) {
+                    if (j == 3 || (five_bits<T>() && j == 1)) {
                         is[c] = add_epi32_in_order(is[c], _mm256_madd_epi16(s[c], _mm256_set1_epi16(1)));
                         s[c] = _mm256_setzero_si256();
                     }
@@ -251,6 +269,10 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
             if constexpr (sum_shift<T>() > 0) is[c] = _mm256_sub_epi32(is[c], _mm256_set1_epi32(load_i32(xp + k_xsum + c * 4)));
             const __m256 dx = _mm256_set1_ps(read_f32(xp + k_xd + c * 4));
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, dx), acc[c]);
+            if constexpr (T == TSR_TYPE_Q5_1) {
+                const __m256 xsum = _mm256_set1_ps(static_cast<float>(load_i32(xp + k_xsum + c * 4)));
+                acc[c] = _mm256_fmadd_ps(xsum, _mm256_mul_ps(simd::load_f16x8(pb + k_q5_1_m_at), dx), acc[c]);
+            }
         }
     }
     #pragma GCC unroll 8
@@ -309,8 +331,8 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
                 const __m512i v = step2(p0 + steps_at<T>() + 32 * j, p1 + steps_at<T>() + 32 * j);
                 lo[j] = _mm512_and_si512(v, m);
                 hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
-                if constexpr (T == TSR_TYPE_Q5_0) {
-                    const __m512i h = step2(p0 + 16, p1 + 16);
+                if constexpr (five_bits<T>()) {
+                    const __m512i h = step2(p0 + qh_at<T>(), p1 + qh_at<T>());
                     const __m512i bit = _mm512_set1_epi32(j % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010u));
                     lo[j] = q5_add_fifth512(lo[j], h, q5_pick512(j / 2), bit);
                     hi[j] = q5_add_fifth512(hi[j], h, q5_pick512(2 + j / 2), bit);
@@ -335,7 +357,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
                 for (int j = 0; j < 4; ++j) {
                     s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(lo[j], _mm512_set1_epi32(load_i32(xq + 4 * j))));
                     s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(hi[j], _mm512_set1_epi32(load_i32(xq + 16 + 4 * j))));
-                    if (j == 3 || (T == TSR_TYPE_Q5_0 && j == 1)) {
+                    if (j == 3 || (five_bits<T>() && j == 1)) {
                         s32 = _mm512_add_epi32(s32, _mm512_madd_epi16(s16, _mm512_set1_epi16(1)));
                         s16 = _mm512_setzero_si512();
                     }
@@ -372,6 +394,13 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
             if constexpr (sum_shift<T>() > 0) is[c] = _mm512_sub_epi32(is[c], _mm512_set1_epi32(load_i32(xp + k_xsum + c * 4)));
             const __m512 dx = _mm512_set1_ps(read_f32(xp + k_xd + c * 4));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(dw, dx), acc[c]);
+            if constexpr (T == TSR_TYPE_Q5_1) {
+                const __m256i mh = _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p0 + k_q5_1_m_at))),
+                    _mm_loadu_si128(reinterpret_cast<const __m128i *>(p1 + k_q5_1_m_at)), 1);
+                const __m512 xsum = _mm512_set1_ps(static_cast<float>(load_i32(xp + k_xsum + c * 4)));
+                acc[c] = _mm512_fmadd_ps(xsum, _mm512_mul_ps(_mm512_cvtph_ps(mh), dx), acc[c]);
+            }
         }
     }
     #pragma GCC unroll 8
@@ -411,10 +440,10 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
             const __m512i v23 = _mm512_loadu_si512(pb + steps_at<T>() + 64);
             __m512i lo01 = _mm512_and_si512(v01, m), lo23 = _mm512_and_si512(v23, m);
             __m512i hi01 = _mm512_and_si512(_mm512_srli_epi16(v01, 4), m), hi23 = _mm512_and_si512(_mm512_srli_epi16(v23, 4), m);
-            if constexpr (T == TSR_TYPE_Q5_0) {
+            if constexpr (five_bits<T>()) {
                 // Both halves read the rows' qh: the low one for the even
                 // step (bits 0..3 of a qh byte), the high one for the odd.
-                const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + 16)));
+                const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + qh_at<T>())));
                 const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi32(0x08040201), _mm256_set1_epi32(static_cast<int>(0x80402010u)), 1);
                 lo01 = q5_add_fifth512(lo01, h, q5_pick512(0), bit);
                 lo23 = q5_add_fifth512(lo23, h, q5_pick512(1), bit);
@@ -434,9 +463,13 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
             }
         }
         __m256i is = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        is = _mm256_sub_epi32(is, _mm256_set1_epi32(load_i32(xp + k_xsum)));
+        if constexpr (sum_shift<T>() > 0) is = _mm256_sub_epi32(is, _mm256_set1_epi32(load_i32(xp + k_xsum)));
         const __m256 dx = _mm256_set1_ps(read_f32(xp + k_xd));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc);
+        if constexpr (T == TSR_TYPE_Q5_1) {
+            const __m256 xsum = _mm256_set1_ps(static_cast<float>(load_i32(xp + k_xsum)));
+            acc = _mm256_fmadd_ps(xsum, _mm256_mul_ps(simd::load_f16x8(pb + k_q5_1_m_at), dx), acc);
+        }
     }
     _mm256_storeu_ps(out, acc);
 }
@@ -469,18 +502,19 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
             const float dx = read_f32(xp + k_xd + c * 4);
             for (int r = 0; r < k_rows; ++r) {
                 int32_t isum = 0;
-                uint32_t qh = 0; // Q5_0: the row's fifth bits
-                if constexpr (T == TSR_TYPE_Q5_0) std::memcpy(&qh, pb + 16 + 4 * r, sizeof qh);
+                uint32_t qh = 0; // Q5_0, Q5_1: the row's fifth bits
+                if constexpr (five_bits<T>()) std::memcpy(&qh, pb + qh_at<T>() + 4 * r, sizeof qh);
                 for (int j = 0; j < n_steps<T>(); ++j) {
                     for (int k = 0; k < 4; ++k) {
                         const auto byte = static_cast<uint8_t>(pb[steps_at<T>() + 32 * j + 4 * r + k]);
                         if constexpr (T == TSR_TYPE_Q4_0) {
                             isum += ((byte & 0x0f) - 8) * xq[4 * j + k] + ((byte >> 4) - 8) * xq[16 + 4 * j + k];
-                        } else if constexpr (T == TSR_TYPE_Q5_0) {
+                        } else if constexpr (five_bits<T>()) {
                             const int e = 4 * j + k;
+                            const int off = T == TSR_TYPE_Q5_0 ? 16 : 0; // Q5_1: the offset is a separate term
                             const int lo = (byte & 0x0f) | static_cast<int>((qh >> e) & 1u) << 4;
                             const int hi = (byte >> 4) | static_cast<int>((qh >> (16 + e)) & 1u) << 4;
-                            isum += (lo - 16) * xq[e] + (hi - 16) * xq[16 + e];
+                            isum += (lo - off) * xq[e] + (hi - off) * xq[16 + e];
                         } else {
                             isum += static_cast<int8_t>(byte) * xq[4 * j + k];
                         }
@@ -489,6 +523,10 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
                 const float scale = dw[r] * dx;
                 const float term = static_cast<float>(isum) * scale;
                 acc[c][r] += term;
+                if constexpr (T == TSR_TYPE_Q5_1) {
+                    const float mscale = f16_to_f32_inline(read_u16(pb + k_q5_1_m_at + 2 * r)) * dx;
+                    acc[c][r] += static_cast<float>(load_i32(xp + k_xsum + c * 4)) * mscale;
+                }
             }
         }
     }
@@ -584,6 +622,7 @@ bool mul_mat_repack(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
     case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
+    case TSR_TYPE_Q5_1: run<TSR_TYPE_Q5_1>(p, d); return true;
     case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
     default: return false;
     }

@@ -15,13 +15,14 @@ extern const char k_repack_tag = 0;
 
 namespace {
 
-constexpr size_t k_qk = 32; // elements per Q8_0/Q4_0/Q5_0 block
+constexpr size_t k_qk = 32; // elements per Q8_0/Q4_0/Q5_0/Q5_1 block
 
 size_t block_bytes_of(int32_t type) {
     switch (type) {
     case TSR_TYPE_Q8_0: return 34;
     case TSR_TYPE_Q4_0: return 18;
     case TSR_TYPE_Q5_0: return 22;
+    case TSR_TYPE_Q5_1: return 24;
     case TSR_TYPE_Q4_K: return 144;
     case TSR_TYPE_Q6_K: return 210;
     default: return 0;
@@ -95,6 +96,10 @@ block_unit unit_of(int32_t type, size_t i) {
         if (i < 2) return {0, 2};               // d
         if (i < 6) return {2, 4};               // qh
         return {6 + ((i - 6) & ~size_t{3}), 4}; // quant steps
+    case TSR_TYPE_Q5_1:
+        if (i < 4) return {i & ~size_t{1}, 2};  // d, m
+        if (i < 8) return {4, 4};               // qh
+        return {8 + ((i - 8) & ~size_t{3}), 4}; // quant steps
     default:                                     // Q8_0, Q4_0
         if (i < 2) return {0, 2};                // d
         return {2 + ((i - 2) & ~size_t{3}), 4};  // quant steps
@@ -169,7 +174,7 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
 const void * repack_tag() { return &k_repack_tag; }
 
 int64_t repack_group_rows(int32_t type) {
-    if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q5_0 || type == TSR_TYPE_Q8_0) return k_repack_rows;
+    if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q5_0 || type == TSR_TYPE_Q5_1 || type == TSR_TYPE_Q8_0) return k_repack_rows;
 #ifdef TSR_CPU_AVX2
     if (is_float_layout(type)) return k_repack_float_rows;
     if (type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K) {

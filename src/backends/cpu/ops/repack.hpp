@@ -1,6 +1,6 @@
 // backends/cpu/ops/repack.hpp — the row-interleaved ("repacked") layouts of
 // weight matrices kept by the CPU_REPACK buffer type
-// (cpu_repack_buffer.cpp): Q8_0/Q4_0/Q5_0 read by the MUL_MAT kernels of
+// (cpu_repack_buffer.cpp): Q8_0/Q4_0/Q5_0/Q5_1 read by the MUL_MAT kernels of
 // mul_mat_repack.cpp, F16/BF16 by those of matvec_f.cpp and gemm_f.cpp,
 // Q4_K and Q6_K by mul_mat_k_repack.cpp and gemm_k.cpp.
 //
@@ -10,24 +10,26 @@
 // F16 d + 16 bytes of nibbles, byte i holding element i in its low and
 // element 16 + i in its high nibble; Q5_0 bb = 22 = F16 d + 4 bytes qh,
 // bit i of the little-endian uint32 the fifth bit of element i, + the 16
-// nibble bytes as in Q4_0) is cut into groups of k_repack_rows = 8
-// consecutive rows. Group g, block b occupies the 8 * bb bytes at
-// (g * nblk + b) * 8 * bb:
+// nibble bytes as in Q4_0; Q5_1 bb = 24 = F16 d + F16 m + Q5_0's qh and
+// nibbles) is cut into groups of k_repack_rows = 8 consecutive rows. Group
+// g, block b occupies the 8 * bb bytes at (g * nblk + b) * 8 * bb:
 //
 //   [0, 16)          the 8 rows' F16 scales d, row r at byte 2 r
-//   [16, 48)         Q5_0 only: the 8 rows' qh, row r at byte 16 + 4 r
-//   [s0 + 32 j, ...) step j (Q8_0: j = 0..7, Q4_0 and Q5_0: j = 0..3;
-//                    s0 = 48 for Q5_0, else 16): quant bytes 4 j .. 4 j + 3
-//                    of row r at byte s0 + 32 j + 4 r
+//   [16, 32)         Q5_1 only: the 8 rows' F16 offsets m, row r at 16 + 2 r
+//   [h0, h0 + 32)    Q5_0 and Q5_1: the 8 rows' qh, row r at byte h0 + 4 r
+//                    (h0 = 16 for Q5_0, 32 for Q5_1)
+//   [s0 + 32 j, ...) step j (Q8_0: j = 0..7, Q4_0, Q5_0 and Q5_1: j = 0..3;
+//                    s0 = 16 for Q8_0 and Q4_0, 48 for Q5_0, 64 for Q5_1):
+//                    quant bytes 4 j .. 4 j + 3 of row r at byte s0 + 32 j + 4 r
 //
 // So one 32-byte load of a step holds four quant bytes of each of the 8
 // rows (one 32-bit lane per row), and the 8 scales are one 16-byte load:
 // a kernel multiplies a step by four activation quants broadcast to every
 // lane and accumulates 8 rows' block dot products in the lanes of one
-// vector, with no horizontal sums and no gathers. Q4_0 and Q5_0 keep their
+// vector, with no horizontal sums and no gathers. Q4_0, Q5_0 and Q5_1 keep their
 // nibbles packed: a step's low nibbles are elements 4 j .. 4 j + 3 of each
 // row, its high nibbles elements 16 + 4 j .. 16 + 4 j + 3; their fifth
-// bits (Q5_0) are bits 4 j .. 4 j + 3 and 16 + 4 j .. 16 + 4 j + 3 of the
+// bits (Q5_0, Q5_1) are bits 4 j .. 4 j + 3 and 16 + 4 j .. 16 + 4 j + 3 of the
 // row's qh, one 32-byte load holding all 8 rows' qh. The layout takes
 // exactly the bytes of the original matrix and is the same for every
 // instruction-set variant.
@@ -40,8 +42,8 @@
 // Each block is cut into units, and the unit starting at block byte u0, of
 // s bytes, of row r lies at G * u0 + s * r: the G rows' copies of a unit
 // sit side by side, where the unit's section of the block (times G) is.
-// (The Q8_0/Q4_0/Q5_0 layout above is the same rule with G = 8: d a unit
-// of 2, Q5_0's qh a unit of 4, each 4 quant bytes a unit.)
+// (The Q8_0/Q4_0/Q5_0/Q5_1 layout above is the same rule with G = 8: d
+// (and Q5_1's m) a unit of 2, qh a unit of 4, each 4 quant bytes a unit.)
 //   Q4_K (F16 d, F16 dmin, 12 scale bytes, 128 qs bytes): d and dmin are
 //        units of 2, each scale byte a unit of 1 (so scale byte k of all
 //        G rows is one run of G bytes at 4G + G k, and the 6-bit scales and
@@ -86,7 +88,7 @@
 
 namespace tessera::cpu {
 
-// Rows per interleaved group: Q8_0/Q4_0/Q5_0, F16/BF16. (Q4_K, Q6_K:
+// Rows per interleaved group: Q8_0/Q4_0/Q5_0/Q5_1, F16/BF16. (Q4_K, Q6_K:
 // repack_group_rows, 16 in AVX-512 builds and 8 in the other AVX2 ones:
 // the int32 lanes of their widest vector, k_lanes.hpp.)
 inline constexpr int64_t k_repack_rows = 8;
@@ -104,7 +106,7 @@ extern const char k_repack_tag;
 // &k_repack_tag.
 const void * repack_tag();
 
-// True for the types stored interleaved: Q4_0, Q5_0 and Q8_0, and F16, BF16,
+// True for the types stored interleaved: Q4_0, Q5_0, Q5_1 and Q8_0, and F16, BF16,
 // Q4_K and Q6_K in builds with AVX2/F16C. (AVX-512 builds
 // kept Q8_0 plain until the interleaved layout got its 16-row AVX-512
 // GEMM kernel: interleaved, 1B Q8_0 token generation on 2 threads went
