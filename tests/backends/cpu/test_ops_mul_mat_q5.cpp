@@ -200,21 +200,30 @@ TEST(Q5_0Ops, CpyQuantizesWithTheReferenceQuantizer) {
     }
 }
 
-// Q5_1 (GGUF type 7, x = d q + m; only the portable kernel takes it): the
-// rows are decoded to F32 (d q exact, + m rounded once) and dotted with the
-// F32 activations, so against the double product of the decoded weights
-// |error| <= (K + 2) 2^-24 sum_k |w_k x_k| + 2^-24 sum_k |w_k x_k| (the
-// decoding). Any thread count gives the same bytes; a strided (gathered)
-// activation matrix too.
+// Q5_1 (GGUF type 7, x = d q + m). The vector builds take it through the
+// one-token kernel and the GEMM with activations quantized to Q8_0: per
+// block the exact sum of q x_q times d_w d_x, plus the block sum of x_q
+// times m_w d_x. The portable build decodes the rows to F32 (d q exact,
+// + m rounded once) and dots them with the F32 activations. So against the
+// double product of the decoded weights and the F32 activations, per
+// element: the activation quantization error sum_k |w_k| 0.6 amax_32(k) /
+// 127 plus (K + 8) 2^-24 (sum_k |w_k x_k| + that error) for the F32 steps.
+// Weights whose quants are all 31 against activations of +-1 (quants
+// +-127) check the int16 sums at their extremes. Any thread count gives
+// the same bytes; a strided (gathered) activation matrix too.
 TEST(Q5_1Ops, MulMatMatchesTheDoubleProduct) {
     for (int64_t N : {1, 5, 70}) {
-        for (bool strided : {false, true}) {
-            SCOPED_TRACE("N=" + std::to_string(N) + (strided ? " strided" : ""));
+        for (int variant : {0, 1, 2}) { // 0: random, 1: strided activations, 2: extreme quants
+            const bool strided = variant == 1;
+            SCOPED_TRACE("N=" + std::to_string(N) + " variant " + std::to_string(variant));
             context ctx(data_ctx());
-            std::mt19937 rng(static_cast<unsigned>(N * 3 + strided));
+            std::mt19937 rng(static_cast<unsigned>(N * 3 + variant));
             constexpr int64_t K = 96, M = 13;
             tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q5_1, {K, M});
             fill_weights(a, rng);
+            if (variant == 2) {
+                for (size_t blk = 0; blk < nbytes(a) / 24; ++blk) std::memset(static_cast<char *>(a->data) + 24 * blk + 4, 0xff, 20);
+            }
             tsr_tensor * b;
             if (strided) {
                 tsr_tensor * bt = ctx.new_tensor(TSR_TYPE_F32, {N, K});
@@ -223,19 +232,27 @@ TEST(Q5_1Ops, MulMatMatchesTheDoubleProduct) {
             } else {
                 b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
                 fill_uniform(b, rng);
+                if (variant == 2) {
+                    for (int64_t n = 0; n < N; ++n) {
+                        for (int64_t k = 0; k < K; ++k) set_f32(b, n % 2 == 0 ? 1.0f : -1.0f, k, n);
+                    }
+                }
             }
             tsr_tensor * out = mul_mat(ctx, a, b);
             ASSERT_TRUE(supports_op(out));
             ASSERT_EQ(compute(out, 1), TSR_STATUS_SUCCESS);
             const std::vector<char> one(static_cast<char *>(out->data), static_cast<char *>(out->data) + nbytes(out));
             for (int64_t n = 0; n < N; ++n) {
+                std::vector<double> amax(K / 32, 0.0);
+                for (int64_t k = 0; k < K; ++k) amax[k / 32] = std::max(amax[k / 32], std::fabs(get(b, k, n)));
                 for (int64_t m = 0; m < M; ++m) {
-                    double want = 0, abs_sum = 0;
+                    double want = 0, abs_sum = 0, q_err = 0;
                     for (int64_t k = 0; k < K; ++k) {
                         want += get(a, k, m) * get(b, k, n);
                         abs_sum += std::fabs(get(a, k, m) * get(b, k, n));
+                        q_err += std::fabs(get(a, k, m)) * 0.6 * amax[k / 32] / 127.0;
                     }
-                    ASSERT_NEAR(get(out, m, n), want, (K + 3) * 0x1p-24 * abs_sum + 1e-30) << "m " << m << " n " << n;
+                    ASSERT_NEAR(get(out, m, n), want, q_err + (K + 8) * 0x1p-24 * (abs_sum + q_err) + 1e-30) << "m " << m << " n " << n;
                 }
             }
             std::memset(out->data, 0, nbytes(out));

@@ -1,12 +1,12 @@
-// backends/cpu/ops/gemm_q.cpp — MUL_MAT with Q8_0/Q4_0/Q5_0 weights and
+// backends/cpu/ops/gemm_q.cpp — MUL_MAT with Q8_0/Q4_0/Q5_0/Q5_1 weights and
 // N >= k_gemm_min_n columns (prompt processing): integer GEMM on
 // activations quantized to Q8_0 (q8_act.hpp).
 //
 // Weight rows are repacked, k_p at a time (AVX2: 8, AVX-512: 16), into a
 // panel in which, for every block of 32, step j (0..7) holds the four
 // quants 4j..4j+3 of each of the k_p rows side by side (one vector), then
-// the k_p scales as F32:
-//   panel block b: [8 steps][k_p rows][4 bytes] [k_p floats]
+// the k_p scales as F32 (Q5_1: then the k_p offsets m as F32):
+//   panel block b: [8 steps][k_p rows][4 bytes] [k_p floats] ([k_p floats])
 // The micro-kernel broadcasts four activation quants of a column and
 // multiplies them with a whole step (vpdpbusd, or vpmaddubsw + vpmaddwd):
 // one int32 lane per row accumulates the block's exact integer dot
@@ -15,7 +15,9 @@
 // unsigned values: Q4_0 nibbles (w + 8), Q5_0 5-bit quants (w + 16),
 // Q8_0 with VNNI w + 128 — the
 // offset times the activation block's quant sum is subtracted — and Q8_0
-// without VNNI as |w| with w's sign moved onto the activation.
+// without VNNI as |w| with w's sign moved onto the activation. Q5_1's
+// 5-bit quants q (x = d q + m) enter as they are; its offset is a second
+// term float(sum) * (m_w * d_x), added right after the first.
 //
 // Per element: term(b) = float(isum_b) * (d_w * d_x) added by FMA to a
 // chain of k_chain blocks starting from zero; the chains' sums are added in
@@ -41,7 +43,7 @@ constexpr int k_p = 8;
 constexpr int k_c = 4;
 #endif
 constexpr int64_t k_chain = 16;                              // blocks per FMA chain
-constexpr size_t k_pblock = static_cast<size_t>(k_p) * 36;  // panel bytes per block
+constexpr size_t k_pblock_max = static_cast<size_t>(k_p) * 40; // panel bytes per block, at most (Q5_1)
 constexpr int64_t k_nq = 512;                                // columns quantized at a time
 // Quantized activations of a micro-tile of k_c columns, per block:
 // [k_c x 32 quants][k_c scales (F32)][k_c sums << shift (int32)].
@@ -56,12 +58,20 @@ enum class mode {
     five,     // Q5_0: w + 16 in 0..31; subtract 16 * sum
     offset,   // Q8_0 with VNNI: w + 128; subtract 128 * sum
     sign,     // Q8_0 without VNNI: |w|, sign moved to the activation
+    five_min, // Q5_1: q in 0..31, x = d q + m; the m term added separately
 };
+
+// Panel bytes per block: the steps and d, and Q5_1's m.
+template <mode M>
+constexpr size_t pblock() {
+    return static_cast<size_t>(k_p) * (M == mode::five_min ? 40 : 36);
+}
 
 template <int32_t T>
 constexpr mode mode_of() {
     if constexpr (T == TSR_TYPE_Q4_0) return mode::nibble;
     if constexpr (T == TSR_TYPE_Q5_0) return mode::five;
+    if constexpr (T == TSR_TYPE_Q5_1) return mode::five_min;
 #ifdef TSR_CPU_VNNI256
     return mode::offset;
 #else
@@ -73,7 +83,11 @@ constexpr mode mode_of() {
 // missing rows are zero.
 template <int32_t T>
 void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_blocks, uint8_t * panel) {
-    constexpr size_t bb = T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes : k_q8_0_block_bytes;
+    constexpr size_t bb = T == TSR_TYPE_Q4_0   ? k_q4_0_block_bytes
+                          : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes
+                          : T == TSR_TYPE_Q5_1 ? k_q5_1_block_bytes
+                                               : k_q8_0_block_bytes;
+    constexpr size_t pbb = pblock<mode_of<T>()>();
     for (int g = 0; g < k_p / 8; ++g) {
         const int64_t gvalid = std::clamp<int64_t>(rows - g * 8, 0, 8);
         const char * rp[8];
@@ -83,7 +97,7 @@ void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_
             rp[i] = a + static_cast<size_t>(m) * nb1;
         }
         for (int64_t b = 0; b < n_blocks; ++b) {
-            uint8_t * pb = panel + static_cast<size_t>(b) * k_pblock;
+            uint8_t * pb = panel + static_cast<size_t>(b) * pbb;
             __m256 v[8];
             for (int i = 0; i < 8; ++i) {
                 __m256i q = _mm256_setzero_si256();
@@ -93,6 +107,8 @@ void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_
                         q = simd::q4_nibbles(blk + 2);
                     } else if constexpr (T == TSR_TYPE_Q5_0) {
                         q = simd::q5_quants(blk);
+                    } else if constexpr (T == TSR_TYPE_Q5_1) {
+                        q = simd::q5_quants(blk + 2); // Q5_0's layout after the extra F16 m
                     } else {
                         q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + 2));
                         if constexpr (mode_of<T>() == mode::offset) q = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
@@ -104,6 +120,10 @@ void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_
             for (int j = 0; j < 8; ++j) _mm256_store_ps(reinterpret_cast<float *>(pb + j * k_p * 4 + g * 32), v[j]);
             auto * d = reinterpret_cast<float *>(pb + k_p * 32);
             for (int i = 0; i < 8; ++i) d[g * 8 + i] = i < gvalid ? f16_to_f32_inline(read_u16(rp[i] + static_cast<size_t>(b) * bb)) : 0.0f;
+            if constexpr (T == TSR_TYPE_Q5_1) {
+                auto * mv = reinterpret_cast<float *>(pb + k_p * 36);
+                for (int i = 0; i < 8; ++i) mv[g * 8 + i] = i < gvalid ? f16_to_f32_inline(read_u16(rp[i] + static_cast<size_t>(b) * bb + 2)) : 0.0f;
+            }
         }
     }
 }
@@ -137,15 +157,15 @@ void micro_kernel(const uint8_t * panel, int64_t n_blocks, const char * xt, floa
         __m512 acc[C];
         for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
         for (int64_t b = b0; b < b1; ++b) {
-            const uint8_t * pb = panel + static_cast<size_t>(b) * k_pblock;
+            const uint8_t * pb = panel + static_cast<size_t>(b) * pblock<M>();
             const char * xp = xt + static_cast<size_t>(b) * k_xblock;
             __m512i is[C];
 #if !defined(TSR_CPU_VNNI512)
-            if constexpr (M == mode::nibble || M == mode::five) {
+            if constexpr (M == mode::nibble || M == mode::five || M == mode::five_min) {
                 // vpmaddubsw pair sums summed in int16 over G steps, then
                 // widened: G * 2 * 15 * 127 (Q4_0, G = 8) and G * 2 * 31 * 127
-                // (Q5_0, G = 4) stay below 2^15.
-                constexpr int G = M == mode::nibble ? 8 : 4;
+                // (Q5_0 and Q5_1, G = 4) stay below 2^15.
+                constexpr int G = M == mode::nibble ? 8 : 4; // Q5_0, Q5_1: 4
                 for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
                 for (int j0 = 0; j0 < 8; j0 += G) {
                     __m512i s16[C];
@@ -182,7 +202,12 @@ void micro_kernel(const uint8_t * panel, int64_t n_blocks, const char * xt, floa
             const __m512 dw = _mm512_load_ps(pb + k_p * 32);
             for (int c = 0; c < C; ++c) {
                 if constexpr (bias_shift<M>() >= 0) is[c] = _mm512_sub_epi32(is[c], _mm512_set1_epi32(quad(xp + k_xsum + c * 4)));
-                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(dw, _mm512_set1_ps(scalar_f32(xp + k_xd + c * 4))), acc[c]);
+                const __m512 dx = _mm512_set1_ps(scalar_f32(xp + k_xd + c * 4));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[c]), _mm512_mul_ps(dw, dx), acc[c]);
+                if constexpr (M == mode::five_min) {
+                    const __m512 xsum = _mm512_set1_ps(static_cast<float>(quad(xp + k_xsum + c * 4)));
+                    acc[c] = _mm512_fmadd_ps(xsum, _mm512_mul_ps(_mm512_load_ps(pb + k_p * 36), dx), acc[c]);
+                }
             }
         }
         for (int c = 0; c < C; ++c) total[c] = _mm512_add_ps(total[c], acc[c]);
@@ -204,17 +229,17 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const uint8_t * p
         __m256 acc[C];
         for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
         for (int64_t b = b0; b < b1; ++b) {
-            const uint8_t * pb = panel + static_cast<size_t>(b) * k_pblock;
+            const uint8_t * pb = panel + static_cast<size_t>(b) * pblock<M>();
             const char * xp = xt + static_cast<size_t>(b) * k_xblock;
             __m256i is[C];
 #if !defined(TSR_CPU_VNNI256)
-            if constexpr (M == mode::nibble || M == mode::five) {
+            if constexpr (M == mode::nibble || M == mode::five || M == mode::five_min) {
                 // vpmaddubsw pair sums summed in int16 over G steps, then
                 // widened: G * 2 * 15 * 127 (Q4_0, G = 8) and G * 2 * 31 * 127
-                // (Q5_0, G = 4) stay below 2^15.
+                // (Q5_0 and Q5_1, G = 4) stay below 2^15.
                 // Column by column (the step vectors are reloaded from L1):
                 // few live registers, so nothing spills.
-                constexpr int G = M == mode::nibble ? 8 : 4;
+                constexpr int G = M == mode::nibble ? 8 : 4; // Q5_0, Q5_1: 4
                 for (int c = 0; c < C; ++c) {
                     is[c] = _mm256_setzero_si256();
                     for (int j0 = 0; j0 < 8; j0 += G) {
@@ -251,7 +276,12 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const uint8_t * p
             const __m256 dw = _mm256_load_ps(reinterpret_cast<const float *>(pb + k_p * 32));
             for (int c = 0; c < C; ++c) {
                 if constexpr (bias_shift<M>() >= 0) is[c] = _mm256_sub_epi32(is[c], _mm256_set1_epi32(quad(xp + k_xsum + c * 4)));
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, _mm256_set1_ps(scalar_f32(xp + k_xd + c * 4))), acc[c]);
+                const __m256 dx = _mm256_set1_ps(scalar_f32(xp + k_xd + c * 4));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, dx), acc[c]);
+                if constexpr (M == mode::five_min) {
+                    const __m256 xsum = _mm256_set1_ps(static_cast<float>(quad(xp + k_xsum + c * 4)));
+                    acc[c] = _mm256_fmadd_ps(xsum, _mm256_mul_ps(_mm256_load_ps(reinterpret_cast<const float *>(pb + k_p * 36)), dx), acc[c]);
+                }
             }
         }
         for (int c = 0; c < C; ++c) total[c] = _mm256_add_ps(total[c], acc[c]);
@@ -281,7 +311,7 @@ struct scratch {
 };
 
 size_t panel_bytes(int64_t n_blocks) {
-    return align64(static_cast<size_t>(n_blocks) * k_pblock);
+    return align64(static_cast<size_t>(n_blocks) * k_pblock_max);
 }
 
 scratch carve(void * w, int64_t n_blocks) {
@@ -322,6 +352,7 @@ bool gemm_q(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
     case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
+    case TSR_TYPE_Q5_1: run<TSR_TYPE_Q5_1>(p, d); return true;
     case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
     default: return false;
     }

@@ -1,4 +1,4 @@
-// backends/cpu/ops/matvec_q.cpp — MUL_MAT with Q8_0/Q4_0/Q5_0 weights and few
+// backends/cpu/ops/matvec_q.cpp — MUL_MAT with Q8_0/Q4_0/Q5_0/Q5_1 weights and few
 // columns (N < k_gemm_min_n), the token-generation case: each column is
 // quantized to Q8_0 (q8_act.hpp), then the weights stream once through
 // integer block dot products, eight rows at a time.
@@ -12,6 +12,9 @@
 //         with each row's fifth bits added as 0x10), minus 16 * the sum:
 //         the exact sum of (q - 16) * x (vpmaddubsw pair sums
 //         <= 2 * 31 * 127 fit int16).
+//   Q5_1: the same 5-bit quants (x = d q + m) without the subtraction;
+//         the offset is a second term float(sum) * (m_w * d_x) added after
+//         the first.
 //   Q8_0: with VNNI, (w + 128) as unsigned bytes times q minus 128 * sum;
 //         without, |w| times q with w's sign (vpsignb), pairs summed by
 //         vpmaddubsw (|w| <= 128, |q| <= 127: no saturation). Exact.
@@ -53,7 +56,10 @@ size_t col_bytes_of(int64_t n_blocks) {
 
 template <int32_t T>
 constexpr size_t block_bytes() {
-    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes : k_q8_0_block_bytes;
+    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes
+           : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes
+           : T == TSR_TYPE_Q5_1 ? k_q5_1_block_bytes
+                                : k_q8_0_block_bytes;
 }
 
 // Integer dot products of block b of row w with the activation quants xq
@@ -79,6 +85,7 @@ template <int32_t T>
 constexpr int bias_shift() {
     if constexpr (T == TSR_TYPE_Q4_0) return 3; // nibble = (w + 8)
     if constexpr (T == TSR_TYPE_Q5_0) return 4; // q = (w + 16)
+    if constexpr (T == TSR_TYPE_Q5_1) return -1; // x = d q + m: the m term is separate
 #ifdef TSR_CPU_VNNI256
     return 7; // w + 128
 #else
@@ -93,11 +100,12 @@ struct rows8 {
     const char * w[8];
 };
 
-// The F16 scales of block b of the eight rows, as F32 (one gather of the
-// 32-bit words starting at each scale; the low halves are the scales).
+// The F16 scales of block b of the eight rows (Q5_1's m: at = 2), as F32
+// (one gather of the 32-bit words starting at each; the low halves are the
+// F16 values).
 template <int32_t T>
-inline __m256 scales8(const rows8 & r, int64_t b) {
-    const __m256i g = _mm256_i32gather_epi32(reinterpret_cast<const int *>(r.w0 + static_cast<size_t>(b) * block_bytes<T>()), r.off, 1);
+inline __m256 scales8(const rows8 & r, int64_t b, size_t at = 0) {
+    const __m256i g = _mm256_i32gather_epi32(reinterpret_cast<const int *>(r.w0 + static_cast<size_t>(b) * block_bytes<T>() + at), r.off, 1);
     const __m256i h = _mm256_packus_epi32(_mm256_and_si256(g, _mm256_set1_epi32(0xffff)), _mm256_setzero_si256());
     return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(h, 0x08)));
 }
@@ -133,16 +141,18 @@ inline __m256i q4_pair(const char * wa, const char * wb, size_t off, __m256i xlo
 #endif
 }
 
-// Q5_0, two rows (a, b) of the block at byte offset off: as q4_pair, with
-// each row's fifth bits (qh, bit j = element j) added as 0x10 to its bytes:
-// bits 0..15 to the low nibbles (elements 0..15), bits 16..31 to the high
-// ones. Pair sums <= 2 * 31 * 127, two of them still fit int16.
+// Q5_0 (QH = 2: qh at block byte 2, qs at 6) or Q5_1 (QH = 4), two rows
+// (a, b) of the block at byte offset off: as q4_pair, with each row's fifth
+// bits (qh, bit j = element j) added as 0x10 to its bytes: bits 0..15 to
+// the low nibbles (elements 0..15), bits 16..31 to the high ones. Pair
+// sums <= 2 * 31 * 127, two of them still fit int16.
+template <size_t QH>
 inline __m256i q5_pair(const char * wa, const char * wb, size_t off, __m256i xlo, __m256i xhi) {
-    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i *>(wa + off + 6));
-    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + off + 6)), 1);
+    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i *>(wa + off + QH + 4));
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), _mm_loadu_si128(reinterpret_cast<const __m128i *>(wb + off + QH + 4)), 1);
     // Lane 0 starts with row a's qh, lane 1 with row b's.
-    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128(load_i32(wa + off + 2))),
-                                              _mm_cvtsi32_si128(load_i32(wb + off + 2)), 1);
+    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128(load_i32(wa + off + QH))),
+                                              _mm_cvtsi32_si128(load_i32(wb + off + QH)), 1);
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
     const __m256i five = _mm256_set1_epi8(0x10);
     // Byte j of a lane takes qh byte j / 8 (low half) or 2 + j / 8 (high
@@ -162,10 +172,10 @@ inline __m256i q5_pair(const char * wa, const char * wb, size_t off, __m256i xlo
 #endif
 }
 
-// Q4_0 and Q5_0 take rows in pairs (q4_pair, q5_pair).
+// Q4_0, Q5_0 and Q5_1 take rows in pairs (q4_pair, q5_pair).
 template <int32_t T>
 constexpr bool paired() {
-    return T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0;
+    return T == TSR_TYPE_Q4_0 || T == TSR_TYPE_Q5_0 || T == TSR_TYPE_Q5_1;
 }
 
 // One block of eight rows: term added to acc. For Q4_0 and Q5_0 the lanes
@@ -179,7 +189,7 @@ inline __m256 block8(const rows8 & r, int64_t b, const char * x, __m256 acc) {
         const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(xp));
         const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(xp + 1));
         const size_t off = static_cast<size_t>(b) * block_bytes<T>() + (T == TSR_TYPE_Q4_0 ? 2 : 0);
-        constexpr auto pair = T == TSR_TYPE_Q4_0 ? q4_pair : q5_pair;
+        constexpr auto pair = T == TSR_TYPE_Q4_0 ? q4_pair : T == TSR_TYPE_Q5_0 ? q5_pair<2> : q5_pair<4>;
         const __m256i p01 = pair(r.w[0], r.w[1], off, xlo, xhi);
         const __m256i p23 = pair(r.w[2], r.w[3], off, xlo, xhi);
         const __m256i p45 = pair(r.w[4], r.w[5], off, xlo, xhi);
@@ -193,11 +203,16 @@ inline __m256 block8(const rows8 & r, int64_t b, const char * x, __m256 acc) {
         s = hsum8x8_epi32(v);
     }
     if constexpr (bias_shift<T>() >= 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(load_i32(xb + 36)));
-    const __m256 scale = _mm256_mul_ps(scales8<T>(r, b), _mm256_set1_ps(load_f32(xb + 32)));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc);
+    const __m256 dx = _mm256_set1_ps(load_f32(xb + 32));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(scales8<T>(r, b), dx), acc);
+    if constexpr (T == TSR_TYPE_Q5_1) {
+        const __m256 xsum = _mm256_set1_ps(static_cast<float>(load_i32(xb + 36)));
+        acc = _mm256_fmadd_ps(xsum, _mm256_mul_ps(scales8<T>(r, b, 2), dx), acc);
+    }
+    return acc;
 }
 
-// Row held by each lane of a Q4_0/Q5_0 result (see q4_pair and block8).
+// Row held by each lane of a Q4_0/Q5_0/Q5_1 result (see q4_pair and block8).
 constexpr int k_q4_lane_rows[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
 // Lane r = row r . x.
@@ -293,6 +308,7 @@ bool matvec_q(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
     case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
+    case TSR_TYPE_Q5_1: run<TSR_TYPE_Q5_1>(p, d); return true;
     case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
     default: return false;
     }

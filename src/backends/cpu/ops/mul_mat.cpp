@@ -10,9 +10,8 @@
 // repacked Q4_K weights mul_mat_k_repack.cpp or gemm_k; else
 // with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
 // portable kernel (K-quants: mul_mat_k.cpp / gemm_k.cpp with AVX2, else
-// the portable kernel, all with the operations of vec_dot_k.hpp; Q5_1,
-// which the Q5_K mixes use for rows not a multiple of 256: the portable
-// kernel only). The choice depends only on the node.
+// the portable kernel, all with the operations of vec_dot_k.hpp). The
+// choice depends only on the node.
 #include <algorithm>
 #include <cstdint>
 
@@ -31,7 +30,7 @@ namespace {
 enum class mm_path { generic, matvec_f, matvec_q, gemm_f, gemm_q, repack, matvec_k, gemm_k, matvec_k_repack };
 
 bool is_quant_weight(int32_t t) {
-    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0 || t == TSR_TYPE_Q5_0;
+    return t == TSR_TYPE_Q8_0 || t == TSR_TYPE_Q4_0 || t == TSR_TYPE_Q5_0 || t == TSR_TYPE_Q5_1;
 }
 
 mm_path choose_path(const tsr_tensor * node) {
@@ -67,7 +66,7 @@ bool mul_mat_supported(const tsr_tensor * node) {
     const tsr_tensor * a = node->src[0];
     const tsr_tensor * b = node->src[1];
     if (node->type != TSR_TYPE_F32 || b->type != TSR_TYPE_F32) return false;
-    const bool quant = is_quant_weight(a->type) || is_k_quant(a->type) || a->type == TSR_TYPE_Q5_1;
+    const bool quant = is_quant_weight(a->type) || is_k_quant(a->type);
     if (!is_float_type(a->type) && !quant) return false;
     if (quant && a->nb[0] != get_type_traits(a->type).type_size) return false;
     if (a->ne[0] != b->ne[0]) return false;

@@ -5,11 +5,11 @@
 //   matvec_f  matvec_f.cpp: float weights, N < k_gemm_min_n columns;
 //             weights streamed once, row-contiguous, m-contiguous
 //             (transposed, e.g. the V view of a KV cache) or repacked
-//   matvec_q  matvec_q.cpp: Q8_0/Q4_0/Q5_0 weights, N < k_gemm_min_n; the
+//   matvec_q  matvec_q.cpp: Q8_0/Q4_0/Q5_0/Q5_1 weights, N < k_gemm_min_n; the
 //             columns quantized to Q8_0 (q8_act.hpp), integer block dots
 //   gemm_f    gemm_f.cpp: float weights, N >= k_gemm_min_n; packed panels,
 //             register-blocked FMA micro-kernel
-//   gemm_q    gemm_q.cpp: Q8_0/Q4_0/Q5_0 weights, N >= k_gemm_min_n; weight
+//   gemm_q    gemm_q.cpp: Q8_0/Q4_0/Q5_0/Q5_1 weights, N >= k_gemm_min_n; weight
 //             rows interleaved into panels, integer micro-kernel
 //   matvec_k  mul_mat_k.cpp: Q4_K/Q6_K weights, N < k_gemm_min_n; columns
 //             quantized to Q8_K, the integer sums of vec_dot_k.hpp
@@ -50,6 +50,7 @@ constexpr int64_t k_qblock = 32;
 constexpr size_t k_q8_0_block_bytes = 34;
 constexpr size_t k_q4_0_block_bytes = 18;
 constexpr size_t k_q5_0_block_bytes = 22;
+constexpr size_t k_q5_1_block_bytes = 24;
 
 // The portable path (mul_mat_generic.cpp).
 size_t mul_mat_generic_work_size(const tsr_tensor * node);
