@@ -40,49 +40,22 @@ struct temp_dir : tessera::test::temp_dir {
 
 std::vector<uint8_t> bytes_of(const gguf::tensor_info & t) { return {t.data, t.data + t.size}; }
 
-// The reference quantizers of the core, row by row.
-std::vector<uint8_t> q4_k_ref(const std::vector<float> & x) {
-    std::vector<block_q4_k> b(x.size() / 256);
-    quantize_row_q4_k_ref(x.data(), b.data(), int64_t(x.size()));
-    std::vector<uint8_t> out(b.size() * sizeof(block_q4_k));
+// The reference quantizers of the core, row by row: the bytes Quantize
+// writes for x (QK elements per block).
+template <typename Block, void (*Quantize)(const float *, Block *, int64_t), size_t QK>
+std::vector<uint8_t> ref_bytes(const std::vector<float> & x) {
+    std::vector<Block> b(x.size() / QK);
+    Quantize(x.data(), b.data(), int64_t(x.size()));
+    std::vector<uint8_t> out(b.size() * sizeof(Block));
     std::memcpy(out.data(), b.data(), out.size());
     return out;
 }
-std::vector<uint8_t> q6_k_ref(const std::vector<float> & x) {
-    std::vector<block_q6_k> b(x.size() / 256);
-    quantize_row_q6_k_ref(x.data(), b.data(), int64_t(x.size()));
-    std::vector<uint8_t> out(b.size() * sizeof(block_q6_k));
-    std::memcpy(out.data(), b.data(), out.size());
-    return out;
-}
-std::vector<uint8_t> q5_k_ref(const std::vector<float> & x) {
-    std::vector<block_q5_k> b(x.size() / 256);
-    quantize_row_q5_k_ref(x.data(), b.data(), int64_t(x.size()));
-    std::vector<uint8_t> out(b.size() * sizeof(block_q5_k));
-    std::memcpy(out.data(), b.data(), out.size());
-    return out;
-}
-std::vector<uint8_t> q5_1_ref(const std::vector<float> & x) {
-    std::vector<block_q5_1> b(x.size() / 32);
-    quantize_row_q5_1_ref(x.data(), b.data(), int64_t(x.size()));
-    std::vector<uint8_t> out(b.size() * sizeof(block_q5_1));
-    std::memcpy(out.data(), b.data(), out.size());
-    return out;
-}
-std::vector<uint8_t> q8_0_ref(const std::vector<float> & x) {
-    std::vector<block_q8_0> b(x.size() / 32);
-    quantize_row_q8_0_ref(x.data(), b.data(), int64_t(x.size()));
-    std::vector<uint8_t> out(b.size() * sizeof(block_q8_0));
-    std::memcpy(out.data(), b.data(), out.size());
-    return out;
-}
-std::vector<uint8_t> q5_0_ref(const std::vector<float> & x) {
-    std::vector<block_q5_0> b(x.size() / 32);
-    quantize_row_q5_0_ref(x.data(), b.data(), int64_t(x.size()));
-    std::vector<uint8_t> out(b.size() * sizeof(block_q5_0));
-    std::memcpy(out.data(), b.data(), out.size());
-    return out;
-}
+constexpr auto q4_k_ref = ref_bytes<block_q4_k, quantize_row_q4_k_ref, 256>;
+constexpr auto q5_k_ref = ref_bytes<block_q5_k, quantize_row_q5_k_ref, 256>;
+constexpr auto q6_k_ref = ref_bytes<block_q6_k, quantize_row_q6_k_ref, 256>;
+constexpr auto q5_1_ref = ref_bytes<block_q5_1, quantize_row_q5_1_ref, 32>;
+constexpr auto q8_0_ref = ref_bytes<block_q8_0, quantize_row_q8_0_ref, 32>;
+constexpr auto q5_0_ref = ref_bytes<block_q5_0, quantize_row_q5_0_ref, 32>;
 
 // The layers whose attn_v / ffn_down get Q6_K in the medium mix `ft`
 // (Q4_K_M or Q5_K_M), from the rule; every other layer must get `base`.
