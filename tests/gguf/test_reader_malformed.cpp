@@ -210,13 +210,16 @@ TEST(GgufMalformed, TensorShapesAndTypes) {
         poke<uint32_t>(b, s.t0_type, t);
         expect_reject(b, {"unknown tensor type id " + std::to_string(t), "tensor 'a'", at(s.t0_type)});
     }
-    b = s.bytes;
-    poke<uint32_t>(b, s.t0_type, TSR_TYPE_Q8_0); // ne[0] = 4 is not a multiple of 32
-    expect_reject(b, {"not a multiple of the Q8_0 block size 32", "tensor 'a'"});
+    for (uint32_t t : {uint32_t{TSR_TYPE_Q8_0}, uint32_t{TSR_TYPE_Q5_1}}) { // ne[0] = 4 is not a multiple of 32
+        b = s.bytes;
+        poke<uint32_t>(b, s.t0_type, t);
+        expect_reject(b, {"not a multiple of the " + std::string(type_name(static_cast<int32_t>(t))) + " block size 32", "tensor 'a'"});
+    }
     // K-quant super-blocks of 256: a short row is refused by type; a whole
-    // super-block row needs 144 / 210 bytes per row, more than the file holds.
-    for (uint32_t t : {uint32_t{TSR_TYPE_Q4_K}, uint32_t{TSR_TYPE_Q6_K}}) {
-        const std::string name = t == TSR_TYPE_Q4_K ? "Q4_K" : "Q6_K";
+    // super-block row needs 144 / 176 / 210 bytes per row, more than the
+    // file holds.
+    for (uint32_t t : {uint32_t{TSR_TYPE_Q4_K}, uint32_t{TSR_TYPE_Q5_K}, uint32_t{TSR_TYPE_Q6_K}}) {
+        const std::string name(type_name(static_cast<int32_t>(t)));
         b = s.bytes;
         poke<uint32_t>(b, s.t0_type, t); // ne[0] = 4
         expect_reject(b, {"not a multiple of the " + name + " block size 256", "tensor 'a'"});
