@@ -177,7 +177,7 @@ inline __m256i add_epi32_in_order(__m256i a, __m256i b) {
     return a;
 }
 
-// Q5_0 fifth bits of step j (repack.hpp), as 0x10 per byte: lane r of h
+// Q5_0/Q5_1 fifth bits of step j (repack.hpp), as 0x10 per byte: lane r of h
 // holds row r's qh; byte k of lane r gets 0x10 when bit 4 j + k (high
 // nibbles, Hi: 16 + 4 j + k) of it is set. vpshufb copies qh byte
 // (Hi ? 2 : 0) + j / 2 to the lane's 4 bytes, and byte k keeps bit
@@ -230,7 +230,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
                     s[c] = simd::dot4_u8s8(simd::dot4_u8s8(s[c], lo, bcast4(xq + 4 * j)), hi, bcast4(xq + 16 + 4 * j));
 #else
                     // int16 pair sums: 8 of at most 2 * 15 * 127 (Q4_0), 4
-                    // of at most 2 * 31 * 127 (Q5_0) per lane fit
+                    // of at most 2 * 31 * 127 (Q5_0, Q5_1) per lane fit
                     s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(lo, bcast4(xq + 4 * j)));
                     s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * j)));
                     if (j == 3 || (five_bits<T>() && j == 1)) {
@@ -287,7 +287,7 @@ inline __m512i step2(const char * p0, const char * p1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p1)), 1);
 }
 
-// Q5_0 fifth bits as in q5_fifth, on 512-bit vectors: v (the step's
+// Q5_0/Q5_1 fifth bits as in q5_fifth, on 512-bit vectors: v (the step's
 // nibbles) with 0x10 added in each byte whose bit is set (pick: the qh
 // byte per lane, bit: the bit per byte).
 inline __m512i q5_add_fifth512(__m512i v, __m512i h, __m512i pick, __m512i bit) {
@@ -350,8 +350,8 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
                 }
                 is[c] = s;
 #else
-                // int16 sums widened every 4 steps (Q4_0) or 2 (Q5_0), as
-                // in micro_kernel
+                // int16 sums widened every 4 steps (Q4_0) or 2 (Q5_0,
+                // Q5_1), as in micro_kernel
                 __m512i s16 = _mm512_setzero_si512(), s32 = _mm512_setzero_si512();
                 #pragma GCC unroll 8
                 for (int j = 0; j < 4; ++j) {
@@ -430,7 +430,7 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
         for (size_t o = 0; o < group_block<T>(); o += 64) _mm_prefetch(pb + k_prefetch + o, _MM_HINT_T0);
         const __m256 dw = simd::load_f16x8(pb);
-        // Activation dwords 0..7: Q4_0/Q5_0 low-nibble steps 0..3 then
+        // Activation dwords 0..7: Q4_0/Q5_0/Q5_1 low-nibble steps 0..3 then
         // high-nibble steps 0..3; Q8_0 steps 0..7.
         const __m512i xv = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(xp)));
         __m512i s = _mm512_setzero_si512();
