@@ -83,9 +83,14 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
                                         ti.name, tf.name));
             }
             if (tf.is_quantized && !p.allow_requantize) {
-                throw error(fmt::format("{}: tensor '{}' is already quantized ({}); converting it to {} would "
-                                        "compound the rounding error (allow with --allow-requantize)",
-                                        r->name(), ti.name, tf.name, type_name(to)));
+                // To a float type nothing rounds again, but the file would
+                // hold the rounded weights in the original's clothes.
+                const bool to_float = !get_type_traits(to).is_quantized;
+                throw error(fmt::format("{}: tensor '{}' is already quantized ({}); converting it to {} {} "
+                                        "(allow with --allow-requantize)",
+                                        r->name(), ti.name, tf.name, type_name(to),
+                                        to_float ? "gives back its rounded values, not the original weights"
+                                                 : "would compound the rounding error"));
             }
         }
         const uint64_t bytes_out = convert ? row_size(to, ti.ne[0]) * static_cast<uint64_t>(ti.n_elements() / ti.ne[0])

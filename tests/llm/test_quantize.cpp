@@ -405,6 +405,18 @@ TEST(Quantize, RequantizeNeedsPermissionAndDecodesFirst) {
         EXPECT_NE(std::string(e.what()).find("already quantized (Q8_0)"), std::string::npos) << e.what();
     }
     EXPECT_FALSE(fs::exists(dir / "q4.gguf"));
+    // Back to F32: refused too, with the reason that applies.
+    llm::quantize_params pf;
+    pf.target = TSR_TYPE_F32;
+    try {
+        llm::quantize_file(dir / "q8.gguf", dir / "f32.gguf", pf);
+        FAIL() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("already quantized (Q8_0); converting it to F32 gives back its rounded values"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "f32.gguf"));
 
     p4.allow_requantize = true;
     llm::quantize_file(dir / "q8.gguf", dir / "q4.gguf", p4);
