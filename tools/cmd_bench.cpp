@@ -111,10 +111,7 @@ std::string utc_now() {
 std::string model_type(const llm::model & m) {
     const double n = double(m.n_params());
     std::string size = n >= 1e9 ? fmt::format("{:.0f}B", n / 1e9) : fmt::format("{:.0f}M", n / 1e6);
-    std::string ftype;
-    if (auto ft = m.file().find_int("general.file_type")) ftype = llm::file_type_description(*ft);
-    if (ftype.empty()) ftype = m.type_summary();
-    return fmt::format("{} {} {}", m.hp().arch, size, ftype);
+    return fmt::format("{} {} {}", m.hp().arch, size, m.type_description());
 }
 
 std::string size_text(uint64_t bytes) {

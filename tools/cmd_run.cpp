@@ -64,8 +64,12 @@ int run_generate(const run_options & o) {
     const llm::hparams & hp = m->hp();
     fmt::print(stderr, "model: {} ({}), {} layers, n_embd {}, {} heads ({} kv), vocab {}, context {}\n",
                o.model_path, hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab, hp.n_ctx_train);
-    fmt::print(stderr, "model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6,
-               m->type_summary(), double(m->n_bytes()) / (1024.0 * 1024.0));
+    // The file type ("Q5_K - Medium"), and the type most weights have when
+    // that differs (a Q5_K_M file of short rows is mostly Q5_1).
+    std::string type_text = m->type_description();
+    if (const std::string most = m->type_summary(); most != type_text) type_text += fmt::format(" (most weights {})", most);
+    fmt::print(stderr, "model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6, type_text,
+               double(m->n_bytes()) / (1024.0 * 1024.0));
     fmt::print(stderr, "device: {} ({}), {} threads, context {}, batch {}, KV cache {}, flash attention {}\n",
                s.device_name(), s.device_description(), s.n_threads(), s.n_ctx(), o.n_batch, o.kv_type,
                s.flash_attn() ? "on" : "off");

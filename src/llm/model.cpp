@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/llm/file_type.hpp"
 
 namespace tessera::llm {
 
@@ -188,6 +189,14 @@ std::string model::type_summary() const {
         }
     }
     return best;
+}
+
+std::string model::type_description() const {
+    if (const auto ft = file().find_int("general.file_type")) {
+        const std::string_view d = file_type_description(*ft);
+        if (!d.empty()) return std::string(d);
+    }
+    return type_summary();
 }
 
 std::vector<tensor *> model::weights() const {

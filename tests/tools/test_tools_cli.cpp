@@ -192,6 +192,8 @@ TEST(QuantizeCli, Q5KMAndQ5_1OfTinyFallBackMatchSynthAndRun) {
     r = run_tessera("run -m " + (d / "m.gguf") + " -p Hello -n 4 --temp 0 -t 1 -c 64");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(contains(r.err, "generation: 4 tokens")) << r.err;
+    // The summary names the file type, and the type most weights have.
+    EXPECT_TRUE(contains(r.err, "type Q5_K - Medium (most weights Q5_1)")) << r.err;
 
     r = run_tessera("quantize " + (d / "f16.gguf") + " " + (d / "q51.gguf") + " Q5_1");
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -87,6 +87,10 @@ public:
     uint64_t n_bytes() const { return n_bytes_; }
     // Most common weight type among 2-D tensors, e.g. "F32", "Q4_0".
     std::string type_summary() const;
+    // The file's type as the reference names general.file_type ("Q4_0",
+    // "Q5_K - Medium", "all F32"; llm::file_type_description), or
+    // type_summary() when the file has no id this build knows.
+    std::string type_description() const;
     // All weight tensors (for placing them in a device buffer).
     std::vector<tensor *> weights() const;
     // Copies of the weight handles, made in ctx (a context without data):
