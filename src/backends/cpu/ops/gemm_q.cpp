@@ -83,10 +83,7 @@ constexpr mode mode_of() {
 // missing rows are zero.
 template <int32_t T>
 void pack_panel(const char * a, size_t nb1, int64_t m0, int64_t rows, int64_t n_blocks, uint8_t * panel) {
-    constexpr size_t bb = T == TSR_TYPE_Q4_0   ? k_q4_0_block_bytes
-                          : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes
-                          : T == TSR_TYPE_Q5_1 ? k_q5_1_block_bytes
-                                               : k_q8_0_block_bytes;
+    constexpr size_t bb = q_block_bytes(T);
     constexpr size_t pbb = pblock<mode_of<T>()>();
     for (int g = 0; g < k_p / 8; ++g) {
         const int64_t gvalid = std::clamp<int64_t>(rows - g * 8, 0, 8);

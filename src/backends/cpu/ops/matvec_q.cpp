@@ -56,10 +56,7 @@ size_t col_bytes_of(int64_t n_blocks) {
 
 template <int32_t T>
 constexpr size_t block_bytes() {
-    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes
-           : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes
-           : T == TSR_TYPE_Q5_1 ? k_q5_1_block_bytes
-                                : k_q8_0_block_bytes;
+    return q_block_bytes(T);
 }
 
 // Integer dot products of block b of row w with the activation quants xq

@@ -45,12 +45,20 @@ constexpr int64_t k_gemm_min_n = 4;
 // chunks, so that both give a row the same bits.
 constexpr int64_t k_gemm_f_kc = 256;
 
-// Elements per quantization block (Q8_0, Q4_0, Q5_0) and bytes per block.
+// Elements per quantization block (Q8_0, Q4_0, Q5_0, Q5_1) and bytes per block.
 constexpr int64_t k_qblock = 32;
 constexpr size_t k_q8_0_block_bytes = 34;
 constexpr size_t k_q4_0_block_bytes = 18;
 constexpr size_t k_q5_0_block_bytes = 22;
 constexpr size_t k_q5_1_block_bytes = 24;
+
+// Bytes per block of one of those types (Q8_0 for any other).
+constexpr size_t q_block_bytes(int32_t t) {
+    return t == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes
+           : t == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes
+           : t == TSR_TYPE_Q5_1 ? k_q5_1_block_bytes
+                                : k_q8_0_block_bytes;
+}
 
 // The portable path (mul_mat_generic.cpp).
 size_t mul_mat_generic_work_size(const tsr_tensor * node);

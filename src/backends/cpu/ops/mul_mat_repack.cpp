@@ -79,10 +79,7 @@ constexpr size_t k_xsum = k_xtile.sum_offset();
 
 template <int32_t T>
 constexpr size_t block_bytes() {
-    return T == TSR_TYPE_Q4_0 ? k_q4_0_block_bytes
-           : T == TSR_TYPE_Q5_0 ? k_q5_0_block_bytes
-           : T == TSR_TYPE_Q5_1 ? 24
-                                : k_q8_0_block_bytes;
+    return q_block_bytes(T);
 }
 
 // Nibble-packed types (Q4_0, Q5_0, Q5_1): 4 steps, low and high nibbles.
@@ -326,13 +323,14 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
         if constexpr (nibbles<T>()) {
             const __m512i m = _mm512_set1_epi8(0x0f);
             __m512i lo[4], hi[4];
+            __m512i h = _mm512_setzero_si512(); // the 16 rows' qh (Q5_0, Q5_1)
+            if constexpr (five_bits<T>()) h = step2(p0 + qh_at<T>(), p1 + qh_at<T>());
             #pragma GCC unroll 8
             for (int j = 0; j < 4; ++j) {
                 const __m512i v = step2(p0 + steps_at<T>() + 32 * j, p1 + steps_at<T>() + 32 * j);
                 lo[j] = _mm512_and_si512(v, m);
                 hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
                 if constexpr (five_bits<T>()) {
-                    const __m512i h = step2(p0 + qh_at<T>(), p1 + qh_at<T>());
                     const __m512i bit = _mm512_set1_epi32(j % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010u));
                     lo[j] = q5_add_fifth512(lo[j], h, q5_pick512(j / 2), bit);
                     hi[j] = q5_add_fifth512(hi[j], h, q5_pick512(2 + j / 2), bit);
