@@ -12,7 +12,7 @@
 //            of_int8_peak (quantized weights: vpdpbusd peak with
 //            AVX512-VNNI, else vpmaddubsw), of_read_bw (N = 1: weight bytes
 //            per second / streaming read bandwidth).
-//   MUL_MAT repacked: Q4_0/Q8_0/F16/Q4_K/Q6_K weights in the CPU_REPACK layouts at
+//   MUL_MAT repacked: Q4_0/Q8_0/Q5_0/F16/Q4_K/Q5_K/Q6_K weights in the CPU_REPACK layouts at
 //            the 1B preset's shapes: streamed, chained behind barriers, and
 //            cache-resident (the kernel's compute rate); F16 also at the
 //            shapes BM_mul_mat measures plain.
@@ -136,7 +136,7 @@ void run_mul_mat(benchmark::State & state, const std::vector<tensor *> & outs, t
     const double wrate = static_cast<double>(wbytes) * per_iter;
     if (const double peak = limit_for(fma_peak(), n_threads); peak > 0) state.counters["of_fma_peak"] = flops / peak;
     if (wtype == TSR_TYPE_Q8_0 || wtype == TSR_TYPE_Q4_0 || wtype == TSR_TYPE_Q5_0 || wtype == TSR_TYPE_Q4_K ||
-        wtype == TSR_TYPE_Q6_K) {
+        wtype == TSR_TYPE_Q5_K || wtype == TSR_TYPE_Q6_K) {
         if (const double peak = limit_for(int8_peak(), n_threads); peak > 0) state.counters["of_int8_peak"] = flops / peak;
     }
     if (N == 1) {
@@ -206,6 +206,8 @@ BENCHMARK(BM_mul_mat_shape)
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1})->Args({TSR_TYPE_Q5_0, 576, 1536, 64, 1})->Args({TSR_TYPE_F16, 576, 1536, 64, 1})
     ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2})->Args({TSR_TYPE_F16, 2048, 256, 512, 2})
     ->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 1})->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 2})->Args({TSR_TYPE_Q4_0, 2048, 2048, 512, 1})
+    // Q5_K (Q5_K_M files) in plain rows: the 1B preset's n_ff product, one token and a prompt.
+    ->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 1})->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 2})->Args({TSR_TYPE_Q5_K, 2048, 2048, 512, 1})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 // N = 512 takes seconds per op on a few cores: two iterations.
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args_prompt)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
@@ -218,7 +220,7 @@ struct repack_buffer_stub {
     repack_buffer_stub() { buf.buft = &bt; }
 };
 
-// MUL_MAT with Q8_0/Q4_0/F16/Q4_K/Q6_K weights in the interleaved layouts (ops/repack.hpp),
+// MUL_MAT with Q8_0/Q4_0/Q5_0/F16/Q4_K/Q5_K/Q6_K weights in the interleaved layouts (ops/repack.hpp),
 // as the CPU_REPACK buffer type stores a model's matrices. Args: weight
 // type, K, M, N, threads, mode:
 //   0  N = 1 streams weight copies of at least 256 MiB from memory, like
@@ -291,6 +293,9 @@ BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_Q4_K, 4096, 4096, 1, 1, 0})->Args({TSR_TYPE_Q6_K, 4096, 4096, 1, 1, 0})
     ->Args({TSR_TYPE_Q4_K, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q6_K, 2048, 256, 1, 1, 1})
     ->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 1, 0})
+    // Q5_K the same, against BM_mul_mat_shape's plain Q5_K cases.
+    ->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 2, 0})
+    ->Args({TSR_TYPE_Q5_K, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q5_K, 2048, 2048, 512, 1, 0})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One decode step's attention products over an F16 KV cache of n_kv

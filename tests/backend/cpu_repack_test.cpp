@@ -1,4 +1,4 @@
-// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0/Q5_0/Q5_1 and Q4_K
+// The CPU device's "CPU_REPACK" buffer type (issue 6: Q8_0/Q4_0/Q5_0/Q5_1 and K-quant
 // weight matrices stored row-interleaved) through the registry and the C tables:
 // on the compiled-in backend and on every variant plugin in the build
 // directory that this processor can run (a variant scoring 0 here is
@@ -11,7 +11,7 @@
 // bytes, element j in the low nibble of byte j, j + 16 in the high one,
 // x = d (nibble - 8); Q5_0 = F16 d + 4 bytes qh + the 16 Q4_0 nibble bytes,
 // x = d (nibble + 16 * (bit j of qh) - 16); Q5_1 = F16 d + F16 m + Q5_0's
-// qh and nibbles, x = d q + m); Q4_K and Q6_K products equal
+// qh and nibbles, x = d q + m); Q4_K, Q5_K and Q6_K products equal
 // the plain ones bit for
 // bit (interleaved in groups of 8 or 16 rows by the AVX2 / AVX-512
 // variants); 1, 2 and 3 threads give identical bytes; only MUL_MAT may read
@@ -61,7 +61,7 @@ double quant_at(int32_t type, const uint8_t * bytes, int64_t K, int64_t k, int64
 }
 
 bool is_k_quant(int32_t type) {
-    return type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K;
+    return type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q5_K || type == TSR_TYPE_Q6_K;
 }
 
 size_t block_bytes(int32_t type) {
@@ -71,18 +71,19 @@ size_t block_bytes(int32_t type) {
     case TSR_TYPE_Q5_0: return 22;
     case TSR_TYPE_Q5_1: return 24;
     case TSR_TYPE_Q4_K: return 144;
+    case TSR_TYPE_Q5_K: return 176;
     default: return 210; // Q6_K
     }
 }
 
 // Random blocks: random bytes, the F16 scales (Q8_0/Q4_0/Q5_0/Q5_1 d at byte 0,
-// Q5_1 m at 2; Q4_K
+// Q5_1 m at 2; Q4_K and Q5_K
 // d, dmin at 0, 2; Q6_K d at 208) random F16 of magnitude in [2^-9, 2^-5)
-// (Q4_K's positive).
+// (Q4_K's and Q5_K's positive).
 std::vector<uint8_t> random_blocks(int32_t type, size_t n, std::mt19937 & rng) {
     const size_t bb = block_bytes(type);
     std::vector<size_t> scales{0};
-    if (type == TSR_TYPE_Q4_K) scales = {0, 2};
+    if (type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q5_K) scales = {0, 2};
     if (type == TSR_TYPE_Q6_K) scales = {208};
     if (type == TSR_TYPE_Q5_1) scales = {0, 2};
     std::vector<uint8_t> v(n);
@@ -90,7 +91,7 @@ std::vector<uint8_t> random_blocks(int32_t type, size_t n, std::mt19937 & rng) {
     for (size_t b = 0; b + bb <= n; b += bb) {
         for (size_t j = 0; j < bb; ++j) v[b + j] = static_cast<uint8_t>(byte(rng));
         for (size_t o : scales) {
-            const int sign = type == TSR_TYPE_Q4_K ? 0 : s(rng);
+            const int sign = type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q5_K ? 0 : s(rng);
             const auto h = static_cast<uint16_t>((sign << 15) | (e(rng) << 10) | mant(rng));
             v[b + o] = static_cast<uint8_t>(h & 0xff);
             v[b + o + 1] = static_cast<uint8_t>(h >> 8);
@@ -125,6 +126,7 @@ void check_device(const device & d) {
                             {TSR_TYPE_Q5_1, 64, 8},   {TSR_TYPE_Q5_1, 576, 24},   {TSR_TYPE_Q5_1, 256, 20},
                             // K-quants: groups of 8 (AVX2) or 16 (AVX-512) rows; 24 rows are whole groups of 8 only
                             {TSR_TYPE_Q4_K, 512, 16}, {TSR_TYPE_Q4_K, 512, 48}, {TSR_TYPE_Q4_K, 256, 24},
+                            {TSR_TYPE_Q5_K, 512, 16}, {TSR_TYPE_Q5_K, 256, 48}, {TSR_TYPE_Q5_K, 768, 24},
                             {TSR_TYPE_Q6_K, 512, 16}, {TSR_TYPE_Q6_K, 256, 48}, {TSR_TYPE_Q6_K, 512, 24}};
     for (const shape & s : shapes) {
         SCOPED_TRACE(std::string(type_name(s.type)) + " K=" + std::to_string(s.K) + " M=" + std::to_string(s.M));

@@ -191,27 +191,36 @@ TEST(ModelRepack, SessionsOnOneModelRunAtOnce) {
 INSTANTIATE_TEST_SUITE_P(Types, ModelRepack, ::testing::Values(TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q8_0, TSR_TYPE_F16),
                          [](const ::testing::TestParamInfo<type> & info) { return std::string(type_name(info.param)); });
 
-// A Q4_K_M model (Q4_K layer matrices, Q6_K attn_v / ffn_down / output)
-// of a shape whose rows are whole 256-element super-blocks: n_embd 256,
-// n_ff 512, 2 layers, 4 heads, 2 KV heads. K-quant products have the same
-// bits on every path (vec_dot_k.hpp): the repacked Q4_K and Q6_K groups
-// (mul_mat_k_repack.cpp, gemm_k's panels from the groups) and the plain
-// rows, so the logits must be identical, not merely close.
-TEST(ModelRepackK, Q4KMLogitsAreBitIdenticalWithRepackingOnAndOff) {
-    const fs::path path = temp_dir() / "k256-Q4_K_M.gguf";
+// A Q4_K_M (Q5_K_M) model: Q4_K (Q5_K) layer matrices, Q6_K attn_v /
+// ffn_down / output, of a shape whose rows are whole 256-element
+// super-blocks: n_embd 256, n_ff 512, 2 layers, 4 heads, 2 KV heads.
+// K-quant products have the same bits on every path (vec_dot_k.hpp): the
+// repacked Q4_K, Q5_K and Q6_K groups (mul_mat_k_repack.cpp, gemm_k's
+// panels from the groups) and the plain rows, so the logits must be
+// identical, not merely close.
+struct k_mix {
+    llm::file_type file_type;
+    type layer_type; // the type of most layer matrices
+};
+
+class ModelRepackK : public ::testing::TestWithParam<k_mix> {};
+
+TEST_P(ModelRepackK, LogitsAreBitIdenticalWithRepackingOnAndOff) {
+    const k_mix mix = GetParam();
+    const fs::path path = temp_dir() / ("k256-" + std::string(type_name(mix.layer_type)) + "_M.gguf");
     llm::synth_params p;
     p.shape = llm::synth_preset("tiny");
     p.shape.name = "k256";
     p.shape.n_embd = 256;
     p.shape.n_ff = 512;
-    p.wtype = llm::file_type_q4_k_m;
+    p.wtype = mix.file_type;
     p.vocab = shared_dir + "/vocab/ggml-vocab-llama-spm.gguf";
     p.seed = 9;
     llm::synth_model(p, path);
     const auto m = llm::model::load(path);
-    int n_q4k = 0;
-    for (const tensor * t : m->mul_mat_weights()) n_q4k += t->type == TSR_TYPE_Q4_K;
-    ASSERT_GE(n_q4k, 8) << "the layer matrices should be Q4_K";
+    int n_main = 0;
+    for (const tensor * t : m->mul_mat_weights()) n_main += t->type == mix.layer_type;
+    ASSERT_GE(n_main, 8) << "the layer matrices should be " << type_name(mix.layer_type);
     for (int n_threads : {1, 2}) {
         SCOPED_TRACE("threads " + std::to_string(n_threads));
         const run_result plain = run(*m, false, n_threads);
@@ -223,6 +232,12 @@ TEST(ModelRepackK, Q4KMLogitsAreBitIdenticalWithRepackingOnAndOff) {
         EXPECT_GT(*hi - *lo, 0.1f);
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Mixes, ModelRepackK,
+                         ::testing::Values(k_mix{llm::file_type_q4_k_m, TSR_TYPE_Q4_K}, k_mix{llm::file_type_q5_k_m, TSR_TYPE_Q5_K}),
+                         [](const ::testing::TestParamInfo<k_mix> & info) {
+                             return std::string(type_name(info.param.layer_type)) + "_M";
+                         });
 
 // A model without Q8_0/Q4_0 matrices (F32 stories260K): its MUL_MAT
 // matrices still move to the CPU_REPACK buffer (stored plainly, on large

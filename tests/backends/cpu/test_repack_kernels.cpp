@@ -172,9 +172,9 @@ TEST(RepackLayout, FloatElementsLandWhereTheLayoutSays) {
 
 TEST(RepackLayout, WholeAndPartialRangesRoundTripExactly) {
     for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_F16, TSR_TYPE_BF16, TSR_TYPE_Q4_K,
-                         TSR_TYPE_Q6_K}) {
+                         TSR_TYPE_Q5_K, TSR_TYPE_Q6_K}) {
         SCOPED_TRACE(type_name(type));
-        const bool k_quant = type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K;
+        const bool k_quant = type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q5_K || type == TSR_TYPE_Q6_K;
         if (k_quant && !repack_type_supported(type)) continue; // the K-quant layouts exist in AVX2 builds only
         context ctx(data_ctx());
         tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {is_float(type) ? 200 : k_quant ? 768 : 256, 48});
@@ -390,7 +390,7 @@ TEST(RepackMulMat, Q5_0ExtremeQuantsDoNotWrap) {
     }
 }
 
-// ---- K-quants, Q4_K and Q6_K (groups of repack_group_rows(type) rows: 16
+// ---- K-quants, Q4_K, Q5_K and Q6_K (groups of repack_group_rows(type) rows: 16
 // in AVX-512 builds, 8 in the other AVX2 builds; stored plainly without
 // AVX2) ----
 
@@ -403,6 +403,11 @@ size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G) {
         if (i < 16) return 4 * G + G * (i - 4) + r;                  // scale bytes
         return 16 * G + 4 * G * ((i - 16) / 4) + 4 * r + (i - 16) % 4; // qs steps
     }
+    if (type == TSR_TYPE_Q5_K) {
+        if (i < 16) return k_layout_at(TSR_TYPE_Q4_K, i, r, G);          // d, dmin, scales as in Q4_K
+        if (i < 48) return 16 * G + 4 * G * ((i - 16) / 4) + 4 * r + i % 4; // qh steps
+        return 48 * G + 4 * G * ((i - 48) / 4) + 4 * r + i % 4;           // qs steps
+    }
     if (i < 128) return 4 * G * (i / 4) + 4 * r + i % 4;                 // ql steps
     if (i < 192) return 128 * G + 4 * G * ((i - 128) / 4) + 4 * r + i % 4; // qh steps
     if (i < 208) return 192 * G + G * (i - 192) + r;                     // scales
@@ -410,7 +415,7 @@ size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G) {
 }
 
 size_t k_block_bytes(int32_t type) {
-    return type == TSR_TYPE_Q4_K ? 144 : 210;
+    return type == TSR_TYPE_Q4_K ? 144 : type == TSR_TYPE_Q5_K ? 176 : 210;
 }
 
 class RepackLayoutK : public ::testing::TestWithParam<int32_t> {};
@@ -461,7 +466,7 @@ TEST_P(RepackLayoutK, Eligibility) {
     // (Round trips: RepackLayout.WholeAndPartialRangesRoundTripExactly.)
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, RepackLayoutK, ::testing::Values(TSR_TYPE_Q4_K, TSR_TYPE_Q6_K),
+INSTANTIATE_TEST_SUITE_P(Types, RepackLayoutK, ::testing::Values(TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K),
                          [](const ::testing::TestParamInfo<int32_t> & info) { return std::string(type_name(info.param)); });
 
 // Repacked K-quant products (the one-token kernels of mul_mat_k_repack.cpp
@@ -531,6 +536,8 @@ TEST_P(RepackMulMatK, SameBitsAsThePlainRowsForAnyColumnsAndThreads) {
 INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMatK,
                          ::testing::Values(rk_case{TSR_TYPE_Q4_K, 256, 1}, rk_case{TSR_TYPE_Q4_K, 512, 3},
                                            rk_case{TSR_TYPE_Q4_K, 2304, 2}, rk_case{TSR_TYPE_Q4_K, 1024, 9},
+                                           rk_case{TSR_TYPE_Q5_K, 256, 1}, rk_case{TSR_TYPE_Q5_K, 512, 3},
+                                           rk_case{TSR_TYPE_Q5_K, 2304, 2}, rk_case{TSR_TYPE_Q5_K, 1024, 9},
                                            rk_case{TSR_TYPE_Q6_K, 256, 1}, rk_case{TSR_TYPE_Q6_K, 512, 3},
                                            rk_case{TSR_TYPE_Q6_K, 2304, 2}, rk_case{TSR_TYPE_Q6_K, 1024, 9}),
                          [](const ::testing::TestParamInfo<rk_case> & info) {

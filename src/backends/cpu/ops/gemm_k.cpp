@@ -203,7 +203,7 @@ inline float scalar_f32(const char * p) {
 // The panel of a repacked K-quant matrix's group m0 / k_p (repack.hpp: its
 // groups are lanes::n = k_p rows): the same bytes pack_panel makes of
 // those rows. Q4_K: a step's low nibbles are panel step 16 (j / 8) + j % 8,
-// its high nibbles that + 8. Q6_K: panel step 32 h + 8 qq + s (elements
+// its high nibbles that + 8 (Q5_K: with the fifth bits of qh step j % 8). Q6_K: panel step 32 h + 8 qq + s (elements
 // 128 h + 32 qq + 4 s ..) from ql step 16 h + 8 (qq % 2) + s and qh step
 // 8 h + s, as in mul_mat_k_repack.cpp.
 static_assert(k_p == lanes::n, "a repacked K-quant group is one panel");
@@ -211,7 +211,7 @@ template <int32_t T>
 void pack_panel_repacked(const char * a, int64_t m0, int64_t n_super, uint8_t * panel) {
     using F = fmt<T>;
     using V = lanes;
-    constexpr size_t G = k_p, bb = F::q4 ? 144 : 210, group_block = bb * G;
+    constexpr size_t G = k_p, bb = k_block_bytes(T), group_block = bb * G;
     const char * grp = a + static_cast<size_t>(m0 / k_p) * static_cast<size_t>(n_super) * group_block;
     const V::vi m4 = V::bcast8(0x0f), m2 = V::bcast8(0x30);
     for (int64_t b = 0; b < n_super; ++b) {
@@ -220,9 +220,15 @@ void pack_panel_repacked(const char * a, int64_t m0, int64_t n_super, uint8_t * 
         auto put_step = [&](int s, V::vi v) { V::storeu(pb + F::steps + static_cast<size_t>(s) * k_p * 4, v); };
         if constexpr (F::q4) {
             for (int j = 0; j < 32; ++j) {
-                const V::vi w = V::loadu(blk + 16 * G + 4 * G * j);
-                put_step(16 * (j / 8) + j % 8, V::and_(w, m4));
-                put_step(16 * (j / 8) + j % 8 + 8, V::and_(V::srli16(w, 4), m4));
+                const V::vi w = V::loadu(blk + (F::five ? 48 : 16) * G + 4 * G * j);
+                V::vi lo = V::and_(w, m4), hi = V::and_(V::srli16(w, 4), m4);
+                if constexpr (F::five) { // fifth bits: qh step j % 8, bits 2 (j / 8) and 2 (j / 8) + 1
+                    const V::vi hb = V::loadu(blk + 16 * G + 4 * G * (j % 8));
+                    lo = V::or_(lo, q5_k_fifth_lanes(hb, 2 * (j / 8)));
+                    hi = V::or_(hi, q5_k_fifth_lanes(hb, 2 * (j / 8) + 1));
+                }
+                put_step(16 * (j / 8) + j % 8, lo);
+                put_step(16 * (j / 8) + j % 8 + 8, hi);
             }
             for (int r = 0; r < k_p; ++r) {
                 char scales[12];
@@ -364,9 +370,7 @@ void run(const compute_params & p, const mm_dims & d) {
         },
         [&](const char * a, int64_t m0, int64_t rows) {
             if (is_repacked(d.a)) {
-                if constexpr (T != TSR_TYPE_Q5_K) { // Q5_K is not repacked (repack.hpp)
-                    pack_panel_repacked<T>(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups
-                }
+                pack_panel_repacked<T>(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups
             } else {
                 pack_panel<T>(a, d.a->nb[1], m0, rows, n_super, sc.panel);
             }

@@ -123,6 +123,15 @@ struct lanes {
 };
 #endif
 
+// Bit `bit` (0..7) of every byte of v moved to bit 4, the rest zero: the
+// Q5_K fifth bits of one nibble half of a repacked step (repack.hpp: qh[l]
+// bit j is the fifth bit of element l of sub-block j). 16-bit shifts by
+// at most 4 keep every byte's bit 4 within its byte.
+inline lanes::vi q5_k_fifth_lanes(lanes::vi v, int bit) {
+    const lanes::vi m = bit <= 4 ? lanes::slli16(v, 4 - bit) : lanes::srli16(v, bit - 4);
+    return lanes::and_(m, lanes::bcast8(0x10));
+}
+
 #endif // TSR_CPU_AVX2
 
 } // namespace tessera::cpu

@@ -7,7 +7,7 @@
 // Chooses the path for a node (mul_mat_impl.hpp): Q8_0/Q4_0/Q5_0 weights
 // repacked by the CPU_REPACK buffer type (repack.hpp) always take
 // mul_mat_repack.cpp, repacked F16/BF16 weights matvec_f or gemm_f,
-// repacked Q4_K weights mul_mat_k_repack.cpp or gemm_k; else
+// repacked Q4_K/Q5_K/Q6_K weights mul_mat_k_repack.cpp or gemm_k; else
 // with AVX2/FMA/F16C the vector paths when dst is packed along m, else the
 // portable kernel (K-quants: mul_mat_k.cpp / gemm_k.cpp with AVX2, else
 // the portable kernel, all with the operations of vec_dot_k.hpp). The

@@ -1,5 +1,5 @@
-// backends/cpu/ops/mul_mat_k_repack.cpp — MUL_MAT with repacked Q4_K and
-// Q6_K weights (groups of G interleaved rows, one per int32 lane:
+// backends/cpu/ops/mul_mat_k_repack.cpp — MUL_MAT with repacked Q4_K, Q5_K
+// and Q6_K weights (groups of G interleaved rows, one per int32 lane:
 // repack.hpp) and N < k_gemm_min_n columns: token generation. (More columns: gemm_k.cpp,
 // which unpacks its panels from the same groups.)
 //
@@ -16,6 +16,8 @@
 //            with VNNI vpdpbusd into int32 per sub-block, then times sc_j
 //            (vpmulld); without, vpmaddubsw pair sums (at most 8 steps of
 //            2 * 15 * 127: no int16 overflow) then vpmaddwd by (sc_j, sc_j)
+//            (Q5_K: the fifth bits of the step's qh unit joined to the
+//            nibbles as bit 4, runs of 4 steps without VNNI)
 //   mins     msum = sum_j m_j * (block sum of sub-block j), as int16
 //            pairs (m_2i, m_2i+1) times the column's pairs (vpmaddwd)
 //   F32      acc = fma(d dx, isum, acc); acc = fma(-(dmin dx), msum, acc)
@@ -95,16 +97,20 @@ inline V::vi scaled(V::vi acc, V::vi sc) {
     }
 }
 
-// out[c][0..G) = the G rows of Q4_K group `grp` (n_super super-blocks) .
-// column c.
-template <int C>
+// out[c][0..G) = the G rows of Q4_K (Five: Q5_K) group `grp` (n_super
+// super-blocks) . column c.
+template <int C, bool Five>
 __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * grp, const column * x, int64_t n_super, float * const * out) {
+    constexpr size_t group_block = (Five ? 176 : 144) * G;
+    // Without VNNI, int16 pair sums over at most 8 steps of nibbles (8 * 2 *
+    // 15 * 127) or 4 of 5-bit quants (4 * 2 * 31 * 127) before widening.
+    constexpr int run = k_vnni ? 8 : Five ? 4 : 8;
     const V::vi nib = V::bcast8(0x0f), six = V::bcast8(0x3f), top = V::bcast8(0x30);
     V::vf acc[C];
     for (int c = 0; c < C; ++c) acc[c] = V::zerof();
     for (int64_t b = 0; b < n_super; ++b) {
-        const char * blk = grp + static_cast<size_t>(b) * k_group_block;
-        for (size_t off = 0; off < k_group_block; off += 64) _mm_prefetch(blk + k_prefetch + off, _MM_HINT_T0);
+        const char * blk = grp + static_cast<size_t>(b) * group_block;
+        for (size_t off = 0; off < group_block; off += 64) _mm_prefetch(blk + k_prefetch + off, _MM_HINT_T0);
         // sc[j * G + r], m[j * G + r]: the bit layout of unpack_q4_k_scales
         // on bytes 0..3 (A), 4..7 (B) and 8..11 (C8) of every row at once.
         alignas(64) uint8_t sc[8 * G], m[8 * G];
@@ -116,23 +122,34 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
 
         V::vi isum[C];
         for (int c = 0; c < C; ++c) isum[c] = V::zero();
-        const char * steps = blk + 16 * G;
+        const char * steps = blk + (Five ? 48 : 16) * G;
+        const char * qh = blk + 16 * G; // Q5_K: qh step s at qh + 4 G s
 #pragma GCC unroll 1
         for (int h = 0; h < 4; ++h) { // sub-blocks 2h (low nibbles) and 2h + 1 (high)
+            const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
             V::vi lo[C], hi[C];
             for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
 #pragma GCC unroll 8
-            for (int s = 0; s < 8; ++s) { // 8 steps: within step4's int16 bound for nibbles
+            for (int s = 0; s < 8; ++s) {
                 const V::vi w = V::loadu(steps + 4 * G * (8 * h + s));
-                const V::vi wl = V::and_(w, nib), wh = V::and_(V::srli16(w, 4), nib);
+                V::vi wl = V::and_(w, nib), wh = V::and_(V::srli16(w, 4), nib);
+                if constexpr (Five) {
+                    const V::vi hb = V::loadu(qh + 4 * G * s);
+                    wl = V::or_(wl, q5_k_fifth_lanes(hb, 2 * h));
+                    wh = V::or_(wh, q5_k_fifth_lanes(hb, 2 * h + 1));
+                }
                 for (int c = 0; c < C; ++c) {
                     const char * xq = reinterpret_cast<const char *>(x[c].q[b].qs) + 64 * h + 4 * s;
                     lo[c] = step4(lo[c], wl, xq);
                     hi[c] = step4(hi[c], wh, xq + 32);
                 }
+                if (s % run == run - 1) { // widen (exact integers: the same sums whatever the run)
+                    for (int c = 0; c < C; ++c) {
+                        isum[c] = V::add(isum[c], V::add(scaled(lo[c], sc_lo), scaled(hi[c], sc_hi)));
+                        lo[c] = hi[c] = V::zero();
+                    }
+                }
             }
-            const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
-            for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], V::add(scaled(lo[c], sc_lo), scaled(hi[c], sc_hi)));
         }
         // msum: int16 pairs (m_2i, m_2i+1) of every row against the column's pair words.
         V::vi mpair[4];
@@ -229,8 +246,8 @@ void group_dot_n(int cols, const char * grp, const column * x, int64_t n_super, 
     if constexpr (C > 1) {
         if (cols < C) return group_dot_n<T, C - 1>(cols, grp, x, n_super, out);
     }
-    if constexpr (T == TSR_TYPE_Q4_K) {
-        q4_k_group_dot<C>(grp, x, n_super, out);
+    if constexpr (T == TSR_TYPE_Q4_K || T == TSR_TYPE_Q5_K) {
+        q4_k_group_dot<C, T == TSR_TYPE_Q5_K>(grp, x, n_super, out);
     } else {
         q6_k_group_dot<C>(grp, x, n_super, out);
     }
@@ -238,7 +255,7 @@ void group_dot_n(int cols, const char * grp, const column * x, int64_t n_super, 
 
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
-    constexpr size_t bb = T == TSR_TYPE_Q4_K ? 144 : 210;
+    constexpr size_t bb = k_block_bytes(T);
     const int64_t n_super = d.K / k_qk_k;
     const size_t cbytes = col_bytes(n_super);
     char * cols = static_cast<char *>(p.wdata);
@@ -277,6 +294,7 @@ bool mul_mat_k_repack(const compute_params & p, const mm_dims & d) {
     if (d.N > k_cols) return false;
     switch (d.a->type) {
     case TSR_TYPE_Q4_K: run<TSR_TYPE_Q4_K>(p, d); return true;
+    case TSR_TYPE_Q5_K: run<TSR_TYPE_Q5_K>(p, d); return true;
     case TSR_TYPE_Q6_K: run<TSR_TYPE_Q6_K>(p, d); return true;
     default: return false;
     }

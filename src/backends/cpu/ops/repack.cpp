@@ -24,6 +24,7 @@ size_t block_bytes_of(int32_t type) {
     case TSR_TYPE_Q5_0: return 22;
     case TSR_TYPE_Q5_1: return 24;
     case TSR_TYPE_Q4_K: return 144;
+    case TSR_TYPE_Q5_K: return 176;
     case TSR_TYPE_Q6_K: return 210;
     default: return 0;
     }
@@ -31,6 +32,11 @@ size_t block_bytes_of(int32_t type) {
 
 bool is_float_layout(int32_t type) {
     return type == TSR_TYPE_F16 || type == TSR_TYPE_BF16;
+}
+
+// The K-quants stored interleaved: super-blocks of 256 elements.
+bool is_k_layout(int32_t type) {
+    return type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q5_K || type == TSR_TYPE_Q6_K;
 }
 
 // The float layout (2-byte elements, repack.hpp): copies `size` bytes from
@@ -88,6 +94,10 @@ block_unit unit_of(int32_t type, size_t i) {
         if (i < 4) return {i & ~size_t{1}, 2};    // d, dmin
         if (i < 16) return {i, 1};                // scale bytes
         return {16 + ((i - 16) & ~size_t{3}), 4}; // qs steps
+    case TSR_TYPE_Q5_K:
+        if (i < 4) return {i & ~size_t{1}, 2};    // d, dmin
+        if (i < 16) return {i, 1};                // scale bytes
+        return {16 + ((i - 16) & ~size_t{3}), 4}; // qh steps (16..47), then qs steps
     case TSR_TYPE_Q6_K:
         if (i < 192) return {i & ~size_t{3}, 4}; // ql and qh steps
         if (i < 208) return {i, 1};              // scales
@@ -113,8 +123,7 @@ template <bool Store>
 void transfer_blocks(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
     const size_t bb = block_bytes_of(t->type);
     const auto G = static_cast<size_t>(repack_group_rows(t->type));
-    const bool k_quant = t->type == TSR_TYPE_Q4_K || t->type == TSR_TYPE_Q6_K;
-    const size_t nblk = static_cast<size_t>(t->ne[0]) / (k_quant ? 256 : k_qk);
+    const size_t nblk = static_cast<size_t>(t->ne[0]) / (is_k_layout(t->type) ? 256 : k_qk);
     const size_t row_bytes = nblk * bb, group_block = G * bb, group_bytes = nblk * group_block;
     char * packed = static_cast<char *>(t->data);
     auto copy = [](char * at_packed, char * at_plain, size_t n) {
@@ -177,7 +186,7 @@ int64_t repack_group_rows(int32_t type) {
     if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q5_0 || type == TSR_TYPE_Q5_1 || type == TSR_TYPE_Q8_0) return k_repack_rows;
 #ifdef TSR_CPU_AVX2
     if (is_float_layout(type)) return k_repack_float_rows;
-    if (type == TSR_TYPE_Q4_K || type == TSR_TYPE_Q6_K) {
+    if (is_k_layout(type)) {
 #ifdef TSR_CPU_AVX512
         return 16; // one row per int32 lane (k_lanes.hpp)
 #else
@@ -199,8 +208,7 @@ bool repack_eligible(const tsr_tensor * t) {
     if (is_float_layout(t->type)) { // 2-byte elements, packed rows
         return t->nb[0] == 2 && t->nb[1] == 2 * static_cast<uint64_t>(t->ne[0]);
     }
-    const bool k_quant = t->type == TSR_TYPE_Q4_K || t->type == TSR_TYPE_Q6_K;
-    const size_t bb = block_bytes_of(t->type), qk = k_quant ? 256 : k_qk;
+    const size_t bb = block_bytes_of(t->type), qk = is_k_layout(t->type) ? 256 : k_qk;
     if (t->ne[0] % static_cast<int64_t>(qk) != 0) return false;
     return t->nb[0] == bb && t->nb[1] == bb * static_cast<uint64_t>(t->ne[0]) / qk;
 }

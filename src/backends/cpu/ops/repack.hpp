@@ -2,7 +2,7 @@
 // weight matrices kept by the CPU_REPACK buffer type
 // (cpu_repack_buffer.cpp): Q8_0/Q4_0/Q5_0/Q5_1 read by the MUL_MAT kernels of
 // mul_mat_repack.cpp, F16/BF16 by those of matvec_f.cpp and gemm_f.cpp,
-// Q4_K and Q6_K by mul_mat_k_repack.cpp and gemm_k.cpp.
+// Q4_K, Q5_K and Q6_K by mul_mat_k_repack.cpp and gemm_k.cpp.
 //
 // Quantized layout (this project's own design). A qualifying matrix (repack_eligible)
 // of M rows, K columns, nblk = K / 32 blocks per row of bb bytes (GGUF block
@@ -34,10 +34,10 @@
 // exactly the bytes of the original matrix and is the same for every
 // instruction-set variant.
 //
-// K-quant layouts, Q4_K and Q6_K (this project's own design; builds with
+// K-quant layouts, Q4_K, Q5_K and Q6_K (this project's own design; builds with
 // AVX2 only). The groups hold G = repack_group_rows(type) consecutive rows
 // (AVX-512 builds 16, so that a step is one 512-bit vector; else 8). A
-// group's super-block b (the rows' blocks of bb = 144 or 210 bytes,
+// group's super-block b (the rows' blocks of bb = 144, 176 or 210 bytes,
 // core/types.hpp) occupies the bb * G bytes at (g * n_super + b) * bb * G.
 // Each block is cut into units, and the unit starting at block byte u0, of
 // s bytes, of row r lies at G * u0 + s * r: the G rows' copies of a unit
@@ -52,6 +52,13 @@
 //        The low nibbles of step j are elements 64 (j / 8) + 4 (j % 8) +
 //        0..3 (sub-block 2 (j / 8)), the high nibbles those + 32
 //        (sub-block 2 (j / 8) + 1).
+//   Q5_K (F16 d, F16 dmin, 12 scale bytes, 32 qh bytes, 128 qs bytes):
+//        Q4_K's units for d, dmin and the scales; each 4 qh bytes a unit
+//        (qh step i = 0..7 at 16G + 4G i), each 4 qs bytes a unit (step
+//        j = 0..31 at 48G + 4G j, nibbles as in Q4_K). The fifth bits of
+//        step j are in qh step j % 8: bit 2 (j / 8) of each byte for its
+//        low nibbles, bit 2 (j / 8) + 1 for its high ones (qh[l] bit s
+//        belongs to element l of sub-block s, core/types.hpp).
 //   Q6_K (128 ql bytes, 64 qh bytes, 16 int8 scales, F16 d): each 4 ql or
 //        qh bytes a unit (ql step j = 0..31 at 4G j, qh step j = 0..15 at
 //        128G + 4G j), each scale a unit of 1 (scale k of all rows at
@@ -88,7 +95,7 @@
 
 namespace tessera::cpu {
 
-// Rows per interleaved group: Q8_0/Q4_0/Q5_0/Q5_1, F16/BF16. (Q4_K, Q6_K:
+// Rows per interleaved group: Q8_0/Q4_0/Q5_0/Q5_1, F16/BF16. (Q4_K, Q5_K, Q6_K:
 // repack_group_rows, 16 in AVX-512 builds and 8 in the other AVX2 ones:
 // the int32 lanes of their widest vector, k_lanes.hpp.)
 inline constexpr int64_t k_repack_rows = 8;
@@ -107,7 +114,7 @@ extern const char k_repack_tag;
 const void * repack_tag();
 
 // True for the types stored interleaved: Q4_0, Q5_0, Q5_1 and Q8_0, and F16, BF16,
-// Q4_K and Q6_K in builds with AVX2/F16C. (AVX-512 builds
+// Q4_K, Q5_K and Q6_K in builds with AVX2/F16C. (AVX-512 builds
 // kept Q8_0 plain until the interleaved layout got its 16-row AVX-512
 // GEMM kernel: interleaved, 1B Q8_0 token generation on 2 threads went
 // from 32.5 to 40.5 t/s, about 0.86 of the read bandwidth.)
