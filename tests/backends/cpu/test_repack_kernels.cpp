@@ -394,9 +394,9 @@ TEST(RepackMulMat, Q5_0ExtremeQuantsDoNotWrap) {
 // in AVX-512 builds, 8 in the other AVX2 builds; stored plainly without
 // AVX2) ----
 
-// Where the layout (repack.hpp) puts original byte i of a row's super-block:
-// offset inside the group's super-block, for row r of G.
-size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G) {
+// Where the layout (repack.hpp) puts original byte i of a row's super-block
+// b: offset inside the group's super-block, for row r of G.
+size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G, size_t b) {
     if (type == TSR_TYPE_Q4_K) {
         if (i < 2) return 2 * r + i;                                 // d
         if (i < 4) return 2 * G + 2 * r + (i - 2);                   // dmin
@@ -404,14 +404,25 @@ size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G) {
         return 16 * G + 4 * G * ((i - 16) / 4) + 4 * r + (i - 16) % 4; // qs steps
     }
     if (type == TSR_TYPE_Q5_K) {
-        if (i < 16) return k_layout_at(TSR_TYPE_Q4_K, i, r, G);          // d, dmin, scales as in Q4_K
+        if (i < 16) return k_layout_at(TSR_TYPE_Q4_K, i, r, G, b);       // d, dmin, scales as in Q4_K
         if (i < 48) return 16 * G + 4 * G * ((i - 16) / 4) + 4 * r + i % 4; // qh steps
         return 48 * G + 4 * G * ((i - 48) / 4) + 4 * r + i % 4;           // qs steps
     }
-    if (i < 128) return 4 * G * (i / 4) + 4 * r + i % 4;                 // ql steps
-    if (i < 192) return 128 * G + 4 * G * ((i - 128) / 4) + 4 * r + i % 4; // qh steps
-    if (i < 208) return 192 * G + G * (i - 192) + r;                     // scales
-    return 208 * G + 2 * r + (i - 208);                                  // d
+    // Q6_K: two halves of 104 G bytes (ql step 16h + s and qh step 8h + s
+    // side by side for s = 0..7, then ql steps 16h + 8..15, then scales
+    // 8h..8h + 7); d after them in even super-blocks, before them in odd.
+    const size_t odd = b % 2, body = odd ? 2 * G : 0;
+    if (i >= 208) return (odd ? 0 : 208 * G) + 2 * r + (i - 208); // d
+    if (i < 128) {                                                // ql step j
+        const size_t j = i / 4, h = j / 16, s = j % 16;
+        return body + G * (104 * h + (s < 8 ? 8 * s : 64 + 4 * (s - 8))) + 4 * r + i % 4;
+    }
+    if (i < 192) { // qh step q
+        const size_t q = (i - 128) / 4;
+        return body + G * (104 * (q / 8) + 8 * (q % 8) + 4) + 4 * r + i % 4;
+    }
+    const size_t k = i - 192; // scale k
+    return body + G * (104 * (k / 8) + 96 + k % 8) + r;
 }
 
 size_t k_block_bytes(int32_t type) {
@@ -425,7 +436,7 @@ TEST_P(RepackLayoutK, BytesLandWhereTheLayoutSays) {
     const auto G = static_cast<size_t>(repack_group_rows(type));
     if (G == 0) GTEST_SKIP() << type_name(type) << " is stored plainly in this build";
     context ctx(data_ctx());
-    const size_t K = 512, M = 2 * G, n_super = K / 256, bb = k_block_bytes(type);
+    const size_t K = 768, M = 2 * G, n_super = K / 256, bb = k_block_bytes(type); // even and odd super-blocks
     tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {static_cast<int64_t>(K), static_cast<int64_t>(M)});
     ASSERT_TRUE(repack_eligible(t));
     const size_t n = nbytes(t);
@@ -439,9 +450,25 @@ TEST_P(RepackLayoutK, BytesLandWhereTheLayoutSays) {
         for (size_t b = 0; b < n_super; ++b) {
             const size_t base = (row / G * n_super + b) * bb * G;
             for (size_t i = 0; i < bb; ++i) {
-                ASSERT_EQ(packed[base + k_layout_at(type, i, row % G, G)], orig[row * n_super * bb + b * bb + i])
+                ASSERT_EQ(packed[base + k_layout_at(type, i, row % G, G, b)], orig[row * n_super * bb + b * bb + i])
                     << "row " << row << " block " << b << " byte " << i;
             }
+        }
+    }
+}
+
+// Every 4-byte quant unit (the kernels' step loads of 4G bytes) starts at
+// a multiple of 4G from its group, in odd super-blocks too: aligned loads
+// when the group is (Q6_K's 210-byte blocks make odd ones start 2G off).
+TEST_P(RepackLayoutK, StepLoadsAreAligned) {
+    const int32_t type = GetParam();
+    const auto G = static_cast<size_t>(repack_group_rows(type));
+    if (G == 0) GTEST_SKIP() << type_name(type) << " is stored plainly in this build";
+    const size_t bb = k_block_bytes(type), first = type == TSR_TYPE_Q4_K ? 16 : type == TSR_TYPE_Q5_K ? 16 : 0,
+                 last = type == TSR_TYPE_Q6_K ? 192 : bb;
+    for (size_t b = 0; b < 3; ++b) {
+        for (size_t i = first; i < last; i += 4) {
+            EXPECT_EQ((b * bb * G + k_layout_at(type, i, 0, G, b)) % (4 * G), 0u) << "block " << b << " byte " << i;
         }
     }
 }

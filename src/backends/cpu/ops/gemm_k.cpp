@@ -203,9 +203,10 @@ inline float scalar_f32(const char * p) {
 // The panel of a repacked K-quant matrix's group m0 / k_p (repack.hpp: its
 // groups are lanes::n = k_p rows): the same bytes pack_panel makes of
 // those rows. Q4_K: a step's low nibbles are panel step 16 (j / 8) + j % 8,
-// its high nibbles that + 8 (Q5_K: with the fifth bits of qh step j % 8). Q6_K: panel step 32 h + 8 qq + s (elements
-// 128 h + 32 qq + 4 s ..) from ql step 16 h + 8 (qq % 2) + s and qh step
-// 8 h + s, as in mul_mat_k_repack.cpp.
+// its high nibbles that + 8 (Q5_K: with the fifth bits of qh step j % 8).
+// Q6_K: panel step 32 h + 8 qq + s (elements 128 h + 32 qq + 4 s ..) from
+// ql step 16 h + 8 (qq % 2) + s and qh step 8 h + s (q6_k_group_block),
+// as in mul_mat_k_repack.cpp.
 static_assert(k_p == lanes::n, "a repacked K-quant group is one panel");
 template <int32_t T>
 void pack_panel_repacked(const char * a, int64_t m0, int64_t n_super, uint8_t * panel) {
@@ -236,10 +237,11 @@ void pack_panel_repacked(const char * a, int64_t m0, int64_t n_super, uint8_t * 
                 put_q4_k_row(scales, read_u16(blk + 2 * r), read_u16(blk + 2 * G + 2 * r), pb, r);
             }
         } else {
+            const q6_k_group_block B(grp, b);
             for (int h = 0; h < 2; ++h) {
                 for (int s = 0; s < 8; ++s) {
-                    const V::vi l0 = V::loadu(blk + 4 * G * (16 * h + s)), l1 = V::loadu(blk + 4 * G * (16 * h + 8 + s));
-                    const V::vi hb = V::loadu(blk + 128 * G + 4 * G * (8 * h + s));
+                    const V::vi l0 = V::loadu(B.ql(16 * h + s)), l1 = V::loadu(B.ql(16 * h + 8 + s));
+                    const V::vi hb = V::loadu(B.qh(8 * h + s));
                     put_step(32 * h + s, V::or_(V::and_(l0, m4), V::and_(V::slli16(hb, 4), m2)));
                     put_step(32 * h + 8 + s, V::or_(V::and_(l1, m4), V::and_(V::slli16(hb, 2), m2)));
                     put_step(32 * h + 16 + s, V::or_(V::and_(V::srli16(l0, 4), m4), V::and_(hb, m2)));
@@ -248,8 +250,8 @@ void pack_panel_repacked(const char * a, int64_t m0, int64_t n_super, uint8_t * 
             }
             for (int r = 0; r < k_p; ++r) {
                 int8_t scales[16];
-                for (size_t k = 0; k < 16; ++k) scales[k] = static_cast<int8_t>(blk[192 * G + G * k + static_cast<size_t>(r)]);
-                put_q6_k_row(scales, read_u16(blk + 208 * G + 2 * r), pb, r);
+                for (int k = 0; k < 16; ++k) scales[k] = static_cast<int8_t>(B.scale(k)[r]);
+                put_q6_k_row(scales, read_u16(B.d() + 2 * r), pb, r);
             }
         }
     }

@@ -123,6 +123,29 @@ struct lanes {
 };
 #endif
 
+// The units of super-block b of a repacked Q6_K group of lanes::n rows
+// (repack.hpp: the body in first-read order, d after it in even and
+// before it in odd super-blocks): the address of each unit's G copies.
+struct q6_k_group_block {
+    static constexpr size_t G = lanes::n;
+    const char * blk;  // the group's super-block b
+    const char * body; // its ql/qh/scale units
+    bool odd;
+    q6_k_group_block(const char * group, int64_t b)
+        : blk(group + static_cast<size_t>(b) * 210 * G), body(blk + (b % 2 != 0 ? 2 * G : 0)), odd(b % 2 != 0) {}
+    // ql step j = 0..31 (bytes 4j..4j+3 of each row's ql)
+    const char * ql(int j) const {
+        const int h = j / 16, jj = j % 16;
+        return body + G * static_cast<size_t>(104 * h + (jj < 8 ? 8 * jj : 64 + 4 * (jj - 8)));
+    }
+    // qh step i = 0..15
+    const char * qh(int i) const { return body + G * static_cast<size_t>(104 * (i / 8) + 8 * (i % 8) + 4); }
+    // scale k = 0..15 (one byte per row)
+    const char * scale(int k) const { return body + G * static_cast<size_t>(104 * (k / 8) + 96 + k % 8); }
+    // the rows' F16 d
+    const char * d() const { return odd ? blk : blk + 208 * G; }
+};
+
 // Bit `bit` (0..7) of every byte of v moved to bit 4, the rest zero: the
 // Q5_K fifth bits of one nibble half of a repacked step (repack.hpp: qh[l]
 // bit j is the fifth bit of element l of sub-block j). 16-bit shifts by

@@ -69,6 +69,17 @@ column quantize_column(const float * x, int64_t n_super, char * mem) {
     return {q, pairs};
 }
 
+// Software prefetch of part i of n of a group's super-block (`bytes`
+// long, at blk), k_prefetch bytes ahead: each kernel spreads a block's
+// lines over its loop instead of issuing them in one burst at the start
+// (Zen 4, 2048 x 5632 streamed: Q4_K 1 thread 14.9 -> 18.6 GB/s, 2 threads
+// 23.9 -> 34.4; medians of 4 interleaved runs).
+inline void prefetch_part(const char * blk, size_t bytes, int i, int n) {
+    const size_t lines = (bytes + 63) / 64;
+    const size_t l0 = lines * static_cast<size_t>(i) / static_cast<size_t>(n), l1 = lines * static_cast<size_t>(i + 1) / static_cast<size_t>(n);
+    for (size_t l = l0; l < l1; ++l) _mm_prefetch(blk + k_prefetch + 64 * l, _MM_HINT_T0);
+}
+
 // Per lane, the int16 pair (a, b) of two int32 lanes holding int16 values.
 inline V::vi pairs16(V::vi a, V::vi b) {
     return V::or_(V::and_(a, V::bcast(0xffff)), V::slli32(b, 16));
@@ -110,7 +121,6 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
     for (int c = 0; c < C; ++c) acc[c] = V::zerof();
     for (int64_t b = 0; b < n_super; ++b) {
         const char * blk = grp + static_cast<size_t>(b) * group_block;
-        for (size_t off = 0; off < group_block; off += 64) _mm_prefetch(blk + k_prefetch + off, _MM_HINT_T0);
         // sc[j * G + r], m[j * G + r]: the bit layout of unpack_q4_k_scales
         // on bytes 0..3 (A), 4..7 (B) and 8..11 (C8) of every row at once.
         alignas(64) uint8_t sc[8 * G], m[8 * G];
@@ -126,6 +136,7 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
         const char * qh = blk + 16 * G; // Q5_K: qh step s at qh + 4 G s
 #pragma GCC unroll 1
         for (int h = 0; h < 4; ++h) { // sub-blocks 2h (low nibbles) and 2h + 1 (high)
+            prefetch_part(blk, group_block, h, 4);
             const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
             V::vi lo[C], hi[C];
             for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
@@ -167,7 +178,8 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
     for (int c = 0; c < C; ++c) V::storeuf(out[c], acc[c]);
 }
 
-// The same for a Q6_K group: quarter qq (0..3) of half h holds elements
+// The same for a Q6_K group (its units in first-read order,
+// q6_k_group_block): quarter qq (0..3) of half h holds elements
 // 128 h + 32 qq + 0..31; its step s (0..7) is built from ql step
 // 16 h + 8 (qq % 2) + s (low nibbles for qq < 2, high ones else) and
 // qh step 8 h + s (bits 2 qq, 2 qq + 1), and belongs to sub-block
@@ -182,18 +194,18 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
     V::vf acc[C];
     for (int c = 0; c < C; ++c) acc[c] = V::zerof();
     for (int64_t b = 0; b < n_super; ++b) {
-        const char * blk = grp + static_cast<size_t>(b) * 210 * G;
-        for (size_t off = 0; off < 210 * G; off += 64) _mm_prefetch(blk + k_prefetch + off, _MM_HINT_T0);
-        const char * ql = blk, * qh = blk + 128 * G, * scales = blk + 192 * G;
+        const q6_k_group_block B(grp, b);
+        const char * blk = B.blk;
         V::vi isum[C];
         for (int c = 0; c < C; ++c) isum[c] = V::zero();
 #pragma GCC unroll 1
         for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
             for (int qq = 0; qq < 4; ++qq) {
+                prefetch_part(blk, 210 * G, 4 * h + qq, 8);
                 auto quants = [&](int s) {
-                    const V::vi l = V::loadu(ql + 4 * G * (16 * h + 8 * (qq % 2) + s));
-                    const V::vi hb = V::loadu(qh + 4 * G * (8 * h + s));
+                    const V::vi l = V::loadu(B.ql(16 * h + 8 * (qq % 2) + s));
+                    const V::vi hb = V::loadu(B.qh(8 * h + s));
                     const V::vi lo = qq < 2 ? V::and_(l, m4) : V::and_(V::srli16(l, 4), m4);
                     V::vi hi;
                     if (qq == 0) hi = V::slli16(hb, 4);
@@ -203,7 +215,7 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
                     return V::or_(lo, V::and_(hi, m2));
                 };
                 for (int t = 0; t < 2; ++t) { // sub-block 8h + 2qq + t: steps 4t .. 4t + 3
-                    const V::vi scj = V::i8_to_i32(scales + static_cast<size_t>(8 * h + 2 * qq + t) * G);
+                    const V::vi scj = V::i8_to_i32(B.scale(8 * h + 2 * qq + t));
                     V::vi dot[C];
                     for (int c = 0; c < C; ++c) dot[c] = V::zero();
                     for (int s = 4 * t; s < 4 * t + 4; ++s) {
@@ -227,9 +239,9 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
         // minus 32 sum_j sc_j bsum_j: int16 pairs (sc_2i, sc_2i+1) of every row
         V::vi spair[8];
         for (int i = 0; i < 8; ++i) {
-            spair[i] = pairs16(V::i8_to_i32(scales + static_cast<size_t>(2 * i) * G), V::i8_to_i32(scales + static_cast<size_t>(2 * i + 1) * G));
+            spair[i] = pairs16(V::i8_to_i32(B.scale(2 * i)), V::i8_to_i32(B.scale(2 * i + 1)));
         }
-        const V::vf d = V::load_f16(blk + 208 * G);
+        const V::vf d = V::load_f16(B.d());
         for (int c = 0; c < C; ++c) {
             const int32_t * pw = x[c].pairs + 8 * b;
             V::vi off = V::madd16(spair[0], V::bcast(pw[0]));

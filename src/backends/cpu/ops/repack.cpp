@@ -116,6 +116,29 @@ block_unit unit_of(int32_t type, size_t i) {
     }
 }
 
+// Where unit u0 of super-block b goes inside its group's super-block, in
+// units of G bytes (the unit of row r at G * unit_pos + size * r): u0
+// itself, except for Q6_K, whose units are in the order its kernels first
+// read them, with d last in even super-blocks and first in odd ones
+// (repack.hpp).
+size_t unit_pos(int32_t type, size_t u0, size_t b) {
+    if (type != TSR_TYPE_Q6_K) return u0;
+    const size_t odd = b % 2;
+    if (u0 >= 208) return odd ? 0 : 208; // d
+    size_t pos = 0;
+    if (u0 < 128) { // ql step j: half j / 16; steps 0..7 of a half pair with qh, 8..15 follow
+        const size_t j = u0 / 4, h = j / 16, jj = j % 16;
+        pos = 104 * h + (jj < 8 ? 8 * jj : 64 + 4 * (jj - 8));
+    } else if (u0 < 192) { // qh step i: after ql step 16 (i / 8) + i % 8
+        const size_t i = (u0 - 128) / 4;
+        pos = 104 * (i / 8) + 8 * (i % 8) + 4;
+    } else { // scale k
+        const size_t k = u0 - 192;
+        pos = 104 * (k / 8) + 96 + k % 8;
+    }
+    return pos + 2 * odd;
+}
+
 // Copies between the original image (plain, offset-relative) and the
 // interleaved data of a quantized matrix, `size` bytes from original byte
 // `offset`, unit by unit; whole groups take a loop without divisions.
@@ -144,7 +167,7 @@ void transfer_blocks(const tsr_tensor * t, char * plain, size_t offset, size_t s
                     char * orig = plain + done + r * row_bytes + bk * bb;
                     for (size_t u = 0; u < bb;) {
                         const block_unit k = unit_of(t->type, u);
-                        copy(blk + G * k.u0 + k.size * r, orig + u, k.size);
+                        copy(blk + G * unit_pos(t->type, k.u0, bk) + k.size * r, orig + u, k.size);
                         u += k.size;
                     }
                 }
@@ -156,7 +179,7 @@ void transfer_blocks(const tsr_tensor * t, char * plain, size_t offset, size_t s
         const block_unit k = unit_of(t->type, i);
         char * blk = packed + (row / G * nblk + b) * group_block;
         const size_t n = std::min(k.u0 + k.size - i, size - done);
-        copy(blk + G * k.u0 + k.size * (row % G) + (i - k.u0), plain + done, n);
+        copy(blk + G * unit_pos(t->type, k.u0, b) + k.size * (row % G) + (i - k.u0), plain + done, n);
         done += n;
         i += n;
         if (i == bb) {
