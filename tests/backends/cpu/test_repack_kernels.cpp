@@ -408,18 +408,18 @@ size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G, size_t b) {
         if (i < 48) return 16 * G + 4 * G * ((i - 16) / 4) + 4 * r + i % 4; // qh steps
         return 48 * G + 4 * G * ((i - 48) / 4) + 4 * r + i % 4;           // qs steps
     }
-    // Q6_K: two halves of 104 G bytes (ql step 16h + s and qh step 8h + s
-    // side by side for s = 0..7, then ql steps 16h + 8..15, then scales
-    // 8h..8h + 7); d after them in even super-blocks, before them in odd.
+    // Q6_K: two halves of 104 G bytes (for s = 0..7 the triple ql step
+    // 16h + s, qh step 8h + s, ql step 16h + 8 + s; then scales 8h..8h + 7);
+    // d after them in even super-blocks, before them in odd.
     const size_t odd = b % 2, body = odd ? 2 * G : 0;
     if (i >= 208) return (odd ? 0 : 208 * G) + 2 * r + (i - 208); // d
     if (i < 128) {                                                // ql step j
         const size_t j = i / 4, h = j / 16, s = j % 16;
-        return body + G * (104 * h + (s < 8 ? 8 * s : 64 + 4 * (s - 8))) + 4 * r + i % 4;
+        return body + G * (104 * h + 12 * (s % 8) + (s < 8 ? 0 : 8)) + 4 * r + i % 4;
     }
     if (i < 192) { // qh step q
         const size_t q = (i - 128) / 4;
-        return body + G * (104 * (q / 8) + 8 * (q % 8) + 4) + 4 * r + i % 4;
+        return body + G * (104 * (q / 8) + 12 * (q % 8) + 4) + 4 * r + i % 4;
     }
     const size_t k = i - 192; // scale k
     return body + G * (104 * (k / 8) + 96 + k % 8) + r;

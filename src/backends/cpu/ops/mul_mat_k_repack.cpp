@@ -200,38 +200,41 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
         for (int c = 0; c < C; ++c) isum[c] = V::zero();
 #pragma GCC unroll 1
         for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 4
+            // Step s (0..7) of the four quarters at once: ql steps 16h + s
+            // (quarters 0, 2: low and high nibbles) and 16h + 8 + s
+            // (quarters 1, 3) and qh step 8h + s (bits 2qq, 2qq + 1) are
+            // loaded once. Quarter qq's step s belongs to sub-block
+            // 8h + 2qq + s / 4, whose dot is dot[qq][c].
+            V::vi dot[4][C];
             for (int qq = 0; qq < 4; ++qq) {
-                prefetch_part(blk, 210 * G, 4 * h + qq, 8);
-                auto quants = [&](int s) {
-                    const V::vi l = V::loadu(B.ql(16 * h + 8 * (qq % 2) + s));
-                    const V::vi hb = V::loadu(B.qh(8 * h + s));
-                    const V::vi lo = qq < 2 ? V::and_(l, m4) : V::and_(V::srli16(l, 4), m4);
-                    V::vi hi;
-                    if (qq == 0) hi = V::slli16(hb, 4);
-                    else if (qq == 1) hi = V::slli16(hb, 2);
-                    else if (qq == 2) hi = hb;
-                    else hi = V::srli16(hb, 2);
-                    return V::or_(lo, V::and_(hi, m2));
+                for (int c = 0; c < C; ++c) dot[qq][c] = V::zero();
+            }
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; ++s) {
+                if (s % 2 == 0) prefetch_part(blk, 210 * G, 4 * h + s / 2, 8);
+                const V::vi l0 = V::loadu(B.ql(16 * h + s)), l1 = V::loadu(B.ql(16 * h + 8 + s));
+                const V::vi hb = V::loadu(B.qh(8 * h + s));
+                const V::vi w[4] = {
+                    V::or_(V::and_(l0, m4), V::and_(V::slli16(hb, 4), m2)),
+                    V::or_(V::and_(l1, m4), V::and_(V::slli16(hb, 2), m2)),
+                    V::or_(V::and_(V::srli16(l0, 4), m4), V::and_(hb, m2)),
+                    V::or_(V::and_(V::srli16(l1, 4), m4), V::and_(V::srli16(hb, 2), m2)),
                 };
-                for (int t = 0; t < 2; ++t) { // sub-block 8h + 2qq + t: steps 4t .. 4t + 3
-                    const V::vi scj = V::i8_to_i32(B.scale(8 * h + 2 * qq + t));
-                    V::vi dot[C];
-                    for (int c = 0; c < C; ++c) dot[c] = V::zero();
-                    for (int s = 4 * t; s < 4 * t + 4; ++s) {
-                        const V::vi w = quants(s);
-                        for (int c = 0; c < C; ++c) {
-                            dot[c] = step4(dot[c], w, reinterpret_cast<const char *>(x[c].q[b].qs) + 128 * h + 32 * qq + 4 * s);
-                        }
-                        if (!k_vnni && s % 2 == 1) { // int16 sums: at most 2 steps of 6-bit quants
-                            for (int c = 0; c < C; ++c) {
-                                isum[c] = V::add(isum[c], scaled(dot[c], scj));
-                                dot[c] = V::zero();
-                            }
-                        }
+                for (int qq = 0; qq < 4; ++qq) {
+                    for (int c = 0; c < C; ++c) {
+                        dot[qq][c] = step4(dot[qq][c], w[qq], reinterpret_cast<const char *>(x[c].q[b].qs) + 128 * h + 32 * qq + 4 * s);
                     }
-                    if (k_vnni) {
-                        for (int c = 0; c < C; ++c) isum[c] = V::add(isum[c], scaled(dot[c], scj));
+                }
+                // Fold into isum at the end of a sub-block (s = 3, 7), and
+                // without VNNI every 2 steps (int16 sums of 6-bit quants:
+                // 2 * 2 * 63 * 127 < 2^15).
+                if (s % 4 == 3 || (!k_vnni && s % 2 == 1)) {
+                    for (int qq = 0; qq < 4; ++qq) {
+                        const V::vi scj = V::i8_to_i32(B.scale(8 * h + 2 * qq + s / 4));
+                        for (int c = 0; c < C; ++c) {
+                            isum[c] = V::add(isum[c], scaled(dot[qq][c], scj));
+                            dot[qq][c] = V::zero();
+                        }
                     }
                 }
             }

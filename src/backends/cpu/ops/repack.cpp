@@ -126,12 +126,12 @@ size_t unit_pos(int32_t type, size_t u0, size_t b) {
     const size_t odd = b % 2;
     if (u0 >= 208) return odd ? 0 : 208; // d
     size_t pos = 0;
-    if (u0 < 128) { // ql step j: half j / 16; steps 0..7 of a half pair with qh, 8..15 follow
+    if (u0 < 128) { // ql step j: half j / 16; triple s = j % 8 of the half
         const size_t j = u0 / 4, h = j / 16, jj = j % 16;
-        pos = 104 * h + (jj < 8 ? 8 * jj : 64 + 4 * (jj - 8));
-    } else if (u0 < 192) { // qh step i: after ql step 16 (i / 8) + i % 8
+        pos = 104 * h + 12 * (jj % 8) + (jj < 8 ? 0 : 8);
+    } else if (u0 < 192) { // qh step i: the middle of triple i % 8 of half i / 8
         const size_t i = (u0 - 128) / 4;
-        pos = 104 * (i / 8) + 8 * (i % 8) + 4;
+        pos = 104 * (i / 8) + 12 * (i % 8) + 4;
     } else { // scale k
         const size_t k = u0 - 192;
         pos = 104 * (k / 8) + 96 + k % 8;

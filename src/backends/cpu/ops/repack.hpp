@@ -64,17 +64,21 @@
 //        in the order the kernels first read them rather than where their
 //        section of the block is. The super-block's body (208G bytes) is
 //        two halves h = 0, 1 of 104G bytes, at 104G h:
-//          [8G s, +4G)      ql step 16 h + s        (s = 0..7)
-//          [8G s + 4G, +4G) qh step 8 h + s
-//          [64G + 4G s, +4G) ql step 16 h + 8 + s
-//          [96G + G k, +G)  scale 8 h + k           (k = 0..7)
+//          [12G s, +4G)      ql step 16 h + s        (s = 0..7)
+//          [12G s + 4G, +4G) qh step 8 h + s
+//          [12G s + 8G, +4G) ql step 16 h + 8 + s
+//          [96G + G k, +G)   scale 8 h + k           (k = 0..7)
 //        and d (2G bytes) follows the body in even super-blocks (at 208G)
 //        and precedes it in odd ones (at 0, the body at 2G). So the kernels
 //        stream each block front to back, and every 64-byte (AVX-512) or
 //        32-byte (AVX2) step load is aligned: 210G is an odd multiple of
 //        half that size. (With the plain section order, the ql/qh/scale
 //        jumps and the split loads of every odd block held 4096 x 4096
-//        streamed at 7-9 GB/s on Zen 4, against 14-21 in this order.)
+//        streamed at 7-9 GB/s on Zen 4, 1 thread, where the plain rows
+//        ran at 16-18. The kernel reads step s of all four quarters of a
+//        half at once, from the three units of triple s: 21.5-23 GB/s.
+//        The same kernel over two streams inside a half, ql/qh pairs then
+//        the other ql steps: 8-9 GB/s.)
 // Like the layouts above they take exactly the matrix's bytes; the
 // one-token kernels (mul_mat_k_repack.cpp) stream a group once, its G rows
 // in the int32 lanes of one vector, and gemm_k.cpp unpacks its panels from
