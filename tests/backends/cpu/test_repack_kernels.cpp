@@ -408,21 +408,21 @@ size_t k_layout_at(int32_t type, size_t i, size_t r, size_t G, size_t b) {
         if (i < 48) return 16 * G + 4 * G * ((i - 16) / 4) + 4 * r + i % 4; // qh steps
         return 48 * G + 4 * G * ((i - 48) / 4) + 4 * r + i % 4;           // qs steps
     }
-    // Q6_K: two halves of 104 G bytes (for s = 0..7 the triple ql step
-    // 16h + s, qh step 8h + s, ql step 16h + 8 + s; then scales 8h..8h + 7);
-    // d after them in even super-blocks, before them in odd.
+    // Q6_K: two halves of 104 G bytes (scales 8h..8h + 7, then for s = 0..7
+    // the triple ql step 16h + s, qh step 8h + s, ql step 16h + 8 + s); d
+    // after them in even super-blocks, before them in odd.
     const size_t odd = b % 2, body = odd ? 2 * G : 0;
     if (i >= 208) return (odd ? 0 : 208 * G) + 2 * r + (i - 208); // d
     if (i < 128) {                                                // ql step j
         const size_t j = i / 4, h = j / 16, s = j % 16;
-        return body + G * (104 * h + 12 * (s % 8) + (s < 8 ? 0 : 8)) + 4 * r + i % 4;
+        return body + G * (104 * h + 8 + 12 * (s % 8) + (s < 8 ? 0 : 8)) + 4 * r + i % 4;
     }
     if (i < 192) { // qh step q
         const size_t q = (i - 128) / 4;
-        return body + G * (104 * (q / 8) + 12 * (q % 8) + 4) + 4 * r + i % 4;
+        return body + G * (104 * (q / 8) + 8 + 12 * (q % 8) + 4) + 4 * r + i % 4;
     }
     const size_t k = i - 192; // scale k
-    return body + G * (104 * (k / 8) + 96 + k % 8) + r;
+    return body + G * (104 * (k / 8) + k % 8) + r;
 }
 
 size_t k_block_bytes(int32_t type) {
@@ -481,7 +481,12 @@ TEST_P(RepackLayoutK, Eligibility) {
     EXPECT_TRUE(G == 0 || G == 8 || G == 16) << G;
     EXPECT_EQ(repack_type_supported(type), G != 0);
     EXPECT_EQ(G, repack_type_supported(TSR_TYPE_F16) ? G : 0); // both need AVX2/F16C
-    EXPECT_EQ(G, repack_group_rows(TSR_TYPE_Q4_K));            // one group size for the K-quants
+    // One group size for the K-quants; Q6_K only in AVX-512 builds (16 rows).
+    if (type == TSR_TYPE_Q6_K) {
+        EXPECT_EQ(G, repack_group_rows(TSR_TYPE_Q4_K) == 16 ? 16 : 0);
+    } else {
+        EXPECT_EQ(G, repack_group_rows(TSR_TYPE_Q4_K));
+    }
     if (G == 0) GTEST_SKIP() << type_name(type) << " is stored plainly in this build";
     EXPECT_TRUE(repack_eligible(ctx.new_tensor(ty, {256, G})));
     EXPECT_TRUE(repack_eligible(ctx.new_tensor(ty, {2048, 3 * G})));

@@ -136,12 +136,12 @@ struct q6_k_group_block {
     // ql step j = 0..31 (bytes 4j..4j+3 of each row's ql)
     const char * ql(int j) const {
         const int h = j / 16, jj = j % 16;
-        return body + G * static_cast<size_t>(104 * h + 12 * (jj % 8) + (jj < 8 ? 0 : 8));
+        return body + G * static_cast<size_t>(104 * h + 8 + 12 * (jj % 8) + (jj < 8 ? 0 : 8));
     }
     // qh step i = 0..15
-    const char * qh(int i) const { return body + G * static_cast<size_t>(104 * (i / 8) + 12 * (i % 8) + 4); }
+    const char * qh(int i) const { return body + G * static_cast<size_t>(104 * (i / 8) + 8 + 12 * (i % 8) + 4); }
     // scale k = 0..15 (one byte per row)
-    const char * scale(int k) const { return body + G * static_cast<size_t>(104 * (k / 8) + 96 + k % 8); }
+    const char * scale(int k) const { return body + G * static_cast<size_t>(104 * (k / 8) + k % 8); }
     // the rows' F16 d
     const char * d() const { return odd ? blk : blk + 208 * G; }
 };

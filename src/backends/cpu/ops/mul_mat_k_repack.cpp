@@ -209,9 +209,13 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
             for (int qq = 0; qq < 4; ++qq) {
                 for (int c = 0; c < C; ++c) dot[qq][c] = V::zero();
             }
+            V::vi scj[4]; // the scales of the quarters' current sub-blocks
 #pragma GCC unroll 8
             for (int s = 0; s < 8; ++s) {
                 if (s % 2 == 0) prefetch_part(blk, 210 * G, 4 * h + s / 2, 8);
+                if (s % 4 == 0) { // the half's scales come first in the stream
+                    for (int qq = 0; qq < 4; ++qq) scj[qq] = V::i8_to_i32(B.scale(8 * h + 2 * qq + s / 4));
+                }
                 const V::vi l0 = V::loadu(B.ql(16 * h + s)), l1 = V::loadu(B.ql(16 * h + 8 + s));
                 const V::vi hb = V::loadu(B.qh(8 * h + s));
                 const V::vi w[4] = {
@@ -230,9 +234,8 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
                 // 2 * 2 * 63 * 127 < 2^15).
                 if (s % 4 == 3 || (!k_vnni && s % 2 == 1)) {
                     for (int qq = 0; qq < 4; ++qq) {
-                        const V::vi scj = V::i8_to_i32(B.scale(8 * h + 2 * qq + s / 4));
                         for (int c = 0; c < C; ++c) {
-                            isum[c] = V::add(isum[c], scaled(dot[qq][c], scj));
+                            isum[c] = V::add(isum[c], scaled(dot[qq][c], scj[qq]));
                             dot[qq][c] = V::zero();
                         }
                     }

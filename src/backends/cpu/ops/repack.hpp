@@ -34,9 +34,10 @@
 // exactly the bytes of the original matrix and is the same for every
 // instruction-set variant.
 //
-// K-quant layouts, Q4_K, Q5_K and Q6_K (this project's own design; builds with
-// AVX2 only). The groups hold G = repack_group_rows(type) consecutive rows
-// (AVX-512 builds 16, so that a step is one 512-bit vector; else 8). A
+// K-quant layouts, Q4_K, Q5_K and Q6_K (this project's own design; builds
+// with AVX2, Q6_K only with AVX-512: see repack_group_rows). The groups
+// hold G = repack_group_rows(type) consecutive rows (AVX-512 builds 16, so
+// that a step is one 512-bit vector; else 8). A
 // group's super-block b (the rows' blocks of bb = 144, 176 or 210 bytes,
 // core/types.hpp) occupies the bb * G bytes at (g * n_super + b) * bb * G.
 // Each block is cut into units, and the unit starting at block byte u0, of
@@ -64,10 +65,10 @@
 //        in the order the kernels first read them rather than where their
 //        section of the block is. The super-block's body (208G bytes) is
 //        two halves h = 0, 1 of 104G bytes, at 104G h:
-//          [12G s, +4G)      ql step 16 h + s        (s = 0..7)
-//          [12G s + 4G, +4G) qh step 8 h + s
-//          [12G s + 8G, +4G) ql step 16 h + 8 + s
-//          [96G + G k, +G)   scale 8 h + k           (k = 0..7)
+//          [G k, +G)              scale 8 h + k           (k = 0..7)
+//          [8G + 12G s, +4G)      ql step 16 h + s        (s = 0..7)
+//          [8G + 12G s + 4G, +4G) qh step 8 h + s
+//          [8G + 12G s + 8G, +4G) ql step 16 h + 8 + s
 //        and d (2G bytes) follows the body in even super-blocks (at 208G)
 //        and precedes it in odd ones (at 0, the body at 2G). So the kernels
 //        stream each block front to back, and every 64-byte (AVX-512) or
@@ -112,8 +113,9 @@
 namespace tessera::cpu {
 
 // Rows per interleaved group: Q8_0/Q4_0/Q5_0/Q5_1, F16/BF16. (Q4_K, Q5_K, Q6_K:
-// repack_group_rows, 16 in AVX-512 builds and 8 in the other AVX2 ones:
-// the int32 lanes of their widest vector, k_lanes.hpp.)
+// repack_group_rows, 16 in AVX-512 builds and 8 in the other AVX2 ones,
+// which keep Q6_K plain: the int32 lanes of their widest vector,
+// k_lanes.hpp.)
 inline constexpr int64_t k_repack_rows = 8;
 inline constexpr int64_t k_repack_float_rows = 16;
 
@@ -130,7 +132,7 @@ extern const char k_repack_tag;
 const void * repack_tag();
 
 // True for the types stored interleaved: Q4_0, Q5_0, Q5_1 and Q8_0, and F16, BF16,
-// Q4_K, Q5_K and Q6_K in builds with AVX2/F16C. (AVX-512 builds
+// Q4_K and Q5_K in builds with AVX2/F16C, Q6_K in builds with AVX-512. (AVX-512 builds
 // kept Q8_0 plain until the interleaved layout got its 16-row AVX-512
 // GEMM kernel: interleaved, 1B Q8_0 token generation on 2 threads went
 // from 32.5 to 40.5 t/s, about 0.86 of the read bandwidth.)
