@@ -1,5 +1,7 @@
 // tools/cmd_run.cpp — `tessera run` (text generation) and `tessera tokenize`.
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -130,6 +132,16 @@ int run_generate(const run_options & o) {
 
 } // namespace
 
+// A float option's text must be a finite number: CLI::Range alone lets
+// "nan" through (every comparison with NaN is false).
+const CLI::Validator k_finite(
+    [](std::string & text) -> std::string {
+        char * end = nullptr;
+        const float v = std::strtof(text.c_str(), &end);
+        return end != text.c_str() && !std::isfinite(v) ? "not a finite number: " + text : std::string();
+    },
+    "FINITE");
+
 command register_run(CLI::App & app) {
     auto o = std::make_shared<run_options>();
     CLI::App * sub = app.add_subcommand("run", "generate text from a GGUF Llama model");
@@ -140,11 +152,12 @@ command register_run(CLI::App & app) {
     sub->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0 = the model's, at most 4096)")
         ->check(CLI::Range(0, 1 << 24));
     sub->add_option("-b,--batch-size", o->n_batch, "prompt micro-batch size in tokens")->check(CLI::Range(1, 1 << 16));
-    sub->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
+    sub->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->check(k_finite)->check(CLI::Range(0.0f, 100.0f));
     sub->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
-    sub->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->check(CLI::Range(0.0f, 1.0f));
-    sub->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
+    sub->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->check(k_finite)->check(CLI::Range(0.0f, 1.0f));
+    sub->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->check(k_finite)->check(CLI::Range(0.0f, 1.0f));
     sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")
+        ->check(k_finite)
         ->check(CLI::Range(0.01f, 100.0f));
     sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens of history for the penalty")
         ->check(CLI::Range(0, 1 << 20));

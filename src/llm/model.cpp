@@ -6,6 +6,7 @@
 #include "tessera/llm/model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <map>
 #include <span>
@@ -96,9 +97,12 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         hp.n_vocab = static_cast<uint32_t>(tokens->array_size());
     }
     hp.n_vocab = read_u32(r, a, "vocab_size", hp.n_vocab > 0 ? int64_t(hp.n_vocab) : -1);
-    if (!(hp.rms_eps > 0.0f) || !(hp.rope_freq_base > 0.0f)) {
-        throw error(fmt::format("{}: rms epsilon ({}) and rope.freq_base ({}) must be positive", r.name(),
-                                hp.rms_eps, hp.rope_freq_base));
+    if (!(hp.rms_eps > 0.0f) || !std::isfinite(hp.rms_eps)) {
+        throw error(fmt::format("{}: {}.attention.layer_norm_rms_epsilon = {} must be a positive finite number", r.name(), a,
+                                hp.rms_eps));
+    }
+    if (!(hp.rope_freq_base > 0.0f) || !std::isfinite(hp.rope_freq_base)) {
+        throw error(fmt::format("{}: {}.rope.freq_base = {} must be a positive finite number", r.name(), a, hp.rope_freq_base));
     }
 
     context::params cp;

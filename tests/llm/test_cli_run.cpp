@@ -93,6 +93,8 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-p", "x", "--device", "NoSuchGPU"}, "unknown device 'NoSuchGPU'"},
         {{"run", "-m", stories, "-p", "x", "-n", "-5"}, "-n"},
         {{"run", "-m", stories, "-p", "x", "--top-p", "2"}, "--top-p"},
+        {{"run", "-m", stories, "-p", "x", "--temp", "nan"}, "not a finite number: nan"},
+        {{"run", "-m", stories, "-p", "x", "--min-p", "NaN"}, "not a finite number: NaN"},
         {{"run", "-m", stories, "-p", "x", "-t", "many"}, "-t"},
         {{"run", "-m", stories, "-p", "x", "--bogus"}, "--bogus"},
         {{"run", "-m", stories, "-p", "x", "-c", "100000"}, "exceeds the model's context length 2048"},

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <limits>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -12,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/sampler.hpp"
 #include "tessera/llm/session.hpp"
@@ -20,6 +24,7 @@
 namespace {
 
 using namespace tessera;
+namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 const std::string shared_dir = TESSERA_SHARED_DIR;
@@ -190,6 +195,42 @@ TEST(model_errors, vocab_only_file_names_missing_tensor) {
     } catch (const error & e) {
         EXPECT_NE(std::string(e.what()).find("missing tensor 'token_embd.weight'"), std::string::npos) << e.what();
     }
+}
+
+// stories260K with one float hyper-parameter replaced: a non-finite or
+// non-positive value is refused at load, naming the key and the value.
+TEST(model_errors, non_finite_hyper_parameters_name_the_key) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_model_errors";
+    fs::create_directories(dir);
+    struct bad_value {
+        std::string key;
+        float v;
+        std::string shown;
+    };
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const bad_value & c : {bad_value{"llama.attention.layer_norm_rms_epsilon", inf, "= inf"},
+                                bad_value{"llama.attention.layer_norm_rms_epsilon", std::nanf(""), "= nan"},
+                                bad_value{"llama.attention.layer_norm_rms_epsilon", -1.0f, "= -1"},
+                                bad_value{"llama.rope.freq_base", inf, "= inf"},
+                                bad_value{"llama.rope.freq_base", 0.0f, "= 0"}}) {
+        SCOPED_TRACE(c.key + " " + c.shown);
+        gguf::writer w;
+        w.copy_all_kv(src);
+        w.set_f32(c.key, c.v);
+        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+        const fs::path path = dir / "bad.gguf";
+        w.write(path);
+        try {
+            llm::model::load(path);
+            FAIL() << "expected an error";
+        } catch (const error & e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find(c.key + " " + c.shown), std::string::npos) << what;
+            EXPECT_NE(what.find("positive finite"), std::string::npos) << what;
+        }
+    }
+    fs::remove_all(dir);
 }
 
 TEST(session_errors, context_overflow_and_bad_token) {

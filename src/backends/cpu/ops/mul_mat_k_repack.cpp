@@ -39,7 +39,6 @@ namespace {
 
 using V = lanes;
 constexpr auto G = static_cast<size_t>(V::n); // rows per group: repack_group_rows(TSR_TYPE_Q4_K)
-constexpr size_t k_group_block = 144 * G;                   // bytes of a Q4_K group's super-block
 constexpr int k_cols = static_cast<int>(k_gemm_min_n) - 1;  // columns of this path
 constexpr size_t k_prefetch = 4096;                         // bytes ahead in a thread's stream
 #ifdef TSR_CPU_VNNI256

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "backends/cpu/ops/simd.hpp"
 #include "tessera/backend.h"
@@ -156,6 +158,24 @@ void transfer_blocks(const tsr_tensor * t, char * plain, size_t offset, size_t s
             std::memcpy(at_plain, at_packed, n);
         }
     };
+    // Whole groups: each block's units (start, size, and where they go in
+    // even and odd blocks) worked out once rather than per unit and row.
+    // units[s] holds the units of s bytes (s = 1, 2, 4), so each copy loop
+    // has a constant size.
+    struct unit_copy {
+        uint16_t u0, at[2]; // at[b % 2] = G * unit_pos (bytes; < 210 * 16)
+    };
+    std::vector<unit_copy> units[5];
+    for (size_t u = 0; u < bb;) {
+        const block_unit k = unit_of(t->type, u);
+        units[k.size].push_back({static_cast<uint16_t>(k.u0),
+                                 {static_cast<uint16_t>(G * unit_pos(t->type, k.u0, 0)), static_cast<uint16_t>(G * unit_pos(t->type, k.u0, 1))}});
+        u += k.size;
+    }
+    auto copy_units = [&](char * blk, char * orig, size_t r, size_t odd, auto size_c) {
+        constexpr size_t n = decltype(size_c)::value;
+        for (const unit_copy & k : units[n]) copy(blk + k.at[odd] + n * r, orig + k.u0, n);
+    };
     size_t row = offset / row_bytes, b = offset % row_bytes / bb, i = offset % bb;
     size_t done = 0;
     while (done < size) {
@@ -165,11 +185,9 @@ void transfer_blocks(const tsr_tensor * t, char * plain, size_t offset, size_t s
                 char * blk = grp + bk * group_block;
                 for (size_t r = 0; r < G; ++r) {
                     char * orig = plain + done + r * row_bytes + bk * bb;
-                    for (size_t u = 0; u < bb;) {
-                        const block_unit k = unit_of(t->type, u);
-                        copy(blk + G * unit_pos(t->type, k.u0, bk) + k.size * r, orig + u, k.size);
-                        u += k.size;
-                    }
+                    copy_units(blk, orig, r, bk % 2, std::integral_constant<size_t, 4>{});
+                    copy_units(blk, orig, r, bk % 2, std::integral_constant<size_t, 2>{});
+                    copy_units(blk, orig, r, bk % 2, std::integral_constant<size_t, 1>{});
                 }
             }
             done += group_bytes;
