@@ -130,8 +130,6 @@ int run_generate(const run_options & o) {
     return 0;
 }
 
-} // namespace
-
 // A float option's text must be a finite number: CLI::Range alone lets
 // "nan" through (every comparison with NaN is false).
 const CLI::Validator k_finite(
@@ -141,6 +139,8 @@ const CLI::Validator k_finite(
         return end != text.c_str() && !std::isfinite(v) ? "not a finite number: " + text : std::string();
     },
     "FINITE");
+
+} // namespace
 
 command register_run(CLI::App & app) {
     auto o = std::make_shared<run_options>();

@@ -97,13 +97,13 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         hp.n_vocab = static_cast<uint32_t>(tokens->array_size());
     }
     hp.n_vocab = read_u32(r, a, "vocab_size", hp.n_vocab > 0 ? int64_t(hp.n_vocab) : -1);
-    if (!(hp.rms_eps > 0.0f) || !std::isfinite(hp.rms_eps)) {
-        throw error(fmt::format("{}: {}.attention.layer_norm_rms_epsilon = {} must be a positive finite number", r.name(), a,
-                                hp.rms_eps));
-    }
-    if (!(hp.rope_freq_base > 0.0f) || !std::isfinite(hp.rope_freq_base)) {
-        throw error(fmt::format("{}: {}.rope.freq_base = {} must be a positive finite number", r.name(), a, hp.rope_freq_base));
-    }
+    auto require_positive_finite = [&](const char * key, float v) {
+        if (!(v > 0.0f) || !std::isfinite(v)) {
+            throw error(fmt::format("{}: {}.{} = {} must be a positive finite number", r.name(), a, key, v));
+        }
+    };
+    require_positive_finite("attention.layer_norm_rms_epsilon", hp.rms_eps);
+    require_positive_finite("rope.freq_base", hp.rope_freq_base);
 
     context::params cp;
     cp.max_tensors = r.n_tensors() + 16;

@@ -111,7 +111,7 @@ inline V::vi scaled(V::vi acc, V::vi sc) {
 // super-blocks) . column c.
 template <int C, bool Five>
 __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * grp, const column * x, int64_t n_super, float * const * out) {
-    constexpr size_t group_block = (Five ? 176 : 144) * G;
+    constexpr size_t group_block = k_block_bytes(Five ? TSR_TYPE_Q5_K : TSR_TYPE_Q4_K) * G;
     // Without VNNI, int16 pair sums over at most 8 steps of nibbles (8 * 2 *
     // 15 * 127) or 4 of 5-bit quants (4 * 2 * 31 * 127) before widening.
     constexpr int run = k_vnni ? 8 : Five ? 4 : 8;

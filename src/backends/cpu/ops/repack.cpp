@@ -93,13 +93,10 @@ struct block_unit {
 block_unit unit_of(int32_t type, size_t i) {
     switch (type) {
     case TSR_TYPE_Q4_K:
-        if (i < 4) return {i & ~size_t{1}, 2};    // d, dmin
-        if (i < 16) return {i, 1};                // scale bytes
-        return {16 + ((i - 16) & ~size_t{3}), 4}; // qs steps
     case TSR_TYPE_Q5_K:
         if (i < 4) return {i & ~size_t{1}, 2};    // d, dmin
         if (i < 16) return {i, 1};                // scale bytes
-        return {16 + ((i - 16) & ~size_t{3}), 4}; // qh steps (16..47), then qs steps
+        return {16 + ((i - 16) & ~size_t{3}), 4}; // qs steps (Q5_K: qh steps at 16..47, then qs)
     case TSR_TYPE_Q6_K:
         if (i < 192) return {i & ~size_t{3}, 4}; // ql and qh steps
         if (i < 208) return {i, 1};              // scales
