@@ -342,7 +342,7 @@ void BM_attention(benchmark::State & state) {
     const bool fused = state.range(0) != 0;
     const int64_t T = state.range(1), n_kv = state.range(2);
     const int n_threads = static_cast<int>(state.range(3));
-    const int64_t head_dim = 64, n_head = 9, n_head_kv = 3;
+    const int64_t head_dim = 64, n_head = state.range(4), n_head_kv = state.range(5);
     context ctx(data_params());
     std::mt19937 rng(4);
     tensor * kc = ctx.new_tensor(TSR_TYPE_F16, {head_dim * n_head_kv, n_kv});
@@ -371,7 +371,8 @@ void BM_attention(benchmark::State & state) {
         tensor * kq = soft_max(ctx, mul_mat(ctx, K, Q), mask, scale);
         out = cont(ctx, permute(ctx, mul_mat(ctx, Vt, kq), 0, 2, 1, 3));
     }
-    state.SetLabel(std::string(fused ? "fused" : "unfused") + " T=" + std::to_string(T) + " n_kv=" + std::to_string(n_kv));
+    state.SetLabel(std::string(fused ? "fused" : "unfused") + " T=" + std::to_string(T) + " n_kv=" + std::to_string(n_kv) + " heads " +
+                   std::to_string(n_head) + "/" + std::to_string(n_head_kv));
     const double seconds = run_graph(state, out, n_threads);
     if (seconds <= 0.0) return;
     // Useful work: q.k and the weighted sum of V over the visible keys
@@ -421,9 +422,11 @@ void BM_attn_decode_layers(benchmark::State & state) {
 
 BENCHMARK(BM_attn_decode_layers)->Args({1024, 64, 1})->Args({1024, 64, 2})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// Args: fused, T, n_kv, threads, heads, KV heads (135M's 9 over 3, 1B's 32 over 4).
 BENCHMARK(BM_attention)
-    ->Args({0, 512, 512, 1})->Args({1, 512, 512, 1})->Args({0, 512, 512, 2})->Args({1, 512, 512, 2})
-    ->Args({0, 1, 2048, 1})->Args({1, 1, 2048, 1})->Args({0, 1, 2048, 2})->Args({1, 1, 2048, 2})
+    ->Args({0, 512, 512, 1, 9, 3})->Args({1, 512, 512, 1, 9, 3})->Args({0, 512, 512, 2, 9, 3})->Args({1, 512, 512, 2, 9, 3})
+    ->Args({0, 1, 2048, 1, 9, 3})->Args({1, 1, 2048, 1, 9, 3})->Args({0, 1, 2048, 2, 9, 3})->Args({1, 1, 2048, 2, 9, 3})
+    ->Args({1, 512, 512, 1, 32, 4})->Args({1, 512, 512, 2, 32, 4})->Args({1, 1, 2048, 1, 32, 4})->Args({1, 1, 2048, 2, 32, 4})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_rms_norm(benchmark::State & state) {

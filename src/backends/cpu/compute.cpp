@@ -80,7 +80,10 @@ bool scratch_of(const tsr_tensor * node, node_scratch & out) noexcept {
         case TSR_OP_SET_ROWS: out.per_thread = set_rows_work_size(node); break;
         case TSR_OP_SOFT_MAX: out.per_thread = soft_max_work_size(node); break;
         case TSR_OP_CPY: out.per_thread = cpy_work_size(node); break;
-        case TSR_OP_FLASH_ATTN_EXT: out.per_thread = flash_attn_ext_work_size(node); break;
+        case TSR_OP_FLASH_ATTN_EXT:
+            out.per_thread = flash_attn_ext_work_size(node);
+            out.shared = flash_attn_ext_shared_size(node);
+            break;
         default: break;
         }
         return true;

@@ -146,6 +146,9 @@ INSTANTIATE_TEST_SUITE_P(
                       fa_case{37, 1, 48, 9, 3, TSR_TYPE_F16, 0}, fa_case{37, 7, 64, 4, 4, TSR_TYPE_F32, 3},
                       fa_case{37, 300, 64, 9, 3, TSR_TYPE_F32, 0}, fa_case{37, 300, 64, 9, 3, TSR_TYPE_F16, 5},
                       fa_case{37, 300, 48, 4, 4, TSR_TYPE_F16, 0}, fa_case{37, 7, 48, 9, 3, TSR_TYPE_F32, 0},
+                      // head_dim 40: an odd number of 16-dimension tiles in the keys' transposition;
+                      // 8 heads a KV head: groups of six rows with different causal ends
+                      fa_case{37, 300, 40, 16, 2, TSR_TYPE_F16, 0}, fa_case{37, 130, 40, 8, 1, TSR_TYPE_F32, 2},
                       // head_dim not a multiple of 8 (the portable path on every ISA), no mask below
                       fa_case{5, 19, 12, 2, 1, TSR_TYPE_F32, 0}),
     case_name);
@@ -168,8 +171,9 @@ TEST(FlashAttnExt, NoMask) {
 // The fused op against the graph it replaces (MUL_MAT, SOFT_MAX, MUL_MAT on
 // a transposed V view, permuted back): same values up to float rounding.
 TEST(FlashAttnExt, MatchesUnfusedGraph) {
-    for (tsr_type kv_type : {TSR_TYPE_F32, TSR_TYPE_F16}) {
-        const fa_case c{37, 300, 64, 9, 3, kv_type, 0};
+    for (const fa_case & c : {fa_case{37, 300, 64, 9, 3, TSR_TYPE_F32, 0}, fa_case{37, 300, 64, 9, 3, TSR_TYPE_F16, 0},
+                              fa_case{37, 200, 40, 16, 2, TSR_TYPE_F16, 0}}) {
+        const tsr_type kv_type = c.kv_type;
         attention_inputs in(c, 5);
         tsr_tensor * fused = flash_attn_ext(in.ctx, in.q, in.k, in.v, in.mask, in.scale);
         const uint64_t esz = in.v->nb[0];
@@ -193,8 +197,9 @@ TEST(FlashAttnExt, MatchesUnfusedGraph) {
 // arithmetic in the same order whatever rows it is grouped with. Rows near
 // the start and end of tiles, with causal ends in different key blocks.
 TEST(FlashAttnExt, ARowGetsTheSameBitsInATileAsAlone) {
-    for (tsr_type kv_type : {TSR_TYPE_F32, TSR_TYPE_F16}) {
-        const fa_case c{37, 300, 64, 9, 3, kv_type, 0};
+    for (const fa_case & c : {fa_case{37, 300, 64, 9, 3, TSR_TYPE_F32, 0}, fa_case{37, 300, 64, 9, 3, TSR_TYPE_F16, 0},
+                              fa_case{37, 200, 40, 16, 2, TSR_TYPE_F16, 0}}) {
+        const tsr_type kv_type = c.kv_type;
         attention_inputs in(c, 21);
         tsr_tensor * all = flash_attn_ext(in.ctx, in.q, in.k, in.v, in.mask, in.scale);
         ASSERT_EQ(compute(all, 2), TSR_STATUS_SUCCESS);

@@ -25,26 +25,36 @@
 // are dealt round-robin (tile r to thread r % nth), which balances causal
 // rows of different lengths; within a tile the key blocks are the outer
 // loop, so each block of K/V is reused from cache by all the tile's pairs,
-// and k_group pairs at a time share every K load (three on AVX-512 builds)
-// and k_group_acc every V load (three; two on AVX2)
-// (the scores and the accumulation are otherwise load-bound: one load per
-// FMA). Every (row, head) pair is computed with the same fixed order of
+// and k_group pairs at a time share every K load and k_group_acc every V
+// load (the scores and the accumulation are otherwise load-bound: one load
+// per FMA). Every (row, head) pair is computed with the same fixed order of
 // operations whatever the tiling, grouping and thread count, so the result
 // depends on neither (a row of a prompt gets the bits it gets alone).
-// With AVX-512 and D % 16 == 0 the scores use 512-bit vectors (their own
-// summation order, scores_rows<lanes16>) and the accumulation 512-bit vectors
-// (the same bits as 256-bit ones).
-// bench_ops BM_attention (9 heads over 3 KV heads, D 64, F16 cache, Zen 5),
-// before this grouping and after (with 512-bit vectors):
-//   prompt, T = n_kv = 512: one thread 5.5-5.8 ms -> 3.5-3.6 ms, two
-//     2.9-3.0 ms -> 1.8-1.9 ms;
-//   one decoded token over 2048 keys: one thread 94-106 us -> 52-59 us,
-//     two 59-62 us -> 38-43 us.
+//
+// Scores, two kernels, chosen by the node's shape alone (never by T, so a
+// prompt row and a decoded one take the same):
+//   - with k_min_group_t or more heads a KV head, transposed keys
+//     (transpose_block: keys along the lanes, scores_rows): a score is two
+//     FMA chains, no horizontal sum; a prompt transposes the node's keys
+//     once for all threads (prepare call, shared scratch), decoding each
+//     block in the one tile that reads it;
+//   - with fewer, the dimensions along the lanes (scores_rows_d), eight
+//     keys' dot products folded and transposed: the transposition would
+//     cost decoding more than the folding does with few rows a key.
+// The accumulation has the dimensions along the lanes (512-bit vectors on
+// AVX-512, the same bits as 256-bit ones).
+// bench_ops BM_attention, D 64, F16 cache, GFLOP/s, medians of 5 interleaved
+// runs on Zen 4 (one thread / two): 32 heads over 4, T = n_kv = 512: 51.4
+// / 98.7 with dimension-lane scores, 62.3 / 122.9 transposed; one decoded
+// token over 2048 keys 57.8 / 110.6 and 58.9 / 113.9. (Earlier, on Zen 5,
+// 9 heads over 3: sharing the K and V loads took a prompt from 5.5-5.8 ms
+// to 3.5-3.6 ms on one thread and a decoded token from 94-106 us to 52-59.)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <type_traits>
 
 #include "backends/cpu/ops/float_load.hpp"
@@ -61,16 +71,30 @@ constexpr int64_t k_block = 64; // keys per online soft-max step
 constexpr int64_t k_tile = 12;  // (query row, head) pairs of one KV head computed together
 #ifdef TSR_CPU_AVX512
 // Query rows whose scores and accumulations share each load of K and V
-// (32 vector registers: 3 rows x 8 keys of score accumulators).
-constexpr int k_group = 3;
+// (32 vector registers): transposed scores 6 rows x 4 key vectors,
+// dimension-lane scores 3 rows x 8 keys, accumulation 3 rows x 4 vectors.
+constexpr int k_group = 6;
+constexpr int k_group_d = 3;
 constexpr int k_group_acc = 3;
 #else
-// 16 registers: the scores of one row at a time (8 keys), the
-// accumulation of two (2 x 4 vectors; the same bits as one at a time).
-constexpr int k_group = 1;
+// 16 registers: transposed scores 2 rows x 4 key vectors, dimension-lane
+// scores one row (8 keys), accumulation 2 rows (2 x 4 vectors; the same
+// bits as one at a time).
+constexpr int k_group = 2;
+constexpr int k_group_d = 1;
 constexpr int k_group_acc = 2;
 #endif
+// Heads a KV head from which the scores read transposed keys
+// (transposed_scores). The transposition costs about as much per key as
+// the dimension-lane kernel's folding costs per key and row, so decoding
+// gains only with many rows a key: bench_ops on Zen 4, one thread, F16
+// cache: 32 heads over 4 (BM_attn_decode) decode the same either way, 9
+// over 3 (BM_attention T = 1, 2048 keys) 53.9 -> 41.3 GFLOP/s, while
+// prompts gain in both (T = n_kv = 512, 9 over 3: 43 -> 55).
+constexpr int64_t k_min_group_t = 6;
 constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
+// The mask entries of a row without a mask.
+alignas(64) constexpr float k_zero_mask[k_block] = {};
 
 struct fa_dims {
     int64_t D, T, H, H_kv, n_kv, group;
@@ -88,6 +112,7 @@ struct fa_scratch {
     float * acc; // [k_tile][D] their running accumulators
     float * s;   // [k_tile][k_block] scores, then weights exp(s - m), per row
     float * row; // [D] one K row widened to F32 (portable path only)
+    char * kt;   // one block of transposed keys (decoding: kt_bytes is 0)
 };
 
 size_t tile_bytes(int64_t D) {
@@ -95,7 +120,8 @@ size_t tile_bytes(int64_t D) {
 }
 
 size_t scratch_bytes(int64_t D) {
-    return 2 * tile_bytes(D) + align64(k_tile * k_block * sizeof(float)) + align64(static_cast<size_t>(D) * sizeof(float));
+    return 2 * tile_bytes(D) + align64(k_tile * k_block * sizeof(float)) + align64(static_cast<size_t>(D) * sizeof(float)) +
+           align64(static_cast<size_t>(D * k_block) * sizeof(float));
 }
 
 fa_scratch carve(void * wdata, int64_t D) {
@@ -106,7 +132,42 @@ fa_scratch carve(void * wdata, int64_t D) {
     s.acc = reinterpret_cast<float *>(base + tile);
     s.s = reinterpret_cast<float *>(base + 2 * tile);
     s.row = reinterpret_cast<float *>(base + 2 * tile + align64(k_tile * k_block * sizeof(float)));
+    s.kt = reinterpret_cast<char *>(s.row) + align64(static_cast<size_t>(D) * sizeof(float));
     return s;
+}
+
+// Whether the scores read transposed keys (transpose_block): vector
+// builds, D % 8 == 0.
+bool transposed_scores(const tsr_tensor * node) {
+#ifdef TSR_CPU_AVX2
+    const fa_dims dm = dims_of(node);
+    return dm.D % 8 == 0 && dm.group >= k_min_group_t;
+#else
+    (void)node;
+    return false;
+#endif
+}
+
+// Bytes of the node's transposed keys, made once for all threads by the
+// prepare call (shared scratch, transpose_keys) when more than one tile
+// reads each KV head (prompts); 0 otherwise: decoding (one tile a KV head)
+// transposes each block in the tile that reads it, into the thread's own
+// scratch, and needs no prepare call nor its barrier.
+size_t kt_bytes(const tsr_tensor * node) {
+#ifdef TSR_CPU_AVX2
+    const tsr_tensor * k = node->src[1];
+    const int64_t D = k->ne[0];
+    const fa_dims dm = dims_of(node);
+    if (!transposed_scores(node) || dm.T * dm.group <= k_tile) return 0;
+    size_t bytes = 0;
+    const auto blocks = static_cast<size_t>(k->ne[2]) * static_cast<size_t>((k->ne[1] + k_block - 1) / k_block);
+    const size_t per_block = static_cast<size_t>(D * k_block) * float_type_size(k->type);
+    if (__builtin_mul_overflow(blocks, per_block, &bytes)) throw std::length_error("flash_attn_ext: transposed keys exceed the address space");
+    return bytes;
+#else
+    (void)node;
+    return 0;
+#endif
 }
 
 #ifdef TSR_CPU_AVX2
@@ -128,7 +189,25 @@ struct lanes8 {
     template <bool F16>
     static vec loadk(const char * p) { return float_load::load8<kv_type<F16>>(p); }
     static vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+    static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+    static vec unit_bcast(const float * q);
+    static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
     static __m256 half(vec v) { return v; }
+    // Lanes < valid (1 <= valid <= width) of p; the others read as zero.
+    static __m256i lanes_below(int64_t valid) {
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    static vec load_part(const float * p, int64_t valid) { return _mm256_maskload_ps(p, lanes_below(valid)); }
+    static void store_part(float * p, vec v, int64_t valid) { _mm256_maskstore_ps(p, lanes_below(valid), v); }
+    // The largest of lanes < valid.
+    static float max_part(vec v, int64_t valid) {
+        v = _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), v,
+                             _mm256_castsi256_ps(lanes_below(valid)));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+        return _mm_cvtss_f32(m);
+    }
 };
 #ifdef TSR_CPU_AVX512
 struct lanes16 {
@@ -141,7 +220,17 @@ struct lanes16 {
     template <bool F16>
     static vec loadk(const char * p) { return float_load::load16<kv_type<F16>>(p); }
     static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+    static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+    static vec unit_bcast(const float * q);
+    static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
     static __m256 half(vec v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+    static __mmask16 lanes_below(int64_t valid) { return static_cast<__mmask16>((1u << valid) - 1u); }
+    static vec load_part(const float * p, int64_t valid) { return _mm512_maskz_loadu_ps(lanes_below(valid), p); }
+    static void store_part(float * p, vec v, int64_t valid) { _mm512_mask_storeu_ps(p, lanes_below(valid), v); }
+    static float max_part(vec v, int64_t valid) {
+        return _mm512_reduce_max_ps(_mm512_mask_mov_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()),
+                                                       lanes_below(valid), v));
+    }
 };
 #endif
 
@@ -194,9 +283,181 @@ void accumulate_chunk_rows(float * const * acc, const float * const * w, const c
     }
 }
 
-// For G query rows at once (each K vector loaded once for all of them):
-// s[i][j] = scale * (q[i] . K_j) + s[i][j] for j < n[i] (s holds the mask
-// on entry), and mx[i] = the largest s[i][j]; D % L::width == 0. Eight
+// The node's keys transposed (prepare call, transpose_keys), in units of
+// two consecutive dimensions: per KV head hk and block b of k_block keys,
+// a [D / 2][k_block][2] array of K's own element type (F16 or F32): unit
+// c of key b k_block + j (dimensions 2c, 2c + 1) at
+// kt + ((hk n_blocks + b) D / 2 + c) k_block 2 elements; keys past n_kv
+// are zero. With the keys along the vector lanes (two lanes a key) a score
+// is two FMA chains and one add, where the old kernel (dimensions along
+// the lanes) spent more operations folding its 64-long dot products than
+// multiplying; units of two halve the shuffles of the transposition,
+// which decoding pays once per token.
+int64_t key_blocks(int64_t n_kv) {
+    return (n_kv + k_block - 1) / k_block;
+}
+
+template <bool F16>
+size_t kt_block_bytes(int64_t D) {
+    return static_cast<size_t>(D * k_block) * (F16 ? 2 : 4);
+}
+
+// One block of transposed keys (D % 8 == 0): out[c][j] = unit c of key j
+// of the nk keys at kb (k_row bytes apart; keys nk .. k_block - 1 zero).
+// F16 units (32 bits) go through 8 x 8 transposes of 8 keys x 8 units,
+// F32 units (64 bits) through 4 x 4 transposes of 4 keys x 4 units. The
+// rows `ahead` keys on (if fewer than n_next keys follow kb) are
+// prefetched: decoding reads the cache from memory (see k_kv_prefetch).
+template <bool F16>
+void transpose_block(const char * kb, size_t k_row, int64_t nk, int64_t n_next, int64_t D, char * out) {
+    constexpr size_t esz = F16 ? 2 : 4, unit = 2 * esz;
+    constexpr int64_t ahead = 2 * k_kv_prefetch;
+    auto key = [&](int64_t j, int64_t c) { return kb + static_cast<size_t>(j) * k_row + static_cast<size_t>(c) * unit; };
+    auto dst = [&](int64_t c, int64_t j) { return out + static_cast<size_t>(c * k_block + j) * unit; };
+    auto prefetch_ahead = [&](int64_t jj, int64_t keys) {
+        for (int64_t j = jj + ahead; j < std::min(jj + ahead + keys, n_next); ++j) {
+            prefetch_bytes(kb + static_cast<size_t>(j) * k_row, static_cast<size_t>(D) * esz);
+        }
+    };
+    if constexpr (F16) {
+        for (int64_t jj = 0; jj < k_block; jj += 8) {
+            prefetch_ahead(jj, 8);
+            const bool full = jj + 8 <= nk;
+            for (int64_t c = 0; c < D / 2; c += 8) {
+                const bool four = D / 2 - c < 8; // the last 4 units when D % 16 == 8
+                __m256 r[8];
+                if (full && !four) { // the common case, without a test per key
+                    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float *>(key(jj + i, c)));
+                } else {
+                    for (int i = 0; i < 8; ++i) {
+                        if (jj + i >= nk) {
+                            r[i] = _mm256_setzero_ps();
+                        } else if (four) {
+                            r[i] = _mm256_zextps128_ps256(_mm_loadu_ps(reinterpret_cast<const float *>(key(jj + i, c))));
+                        } else {
+                            r[i] = _mm256_loadu_ps(reinterpret_cast<const float *>(key(jj + i, c)));
+                        }
+                    }
+                }
+                simd::transpose8x8(r); // r[u]: unit c + u of the 8 keys
+                for (int u = 0; u < (four ? 4 : 8); ++u) _mm256_storeu_ps(reinterpret_cast<float *>(dst(c + u, jj)), r[u]);
+            }
+        }
+    } else {
+        for (int64_t jj = 0; jj < k_block; jj += 4) {
+            prefetch_ahead(jj, 4);
+            for (int64_t c = 0; c < D / 2; c += 4) {
+                __m256d r[4];
+                for (int i = 0; i < 4; ++i) {
+                    r[i] = jj + i < nk ? _mm256_loadu_pd(reinterpret_cast<const double *>(key(jj + i, c))) : _mm256_setzero_pd();
+                }
+                const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+                const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+                _mm256_storeu_pd(reinterpret_cast<double *>(dst(c + 0, jj)), _mm256_permute2f128_pd(t0, t2, 0x20));
+                _mm256_storeu_pd(reinterpret_cast<double *>(dst(c + 1, jj)), _mm256_permute2f128_pd(t1, t3, 0x20));
+                _mm256_storeu_pd(reinterpret_cast<double *>(dst(c + 2, jj)), _mm256_permute2f128_pd(t0, t2, 0x31));
+                _mm256_storeu_pd(reinterpret_cast<double *>(dst(c + 3, jj)), _mm256_permute2f128_pd(t1, t3, 0x31));
+            }
+        }
+    }
+}
+
+// This thread's share of the (KV head, key block) items of the node's
+// shared kt: the blocks of the first n_vis keys (those some row can see).
+template <bool F16>
+void transpose_keys(const compute_params & p, const tsr_tensor * k, int64_t D, int64_t n_vis, char * kt) {
+    const int64_t n_kv = k->ne[1], nb = key_blocks(n_kv), nb_vis = key_blocks(n_vis), items = k->ne[2] * nb_vis;
+    const size_t k_row = k->nb[1];
+    for (int64_t it = items * p.ith / p.nth; it < items * (p.ith + 1) / p.nth; ++it) {
+        const int64_t hk = it / nb_vis, b = it % nb_vis, j0 = b * k_block;
+        transpose_block<F16>(row_ptr(k, 0, hk, 0) + static_cast<size_t>(j0) * k_row, k_row, std::min(k_block, n_kv - j0),
+                             n_vis - j0, D, kt + static_cast<size_t>(hk * nb + b) * kt_block_bytes<F16>(D));
+    }
+}
+
+// Lane pairs (key r: lanes 2r, 2r + 1) of a and b (keys W/2 .. W-1)
+// added: key r of the W keys in lane r.
+inline __m256 add_lane_pairs(__m256 a, __m256 b) {
+    const __m256 sum = _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xdd));
+    // 64-bit units now hold keys (0,1) (4,5) (2,3) (6,7)
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(sum), 0xd8));
+}
+#ifdef TSR_CPU_AVX512
+inline __m512 add_lane_pairs(__m512 a, __m512 b) {
+    const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd));
+    // 64-bit units now hold keys (0,1) (8,9) (2,3) (10,11) ...
+    return _mm512_castpd_ps(_mm512_permutexvar_pd(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_castps_pd(sum)));
+}
+#endif
+
+// Both elements of unit c of q (dimensions 2c, 2c + 1) in every lane pair.
+inline __m256 unit_bcast8(const float * q) {
+    return _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double *>(q)));
+}
+#ifdef TSR_CPU_AVX512
+inline __m512 unit_bcast16(const float * q) {
+    double u;
+    std::memcpy(&u, q, sizeof u);
+    return _mm512_castpd_ps(_mm512_set1_pd(u));
+}
+#endif
+
+inline __m256 lanes8::unit_bcast(const float * q) { return unit_bcast8(q); }
+#ifdef TSR_CPU_AVX512
+inline __m512 lanes16::unit_bcast(const float * q) { return unit_bcast16(q); }
+#endif
+
+// For G query rows at once (each key vector loaded once for all of them):
+// s[i][j] = scale * (q[i] . K_j) + mk[i][j] for j < n[i] <= k_block (mk:
+// the rows' mask entries for these keys; it may be s itself), and mx[i] =
+// the largest s[i][j], from the block's transposed keys kt (transpose_keys).
+// W / 2 keys a vector, 4 vectors (2 W keys) a pass: the dot of row i and
+// key j is an FMA chain over the even dimensions from zero and one over
+// the odd ones, added, then times scale, plus the mask: the same
+// operations in any group, pass or vector width, so a row gets the same
+// bits in a prompt as alone.
+template <class L, bool F16, int G>
+void scores_rows(const float * const * q, const char * kt, int64_t D, const int64_t * n, float scale,
+                 const float * const * mk, float * const * s, float * mx) {
+    constexpr int NK = 4; // key vectors per pass
+    constexpr int64_t W = L::width, KV = W / 2; // lanes, keys a vector
+    constexpr size_t esz = F16 ? 2 : 4;
+    int64_t n_max = n[0];
+    for (int i = 1; i < G; ++i) n_max = std::max(n_max, n[i]);
+    const typename L::vec vscale = L::set1(scale);
+    for (int i = 0; i < G; ++i) mx[i] = k_neg_inf;
+    for (int64_t j0 = 0; j0 < n_max; j0 += NK * KV) {
+        typename L::vec a[G][NK];
+        for (auto & row : a) {
+            for (auto & v : row) v = L::zero();
+        }
+        const char * col = kt + static_cast<size_t>(j0) * 2 * esz;
+        for (int64_t c = 0; c < D / 2; ++c) {
+            typename L::vec kv[NK];
+            for (int v = 0; v < NK; ++v) kv[v] = L::template loadk<F16>(col + static_cast<size_t>((c * k_block + v * KV) * 2) * esz);
+            for (int i = 0; i < G; ++i) {
+                const typename L::vec qc = L::unit_bcast(q[i] + 2 * c);
+                for (int v = 0; v < NK; ++v) a[i][v] = L::fma(qc, kv[v], a[i][v]);
+            }
+        }
+        for (int i = 0; i < G; ++i) {
+            for (int v = 0; v < NK; v += 2) {
+                const int64_t j = j0 + v * KV, valid = std::min<int64_t>(W, n[i] - j);
+                if (valid <= 0) break;
+                const typename L::vec dot = add_lane_pairs(a[i][v], a[i][v + 1]);
+                const typename L::vec sj = L::add(L::mul(dot, vscale), L::load_part(mk[i] + j, valid));
+                L::store_part(s[i] + j, sj, valid);
+                const float m = L::max_part(sj, valid);
+                mx[i] = m > mx[i] ? m : mx[i];
+            }
+        }
+    }
+}
+
+// The scores of scores_rows with the dimensions along the lanes, read
+// from K's rows (k0, k_row bytes apart; for few heads a KV head, see
+// transposed_scores): s[i][j] = scale * (q[i] . K_j) + mk[i][j] for j <
+// n[i], mx[i] = the largest s[i][j]; D % L::width == 0. Eight
 // keys at a time: one accumulator per key whose lanes sum q[d] k_j[d] for
 // d = lane (mod width), folded to 8 lanes (L::half), the 8x8 block
 // transposed and added in a fixed tree so lane r is key r's dot. After the
@@ -204,8 +465,8 @@ void accumulate_chunk_rows(float * const * acc, const float * const * w, const c
 // its last keys one at a time (folded, then hsum8). A row's operations
 // depend only on its own n, so it gets the same bits in any group.
 template <class L, bool F16, int G>
-void scores_rows(const float * const * q, const char * k0, size_t k_row, int64_t D, const int64_t * n, float scale,
-                 float * const * s, float * mx) {
+void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64_t D, const int64_t * n, float scale,
+                   const float * const * mk, float * const * s, float * mx) {
     constexpr size_t esz = F16 ? 2 : 4;
     int64_t n_all = n[0];
     for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
@@ -235,7 +496,7 @@ void scores_rows(const float * const * q, const char * k0, size_t k_row, int64_t
             simd::transpose8x8(h);
             const __m256 dot = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(h[0], h[1]), _mm256_add_ps(h[2], h[3])),
                                              _mm256_add_ps(_mm256_add_ps(h[4], h[5]), _mm256_add_ps(h[6], h[7])));
-            const __m256 sj = _mm256_add_ps(_mm256_mul_ps(dot, vscale), _mm256_loadu_ps(s[i] + j));
+            const __m256 sj = _mm256_add_ps(_mm256_mul_ps(dot, vscale), _mm256_loadu_ps(mk[i] + j));
             _mm256_storeu_ps(s[i] + j, sj);
             vmax[i] = _mm256_max_ps(vmax[i], sj);
         }
@@ -252,14 +513,16 @@ void scores_rows(const float * const * q, const char * k0, size_t k_row, int64_t
                 for (int64_t d = 0; d < D; d += L::width) {
                     a = L::fma(L::load(q[0] + d), L::template loadk<F16>(kj + static_cast<size_t>(d) * esz), a);
                 }
-                s[0][j] = simd::hsum8(L::half(a)) * scale + s[0][j];
+                s[0][j] = simd::hsum8(L::half(a)) * scale + mk[0][j];
                 m = s[0][j] > m ? s[0][j] : m;
             }
         } else if (n[i] > n_all) { // the rest of this row's keys on its own
             const int64_t rest_n = n[i] - n_all;
             float * rest_s = s[i] + n_all;
+            const float * rest_m = mk[i] + n_all;
             float rest = k_neg_inf;
-            scores_rows<L, F16, 1>(q + i, k0 + static_cast<size_t>(n_all) * k_row, k_row, D, &rest_n, scale, &rest_s, &rest);
+            scores_rows_d<L, F16, 1>(q + i, k0 + static_cast<size_t>(n_all) * k_row, k_row, D, &rest_n, scale, &rest_m,
+                                     &rest_s, &rest);
             m = rest > m ? rest : m;
         }
         mx[i] = m;
@@ -327,7 +590,7 @@ float block_exp_sum(float * w, int64_t n, float m) {
 // Portable versions of the three steps above (same contracts, any D).
 template <bool F16>
 float block_scores_portable(const float * q, const char * k0, size_t k_row, int64_t D, int64_t n, float scale,
-                            float * s, float * row) {
+                            const float * mk, float * s, float * row) {
     float mx = k_neg_inf;
     for (int64_t j = 0; j < n; ++j) {
         const char * kj = k0 + static_cast<size_t>(j) * k_row;
@@ -338,7 +601,7 @@ float block_scores_portable(const float * q, const char * k0, size_t k_row, int6
         } else {
             dot = dot_f32(reinterpret_cast<const float *>(kj), q, D);
         }
-        s[j] = dot * scale + s[j];
+        s[j] = dot * scale + mk[j];
         mx = s[j] > mx ? s[j] : mx;
     }
     return mx;
@@ -388,6 +651,24 @@ int64_t visible_end(const char * mrow, size_t nb0, int64_t n) {
     return n;
 }
 
+#ifdef TSR_CPU_AVX2
+// One past the last key any query row of the node can see (visible_end
+// over every mask row it uses).
+int64_t visible_keys(const tsr_tensor * dst) {
+    const tsr_tensor * q = dst->src[0];
+    const tsr_tensor * mask = dst->src[3];
+    const int64_t n_kv = dst->src[1]->ne[1];
+    if (mask == nullptr) return n_kv;
+    int64_t end = 0;
+    for (int64_t i = q->ne[1] - 1; i >= 0 && end < n_kv; --i) { // the last rows usually see the most
+        for (int64_t m = 0; m < mask->ne[2] && end < n_kv; ++m) {
+            end = std::max(end, visible_end(row_ptr(mask, i, m, 0), mask->nb[0], n_kv));
+        }
+    }
+    return end;
+}
+#endif
+
 // The online soft-max state of one (query row, head) pair.
 struct row_state {
     const char * mrow; // mask row or null
@@ -397,29 +678,40 @@ struct row_state {
 
 #ifdef TSR_CPU_AVX2
 // Calls f(std::integral_constant<int, G>{}) for G = count, 1 <= count <=
-// Max <= 3: a run-time group size to the kernels' compile-time G.
+// Max: a run-time group size to the kernels' compile-time G.
 template <int Max, class F>
 void with_group(int count, F && f) {
-    if constexpr (Max >= 3) {
-        if (count == 3) return f(std::integral_constant<int, 3>{});
+    if constexpr (Max > 1) {
+        if (count < Max) return with_group<Max - 1>(count, f);
     }
-    if constexpr (Max >= 2) {
-        if (count == 2) return f(std::integral_constant<int, 2>{});
-    }
-    f(std::integral_constant<int, 1>{});
+    f(std::integral_constant<int, Max>{});
 }
 
-// Scores of `count` rows (at most k_group) of one key block: the row
-// pointers, key counts and maxima of scores_rows, 16 lanes where AVX-512
-// and D allow.
+// Scores of `count` rows (at most k_group) of one key block from its
+// transposed keys kt: the row pointers, key counts and maxima of
+// scores_rows, 16 lanes on AVX-512 builds.
 template <bool F16>
-void scores_group(int count, const float * const * q, const char * kb, size_t k_row, int64_t D, const int64_t * n,
-                  float scale, float * const * s, float * mx) {
+void scores_group(int count, const float * const * q, const char * kt, int64_t D, const int64_t * n, float scale,
+                  const float * const * mk, float * const * s, float * mx) {
     with_group<k_group>(count, [&](auto g) {
 #ifdef TSR_CPU_AVX512
-        if (D % 16 == 0) return scores_rows<lanes16, F16, g()>(q, kb, k_row, D, n, scale, s, mx);
+        scores_rows<lanes16, F16, g()>(q, kt, D, n, scale, mk, s, mx);
+#else
+        scores_rows<lanes8, F16, g()>(q, kt, D, n, scale, mk, s, mx);
 #endif
-        scores_rows<lanes8, F16, g()>(q, kb, k_row, D, n, scale, s, mx);
+    });
+}
+
+// The same from K's rows kb (scores_rows_d; at most k_group_d rows), 16
+// lanes where AVX-512 and D allow.
+template <bool F16>
+void scores_group_d(int count, const float * const * q, const char * kb, size_t k_row, int64_t D, const int64_t * n,
+                    float scale, const float * const * mk, float * const * s, float * mx) {
+    with_group<k_group_d>(count, [&](auto g) {
+#ifdef TSR_CPU_AVX512
+        if (D % 16 == 0) return scores_rows_d<lanes16, F16, g()>(q, kb, k_row, D, n, scale, mk, s, mx);
+#endif
+        scores_rows_d<lanes8, F16, g()>(q, kb, k_row, D, n, scale, mk, s, mx);
     });
 }
 
@@ -432,14 +724,16 @@ void accumulate_group(int count, float * const * acc, const float * const * w, c
 #endif
 
 // One block of keys [j0, j0 + k_block) for the tile's rows that still
-// have visible keys in it: scores (k_group rows share each K load), then
+// have visible keys in it: scores (k_group rows share each key load, from
+// the block's transposed keys ktb, or K's rows kb on the portable path), then
 // per row the rescale and weights, then the accumulation (k_group rows
 // share each V load); the steps in the header comment. A row whose keys
 // in the block are all masked is left unchanged.
 template <bool K16, bool V16>
-void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char * kb, const char * vb, size_t k_row,
-                size_t v_row, int64_t D, int64_t j0, float scale, const fa_scratch & w) {
+void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char * ktb, const char * kb, const char * vb,
+                size_t k_row, size_t v_row, int64_t D, int64_t j0, float scale, const fa_scratch & w) {
     const float * q[k_tile];
+    const float * mk[k_tile]; // each row's mask entries for these keys
     float * s[k_tile];
     float * acc[k_tile];
     int64_t n[k_tile];
@@ -450,12 +744,15 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
         if (j0 >= st[r].n_end) continue;
         const int64_t nk = std::min(k_block, st[r].n_end - j0);
         float * sr = w.s + r * k_block;
+        // A packed mask row is read in place (copying it cost 7% of a
+        // prompt's attention); a strided one is gathered into sr first.
         if (st[r].mrow == nullptr) {
-            std::fill(sr, sr + nk, 0.0f);
+            mk[na] = k_zero_mask;
         } else if (mask->nb[0] == sizeof(float)) {
-            std::memcpy(sr, st[r].mrow + static_cast<size_t>(j0) * sizeof(float), static_cast<size_t>(nk) * sizeof(float));
+            mk[na] = reinterpret_cast<const float *>(st[r].mrow) + j0;
         } else {
             for (int64_t j = 0; j < nk; ++j) sr[j] = read_f32(st[r].mrow + static_cast<size_t>(j0 + j) * mask->nb[0]);
+            mk[na] = sr;
         }
         q[na] = w.q + r * D;
         s[na] = sr;
@@ -466,16 +763,20 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
     }
 #ifdef TSR_CPU_AVX2
     const bool vec = D % 8 == 0;
-    if (vec) {
+    if (ktb != nullptr) {
         for (int g = 0; g < na; g += k_group) {
-            scores_group<K16>(std::min(k_group, na - g), q + g, kb, k_row, D, n + g, scale, s + g, mx + g);
+            scores_group<K16>(std::min(k_group, na - g), q + g, ktb, D, n + g, scale, mk + g, s + g, mx + g);
+        }
+    } else if (vec) {
+        for (int g = 0; g < na; g += k_group_d) {
+            scores_group_d<K16>(std::min(k_group_d, na - g), q + g, kb, k_row, D, n + g, scale, mk + g, s + g, mx + g);
         }
     }
 #else
     constexpr bool vec = false;
 #endif
     if (!vec) {
-        for (int i = 0; i < na; ++i) mx[i] = block_scores_portable<K16>(q[i], kb, k_row, D, n[i], scale, s[i], w.row);
+        for (int i = 0; i < na; ++i) mx[i] = block_scores_portable<K16>(q[i], kb, k_row, D, n[i], scale, mk[i], s[i], w.row);
     }
     int nl = 0; // rows with a visible key in the block, moved to the front
     for (int i = 0; i < na; ++i) {
@@ -526,7 +827,7 @@ row_head pair_of(const fa_dims & dm, int64_t hk, int64_t p) {
 // k_block, ..., so its arithmetic is that of a pair computed alone.
 template <bool K16, bool V16>
 void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_t hk, int64_t p0, int64_t np,
-                 const fa_scratch & w) {
+                 const char * kt, const fa_scratch & w) {
     const tsr_tensor * q = dst->src[0];
     const tsr_tensor * k = dst->src[1];
     const tsr_tensor * v = dst->src[2];
@@ -560,8 +861,21 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
     const char * k0 = row_ptr(k, 0, hk, 0);
     const char * v0 = row_ptr(v, 0, hk, 0);
     const size_t k_row = k->nb[1], v_row = v->nb[1];
+    const bool transposed = transposed_scores(dst);
     for (int64_t j0 = 0; j0 < n_end_max; j0 += k_block) {
-        tile_block<K16, V16>(mask, st, np, k0 + static_cast<size_t>(j0) * k_row, v0 + static_cast<size_t>(j0) * v_row,
+        const char * ktb = nullptr;
+#ifdef TSR_CPU_AVX2
+        if (kt != nullptr) {
+            ktb = kt + static_cast<size_t>(hk * key_blocks(dm.n_kv) + j0 / k_block) * kt_block_bytes<K16>(D);
+        } else if (transposed) {
+            transpose_block<K16>(k0 + static_cast<size_t>(j0) * k_row, k_row, std::min(k_block, dm.n_kv - j0),
+                                 n_end_max - j0, D, w.kt);
+            ktb = w.kt;
+        }
+#else
+        (void)transposed;
+#endif
+        tile_block<K16, V16>(mask, st, np, ktb, k0 + static_cast<size_t>(j0) * k_row, v0 + static_cast<size_t>(j0) * v_row,
                              k_row, v_row, D, j0, scale, w);
     }
 
@@ -581,13 +895,15 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
 template <bool K16, bool V16>
 void attend_rows(const compute_params & p, const tsr_tensor * dst, const fa_dims & dm, float scale) {
     const fa_scratch w = carve(p.wdata, dm.D);
+    const char * kt = kt_bytes(dst) > 0 ? static_cast<const char *>(p.shared) : nullptr;
     const int64_t pairs = dm.T * dm.group; // per KV head
+    const int64_t step = transposed_scores(dst) ? k_group : k_group_d;
     int64_t tile = k_tile;
-    while (tile > k_group && dm.H_kv * ((pairs + tile - 1) / tile) < 2 * p.nth) tile -= k_group;
+    while (tile > step && dm.H_kv * ((pairs + tile - 1) / tile) < 2 * p.nth) tile -= step;
     const int64_t tiles = (pairs + tile - 1) / tile;
     for (int64_t item = p.ith; item < tiles * dm.H_kv; item += p.nth) {
         const int64_t hk = item / tiles, p0 = (item % tiles) * tile;
-        attend_tile<K16, V16>(dst, dm, scale, hk, p0, std::min(tile, pairs - p0), w);
+        attend_tile<K16, V16>(dst, dm, scale, hk, p0, std::min(tile, pairs - p0), kt, w);
     }
 }
 
@@ -618,7 +934,29 @@ size_t flash_attn_ext_work_size(const tsr_tensor * node) {
     return scratch_bytes(node->src[0]->ne[0]);
 }
 
+size_t flash_attn_ext_shared_size(const tsr_tensor * node) {
+    return kt_bytes(node);
+}
+
 bool compute_flash_attn_ext(const compute_params & p, tsr_tensor * dst) {
+    const size_t kt = kt_bytes(dst);
+    if (kt > 0 && (p.shared == nullptr || p.shared_size < kt)) return false;
+    if (p.prepare) { // this thread's part of the transposed keys
+#ifdef TSR_CPU_AVX2
+        if (kt == 0) return false;
+        const tsr_tensor * k = dst->src[1];
+        // Decoding sees a prefix of a cache view that can be much longer.
+        const int64_t n_vis = visible_keys(dst);
+        if (k->type == TSR_TYPE_F16) {
+            transpose_keys<true>(p, k, k->ne[0], n_vis, static_cast<char *>(p.shared));
+        } else {
+            transpose_keys<false>(p, k, k->ne[0], n_vis, static_cast<char *>(p.shared));
+        }
+        return true;
+#else
+        return false;
+#endif
+    }
     float scale;
     std::memcpy(&scale, &dst->op_params[0], sizeof scale);
     const fa_dims dm = dims_of(dst);

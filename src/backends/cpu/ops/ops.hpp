@@ -72,6 +72,9 @@ bool compute_mul_mat(const compute_params & p, tsr_tensor * node);
 // FLASH_ATTN_EXT (flash_attn.cpp)
 bool flash_attn_ext_supported(const tsr_tensor * node);
 size_t flash_attn_ext_work_size(const tsr_tensor * node);
+// Shared scratch (compute_params::shared): the keys transposed per block
+// by the prepare call, read by every thread's scores; 0 on portable builds.
+size_t flash_attn_ext_shared_size(const tsr_tensor * node);
 bool compute_flash_attn_ext(const compute_params & p, tsr_tensor * node);
 
 } // namespace tessera::cpu
