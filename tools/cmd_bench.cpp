@@ -61,7 +61,7 @@ struct result {
     int n_threads = 0, n_prompt = 0, n_gen = 0, n_batch = 0;
     std::string kv_type, test_time;
     bool flash_attn = false; // fused attention used (as resolved by the session)
-    bool repack = true;      // repacked weight layout asked for (--rp)
+    bool repack = true;      // weight matrices in CPU_REPACK: asked for (--rp) and the device had it
     std::vector<uint64_t> samples_ns;
 
     int n_tokens() const { return n_prompt + n_gen; }
@@ -253,10 +253,11 @@ void check_options(const options & o) {
                      std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; });
     if (!any) throw error("nothing to run: every -p and -n value is 0");
     if (o.kv_type != "F32" && o.kv_type != "F16") throw error(fmt::format("--kv-type '{}': expected F32 or F16", o.kv_type));
-    for (const auto & m : o.models) {
-        std::error_code ec;
-        if (!std::filesystem::is_regular_file(m, ec)) throw error(fmt::format("{}: no such file", m));
-    }
+}
+
+// The error of a model that could not be benched, naming its file.
+std::string model_error(const std::string & path, const std::string & what) {
+    return what.find(path) != std::string::npos ? what : fmt::format("{}: {}", path, what);
 }
 
 int run_bench(const options & o) {
@@ -275,7 +276,13 @@ int run_bench(const options & o) {
     std::vector<int> rp_values = o.repack;
     if (rp_values.empty()) rp_values.push_back(1);
     json all = json::array();
-    for (const std::string & path : o.models) {
+    // A model that fails (missing file, not a model, a session it cannot
+    // have) is reported on stderr and skipped: the others are still benched
+    // and printed, and the exit code is 1.
+    size_t n_failed = 0;
+    for (const std::string & path : o.models) try {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(path, ec)) throw error(fmt::format("{}: no such file", path));
         auto m = llm::model::load(path);
         const llm::hparams & hp = m->hp();
         token_source src{std::mt19937_64(o.seed), int32_t(hp.n_vocab)};
@@ -311,7 +318,7 @@ int run_bench(const options & o) {
                 r.n_batch = o.n_batch;
                 r.kv_type = o.kv_type;
                 r.flash_attn = s.flash_attn();
-                r.repack = rp != 0;
+                r.repack = s.repack().n_repacked > 0;
                 r.test_time = utc_now();
                 if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
@@ -335,8 +342,15 @@ int run_bench(const options & o) {
                 if (n > 0) run_test(0, n);
             }
         }
+    } catch (const std::exception & e) {
+        ++n_failed;
+        fmt::print(stderr, "error: {}\n", model_error(path, e.what()));
     }
     if (o.output == "json") fmt::print("{}\n", all.dump(2));
+    if (n_failed > 0) {
+        fmt::print(stderr, "error: {} of {} models failed (see above)\n", n_failed, o.models.size());
+        return 1;
+    }
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,37 @@ void write_out(const std::string & s) {
     if (!s.empty()) {
         std::fwrite(s.data(), 1, s.size(), stdout);
         std::fflush(stdout);
+    }
+}
+
+// "1.02 GiB" from 1 GiB up, else "12.34 MiB".
+std::string size_text(uint64_t bytes) {
+    const double mib = 1024.0 * 1024.0;
+    if (double(bytes) >= 1024.0 * mib) return fmt::format("{:.2f} GiB", double(bytes) / (1024.0 * mib));
+    return fmt::format("{:.2f} MiB", double(bytes) / mib);
+}
+
+// The load-time line saying where the weight matrices went, e.g.
+// "repack: 154 of 155 weight matrices in CPU_REPACK (1.02 GiB)".
+std::string repack_text(const llm::session & s) {
+    const llm::repack_summary r = s.repack();
+    std::string why;
+    if (!r.requested) {
+        why = "--repack off";
+    } else if (!r.available) {
+        why = fmt::format("device {} has no CPU_REPACK buffer type", s.device_name());
+    } else {
+        why = size_text(r.bytes);
+    }
+    return fmt::format("repack: {} of {} weight matrices in CPU_REPACK ({})", r.n_repacked, r.n_matrices, why);
+}
+
+// s.decode(tokens), its errors prefixed with `where` (which step failed).
+std::span<const float> decode_at(llm::session & s, std::span<const llm::token_id> tokens, const std::string & where) {
+    try {
+        return s.decode(tokens);
+    } catch (const error & e) {
+        throw error(fmt::format("{}: {}", where, e.what()));
     }
 }
 
@@ -75,6 +107,7 @@ int run_generate(const run_options & o) {
     fmt::print(stderr, "device: {} ({}), {} threads, context {}, batch {}, KV cache {}, flash attention {}\n",
                s.device_name(), s.device_description(), s.n_threads(), s.n_ctx(), o.n_batch, o.kv_type,
                s.flash_attn() ? "on" : "off");
+    fmt::print(stderr, "{}\n", repack_text(s));
     fmt::print(stderr, "load time: {:.1f} ms\n", load_ms);
 
     const std::vector<llm::token_id> prompt_ids = tok.encode(o.prompt, true, true);
@@ -90,7 +123,7 @@ int run_generate(const run_options & o) {
     llm::stream_decoder out(tok);
 
     const auto t_pp = clock_type::now();
-    std::span<const float> logits = s.decode(prompt_ids);
+    std::span<const float> logits = decode_at(s, prompt_ids, fmt::format("after the prompt ({} tokens)", prompt_ids.size()));
     const double pp_ms = ms_since(t_pp);
 
     int n_gen = 0;
@@ -107,7 +140,7 @@ int run_generate(const run_options & o) {
             context_full = true;
             break;
         }
-        logits = s.decode(std::span<const llm::token_id>(&id, 1));
+        logits = decode_at(s, std::span<const llm::token_id>(&id, 1), fmt::format("after generated token {}", n_gen));
     }
     write_out(out.finish());
     const double tg_ms = ms_since(t_tg);

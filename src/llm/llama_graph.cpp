@@ -68,8 +68,9 @@ batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_se
     if (!all_logits && T > 1) {
         x = view_2d(ctx, x, n_embd, 1, x->nb[1], uint64_t(T - 1) * x->nb[1]);
     }
-    x = mul(ctx, rms_norm(ctx, x, hp.rms_eps), w.output_norm);
-    g.logits = context::set_name(mul_mat(ctx, w.output, x), "logits");
+    g.hidden = context::set_name(mul(ctx, rms_norm(ctx, x, hp.rms_eps), w.output_norm), "result_norm");
+    g.hidden->flags |= TSR_FLAG_OUTPUT;
+    g.logits = context::set_name(mul_mat(ctx, w.output, g.hidden), "logits");
     g.logits->flags |= TSR_FLAG_OUTPUT;
     return g;
 }

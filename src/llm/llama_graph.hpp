@@ -29,6 +29,9 @@ struct batch_inputs {
 struct batch_graph {
     batch_inputs in;
     tensor * logits = nullptr; // F32 [n_vocab, n_out]: n_out = n_tokens (all) or 1 (last)
+    // F32 [n_embd, n_out]: the final norm's output, the logits' input (kept
+    // after compute like the logits, so decode can check it is finite).
+    tensor * hidden = nullptr;
     // Nodes to add to a graph before the logits, in this order: per layer
     // the Q, K and V products, then the V store and the Q and K rotations,
     // then the K store; the gate and up products. Independent nodes next to

@@ -6,10 +6,12 @@
 #include "tessera/llm/model.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iterator>
 #include <map>
 #include <span>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -163,6 +165,24 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         l.ffn_gate = take(p + "ffn_gate.weight", {E, F});
         l.ffn_up = take(p + "ffn_up.weight", {E, F});
         l.ffn_down = take(p + "ffn_down.weight", {F, E});
+    }
+    // Tensors of layers past block_count would be ignored: a block_count
+    // lower than the file's layers is an error, not a shorter model.
+    for (const gguf::tensor_info & ti : r.tensors()) {
+        const std::string_view name = ti.name;
+        if (!name.starts_with("blk.")) continue;
+        const std::string_view rest = name.substr(4);
+        const size_t dot = rest.find('.');
+        const std::string_view digits = rest.substr(0, dot);
+        if (dot == std::string_view::npos || digits.empty() ||
+            digits.find_first_not_of("0123456789") != std::string_view::npos) {
+            continue; // not "blk.<number>.<name>": not a layer's tensor
+        }
+        uint64_t il = 0;
+        const std::from_chars_result parsed = std::from_chars(digits.data(), digits.data() + digits.size(), il);
+        if (parsed.ec == std::errc() && il < hp.n_layer) continue;
+        throw error(fmt::format("{}: tensor '{}' belongs to layer {} but {}.block_count is {}", r.name(), name,
+                                digits, a, hp.n_layer));
     }
     // Norm weights are applied with MUL to F32 activations: they must be F32.
     auto require_f32 = [&](const tensor * t) {

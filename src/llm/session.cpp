@@ -38,6 +38,14 @@ device choose_device(registry & reg, const std::string & name) {
     throw error(fmt::format("unknown device '{}' (available: {})", name, known.empty() ? "none" : known));
 }
 
+// Index of the first NaN or infinite value of v, or v.size() when all are finite.
+size_t first_non_finite(std::span<const float> v) {
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (!std::isfinite(v[i])) return i;
+    }
+    return v.size();
+}
+
 } // namespace
 
 struct session::impl {
@@ -49,6 +57,7 @@ struct session::impl {
     weight_set w;
     buffer weights_buf;
     buffer repack_buf; // MUL_MAT matrices in the device's repacked layout (session_params::repack)
+    repack_summary repack;
     std::unique_ptr<context> kv_ctx;
     buffer kv_buf;
     kv_tensors kv;
@@ -119,6 +128,17 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
     }
     impl_->weights_buf.set_usage(TSR_BUFFER_USAGE_WEIGHTS);
     if (params_.repack) impl_->repack_buf = place_repacked_weights(impl_->w.mul_mat(), impl_->dev);
+    repack_summary & rs = impl_->repack;
+    rs.requested = params_.repack;
+    rs.available = bool(find_repack_buffer_type(impl_->dev));
+    for (const tensor * t : weights) {
+        if (t->ne[1] <= 1) continue; // norm weights
+        ++rs.n_matrices;
+        if (impl_->repack_buf && t->buffer == impl_->repack_buf.get()) {
+            ++rs.n_repacked;
+            rs.bytes += nbytes(t);
+        }
+    }
 
     // KV cache: per layer K and V of [n_embd_kv, n_ctx].
     context::params cp;
@@ -184,6 +204,7 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
 session::~session() = default;
 
 const weight_set & session::weights() const { return impl_->w; }
+repack_summary session::repack() const { return impl_->repack; }
 
 std::string session::device_name() const { return impl_->dev.name(); }
 std::string session::device_description() const { return impl_->dev.description(); }
@@ -205,6 +226,42 @@ std::span<const float> session::decode(std::span<const int32_t> tokens, bool all
     }
     const size_t n_vocab = hp.n_vocab;
     logits_.resize(all_logits ? tokens.size() * n_vocab : n_vocab);
+    const uint32_t n_past_before = n_past_;
+
+    // Throws unless the rows just fetched (all_logits: the n of the batch
+    // from token `start`; else the last token's) and the final norm's
+    // output they come from are finite.
+    auto require_finite = [&](size_t start, uint32_t n, const tensor * hidden) {
+        const size_t n_embd = hp.n_embd;
+        const size_t n_out = all_logits ? n : 1;
+        hidden_.resize(n_out * n_embd);
+        tensor_get(hidden, hidden_.data(), 0, hidden_.size() * sizeof(float));
+        for (size_t r = 0; r < n_out; ++r) {
+            const size_t i = all_logits ? start + r : tokens.size() - 1; // index in `tokens`
+            const std::span<const float> l(logits_.data() + (all_logits ? i * n_vocab : 0), n_vocab);
+            const std::span<const float> h(hidden_.data() + r * n_embd, n_embd);
+            std::string what;
+            if (const size_t j = first_non_finite(l); j < l.size()) {
+                what = fmt::format("logit {} is {}", j, l[j]);
+            } else if (const size_t k = first_non_finite(h); k < h.size()) {
+                what = fmt::format("element {} of their input, the output norm, is {}", k, h[k]);
+            } else {
+                continue;
+            }
+            // Forget this call's positions and zero their cache rows: later
+            // graphs read rows past n_past masked, and a NaN there would
+            // survive the mask.
+            for (const std::vector<tensor *> * side : {&impl_->kv.k, &impl_->kv.v}) {
+                for (tensor * t : *side) {
+                    tensor_memset(t, 0, size_t(n_past_before) * t->nb[1], size_t(n_past_ - n_past_before) * t->nb[1]);
+                }
+            }
+            n_past_ = n_past_before;
+            throw error(fmt::format("decode: the logits at position {} (token id {}) are not finite ({}): the "
+                                    "model's weights or hyper-parameters hold NaN or Inf",
+                                    n_past_before + i, tokens[i], what));
+        }
+    };
 
     for (size_t start = 0; start < tokens.size(); start += params_.n_batch) {
         const uint32_t n = uint32_t(std::min<size_t>(params_.n_batch, tokens.size() - start));
@@ -257,6 +314,7 @@ std::span<const float> session::decode(std::span<const int32_t> tokens, bool all
         } else if (last_batch) {
             tensor_get(bg.logits, logits_.data(), 0, n_vocab * sizeof(float));
         }
+        if (all_logits || last_batch) require_finite(start, n, bg.hidden);
     }
     return logits_;
 }

@@ -9,11 +9,16 @@
 
 namespace tessera::llm {
 
-buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev) {
+buffer_type find_repack_buffer_type(const device & dev) {
     buffer_type buft;
     for (const buffer_type & bt : dev.extra_buffer_types()) {
         if (std::string_view(bt.name()) == k_repack_buffer_type_name) buft = bt;
     }
+    return buft;
+}
+
+buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev) {
+    const buffer_type buft = find_repack_buffer_type(dev);
     if (!buft) return {};
     std::vector<tensor *> chosen;
     for (tensor * t : weights) chosen.push_back(t);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tessera/backend/buffer.hpp"
+#include "tessera/backend/buffer_type.hpp"
 #include "tessera/backend/device.hpp"
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace tessera::llm {
 
 // Name of the extra buffer type that holds repacked weights.
 inline constexpr const char * k_repack_buffer_type_name = "CPU_REPACK";
+
+// dev's "CPU_REPACK" extra buffer type, or an empty handle when it has none.
+buffer_type find_repack_buffer_type(const device & dev);
 
 // Places `weights` (MUL_MAT matrices of any type: a session's
 // weight_set::mul_mat()) in a new buffer of dev's

@@ -399,3 +399,36 @@ TEST(BenchCli, BadInputExitsOne) {
     EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
     EXPECT_TRUE(r.out.empty() || contains(r.out, "| model")) << r.out;
 }
+
+// One bad -m among good ones: the good models are still benched and
+// reported (JSON array or table rows), the bad one's error goes to stderr
+// naming the file, and the exit code is 1.
+TEST(BenchCli, BadModelAmongGoodOnesStillReportsTheGoodOnes) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type F16 --vocab " + vocab + " -o " + (d / "b.gguf")).exit_code, 0);
+    // A missing file between two good ones, and a file that is not a model.
+    auto r = run_tessera("bench -m " + (d / "a.gguf") + " -m " + (d / "missing.gguf") + " -m " + (d / "b.gguf") + " -m " +
+                         vocab + " -p 4 -n 0 -t 1 -r 1 -o json");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "error: " + (d / "missing.gguf") + ": no such file")) << r.err;
+    EXPECT_TRUE(contains(r.err, "ggml-vocab-llama-spm.gguf: missing tensor 'token_embd.weight'")) << r.err;
+    EXPECT_TRUE(contains(r.err, "2 of 4 models failed")) << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j.size(), 2u) << r.out;
+    EXPECT_EQ(j[0]["model_filename"], d / "a.gguf");
+    EXPECT_EQ(j[0]["model_type"], "llama 4M Q8_0");
+    EXPECT_EQ(j[1]["model_filename"], d / "b.gguf");
+    EXPECT_EQ(j[1]["model_type"], "llama 4M F16");
+    EXPECT_GT(j[1]["avg_ts"].get<double>(), 0.0);
+    // The table: header, rule and the good model's row.
+    r = run_tessera("bench -m " + (d / "missing.gguf") + " -m " + (d / "a.gguf") + " -p 4 -n 0 -t 1 -r 1");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "missing.gguf: no such file")) << r.err;
+    EXPECT_EQ(cells(line_with(r.out, "pp4")).at(0), "llama 4M Q8_0") << r.out;
+    // Only bad models: an empty JSON array, exit 1.
+    r = run_tessera("bench -m " + (d / "missing.gguf") + " -p 4 -n 0 -o json");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(json::parse(r.out), json::array()) << r.out;
+}

@@ -31,6 +31,15 @@ struct session_params {
     bool repack = true;
 };
 
+// Where a session put the model's weight matrices (session_params::repack).
+struct repack_summary {
+    bool requested = false;  // session_params::repack
+    bool available = false;  // the device has a "CPU_REPACK" buffer type
+    size_t n_repacked = 0;   // matrices placed in it: the MUL_MAT ones when requested and available, else 0
+    size_t n_matrices = 0;   // the model's weight matrices (its 2-D weights, token_embd included)
+    uint64_t bytes = 0;      // bytes of the n_repacked matrices (their size in the file)
+};
+
 class session {
 public:
     // Binds `m` (which must outlive the session) to a backend on the chosen
@@ -54,6 +63,12 @@ public:
     // until the next decode. Throws tessera::error when the tokens would run
     // past n_ctx, a token id is outside the vocabulary, or compute fails
     // (the cache then holds only the positions before the failing batch).
+    // Also throws, naming the position and token id of the first bad row,
+    // when a returned logits row, or the final norm's output it is computed
+    // from, holds NaN or Inf (weights or hyper-parameters that hold them;
+    // a quantized product can turn a NaN input into finite logits, hence
+    // the second check); n_past() is then as before the call, and the
+    // cache rows the call wrote are zeroed.
     std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
 
     uint32_t n_past() const { return n_past_; }
@@ -71,6 +86,9 @@ public:
     size_t compute_buffer_size() const;
     // This session's weight handles, as placed (e.g. which buffer each is in).
     const weight_set & weights() const;
+    // How many weight matrices were placed in the device's CPU_REPACK
+    // buffer, of how many, and their bytes.
+    repack_summary repack() const;
 
 private:
     struct impl;
@@ -80,6 +98,7 @@ private:
     uint32_t n_past_ = 0;
     bool flash_attn_ = false;
     std::vector<float> logits_;
+    std::vector<float> hidden_; // the final norm's output rows of the last batch (decode's check)
 };
 
 } // namespace tessera::llm

@@ -1,0 +1,262 @@
+// Checks on what a model file holds, made at load or while decoding:
+//   - tensors of layers at or past llama.block_count are refused at load,
+//     naming the tensor and the key;
+//   - weights holding NaN or Inf that make the logits non-finite stop
+//     decoding with an error naming the position (library) and give exit 1
+//     from `tessera run` instead of blank text;
+//   - the session says how many weight matrices went to CPU_REPACK.
+// Models are stories260K (F32, 5 layers) rewritten with gguf::writer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/types.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/quantize.hpp"
+#include "tessera/llm/session.hpp"
+
+namespace {
+
+using namespace tessera;
+namespace fs = std::filesystem;
+
+const std::string stories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string tessera_bin = std::string(TESSERA_BINARY_DIR) + "/tessera";
+
+struct temp_dir : tessera::test::temp_dir {
+    temp_dir() : tessera::test::temp_dir("model_checks") {}
+};
+
+// stories260K with blk.0.ffn_gate.weight converted to Q8_0 and the F16
+// scale of its first block (row 0, elements 0..31) set to `scale_bits`
+// (0x7E00 NaN, 0x7C00 +Inf). Every position then carries the bad value
+// into the residual stream. Before the logits check this model generated
+// blank text with exit 0.
+void write_bad_gate_scale(const fs::path & path, uint16_t scale_bits) {
+    const gguf::reader src(stories);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    for (const gguf::tensor_info & ti : src.tensors()) {
+        if (ti.name != "blk.0.ffn_gate.weight") {
+            w.copy_tensor(src, ti.name);
+            continue;
+        }
+        ASSERT_EQ(ti.type, TSR_TYPE_F32);
+        std::vector<uint8_t> q(row_size(TSR_TYPE_Q8_0, ti.ne[0]) * size_t(ti.ne[1]));
+        llm::convert_rows(ti.name, TSR_TYPE_F32, ti.bytes(), TSR_TYPE_Q8_0, q, ti.ne[0], ti.ne[1]);
+        std::memcpy(q.data(), &scale_bits, sizeof scale_bits); // block_q8_0 starts with its F16 scale d
+        w.add_tensor(ti.name, TSR_TYPE_Q8_0, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(q));
+    }
+    w.write(path);
+}
+
+// stories260K with element 0 of token `id`'s embedding row set to `v`:
+// only positions holding that token go bad.
+void write_bad_embedding(const fs::path & path, int64_t id, float v) {
+    const gguf::reader src(stories);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    for (const gguf::tensor_info & ti : src.tensors()) {
+        if (ti.name != "token_embd.weight") {
+            w.copy_tensor(src, ti.name);
+            continue;
+        }
+        ASSERT_EQ(ti.type, TSR_TYPE_F32);
+        std::vector<uint8_t> bytes(ti.bytes().begin(), ti.bytes().end());
+        std::memcpy(bytes.data() + size_t(id * ti.ne[0]) * sizeof(float), &v, sizeof v);
+        w.add_tensor(ti.name, TSR_TYPE_F32, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(bytes));
+    }
+    w.write(path);
+}
+
+std::string error_of(const std::function<void()> & f) {
+    try {
+        f();
+    } catch (const error & e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+bool contains(const std::string & s, const std::string & needle) { return s.find(needle) != std::string::npos; }
+
+// --- block_count ---------------------------------------------------------
+
+// stories260K has blk.0 .. blk.4: with block_count 4 the blk.4 tensors are
+// left over; the first of them in file order is blk.4.attn_q.weight.
+TEST(model_errors, tensors_past_block_count_name_the_tensor_and_the_key) {
+    temp_dir d;
+    const gguf::reader src(stories);
+    for (uint32_t n : {4u, 2u}) {
+        SCOPED_TRACE(n);
+        gguf::writer w;
+        w.copy_all_kv(src);
+        w.set_u32("llama.block_count", n);
+        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+        const fs::path path = d / "short.gguf";
+        w.write(path);
+        const std::string what = error_of([&] { llm::model::load(path); });
+        const std::string want = "tensor 'blk." + std::to_string(n) + ".attn_q.weight' belongs to layer " +
+                                 std::to_string(n) + " but llama.block_count is " + std::to_string(n);
+        EXPECT_TRUE(contains(what, want)) << what;
+        EXPECT_TRUE(contains(what, "short.gguf")) << what;
+    }
+    // The file's own block_count loads.
+    EXPECT_NO_THROW(llm::model::load(stories));
+}
+
+// --- non-finite logits ---------------------------------------------------
+
+TEST(session_errors, non_finite_logits_name_the_position) {
+    temp_dir d;
+    const fs::path path = d / "nan-gate.gguf";
+    write_bad_gate_scale(path, 0x7E00);
+    auto m = llm::model::load(path);
+    llm::session_params p;
+    p.n_ctx = 32;
+    p.n_threads = 1;
+    llm::session s(*m, p);
+    const std::vector<int32_t> prompt{1, 403, 407, 261};
+    const std::string what = error_of([&] { s.decode(prompt); });
+    EXPECT_TRUE(contains(what, "logits at position 3 (token id 261) are not finite")) << what;
+    EXPECT_TRUE(contains(what, "the model's weights or hyper-parameters hold NaN or Inf")) << what;
+    EXPECT_EQ(s.n_past(), 0u); // the failed call left no positions behind
+    // With every row asked for, the first bad row is named.
+    const std::string all = error_of([&] { s.decode(prompt, true); });
+    EXPECT_TRUE(contains(all, "logits at position 0 (token id 1) are not finite")) << all;
+    EXPECT_EQ(s.n_past(), 0u);
+}
+
+// Only the token whose embedding holds Inf goes bad: the prompt decodes,
+// and the step that feeds that token fails naming its position. Both
+// attention paths (the unfused one reads the masked cache rows a failed
+// call wrote: they must be cleared).
+TEST(session_errors, non_finite_logits_at_a_later_step) {
+    temp_dir d;
+    const fs::path path = d / "inf-embd.gguf";
+    write_bad_embedding(path, 300, std::numeric_limits<float>::infinity());
+    auto m = llm::model::load(path);
+    using fa_mode = llm::session_params::flash_attn_mode;
+    for (const fa_mode fa : {fa_mode::on, fa_mode::off}) {
+        SCOPED_TRACE(fa == fa_mode::on ? "flash attention on" : "flash attention off");
+        llm::session_params p;
+        p.n_ctx = 32;
+        p.n_threads = 1;
+        p.flash_attn = fa;
+        llm::session s(*m, p);
+        const std::vector<int32_t> prompt{1, 403, 407};
+        const auto logits = s.decode(prompt);
+        ASSERT_EQ(logits.size(), 512u);
+        for (float l : logits) ASSERT_TRUE(std::isfinite(l));
+        const int32_t next = 407;
+        ASSERT_NO_THROW(s.decode(std::span<const int32_t>(&next, 1)));
+        const int32_t bad = 300;
+        const std::string what = error_of([&] { s.decode(std::span<const int32_t>(&bad, 1)); });
+        EXPECT_TRUE(contains(what, "logits at position 4 (token id 300) are not finite")) << what;
+        EXPECT_EQ(s.n_past(), 4u);
+
+        // A failed call of several tokens: the first bad row is named, its
+        // positions are forgotten and their cache rows cleared, so decoding
+        // on from position 4 gives what a session without the failed calls
+        // gives, bit for bit.
+        const std::vector<int32_t> bad_batch{300, 407, 261};
+        const std::string batch_what = error_of([&] { s.decode(bad_batch, true); });
+        EXPECT_TRUE(contains(batch_what, "logits at position 4 (token id 300) are not finite")) << batch_what;
+        ASSERT_EQ(s.n_past(), 4u);
+        const int32_t good = 378;
+        std::vector<float> got;
+        ASSERT_NO_THROW({
+            const auto after = s.decode(std::span<const int32_t>(&good, 1));
+            got.assign(after.begin(), after.end());
+        });
+        llm::session fresh(*m, p);
+        fresh.decode(prompt);
+        fresh.decode(std::span<const int32_t>(&next, 1));
+        const auto want = fresh.decode(std::span<const int32_t>(&good, 1));
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
+    }
+}
+
+// The CLI: exit 1 with the message, not exit 0 with blank text, for a NaN
+// and an Inf scale, greedy and sampled.
+TEST(cli_errors, non_finite_logits_exit_1) {
+    if (!fs::exists(tessera_bin)) GTEST_SKIP() << "tessera not built";
+    temp_dir d;
+    for (uint16_t bits : {uint16_t(0x7E00), uint16_t(0x7C00)}) {
+        const fs::path path = d / "bad.gguf";
+        write_bad_gate_scale(path, bits);
+        for (const char * temp : {"0", "0.8"}) {
+            SCOPED_TRACE(std::to_string(bits) + " temp " + temp);
+            const auto r = tessera::test::run_process(
+                tessera_bin, {"run", "-m", path.string(), "-p", "Once upon a time", "-n", "8", "-t", "1", "--temp", temp});
+            EXPECT_EQ(r.exit_code, 1) << r.err;
+            EXPECT_TRUE(contains(r.err, "error: after the prompt (5 tokens): decode: the logits at position 4 "))
+                << r.err;
+            EXPECT_TRUE(contains(r.err, "hold NaN or Inf")) << r.err;
+            EXPECT_EQ(r.out, "Once upon a time"); // the prompt only: nothing generated
+        }
+    }
+    // A bad token met while generating: its step is named.
+    const fs::path path = d / "inf-embd.gguf";
+    // The greedy continuation of "Once upon a time" starts with ",", id 432
+    // in this vocabulary (not in the prompt): feeding it back fails.
+    write_bad_embedding(path, 432, std::numeric_limits<float>::infinity());
+    const auto r = tessera::test::run_process(
+        tessera_bin, {"run", "-m", path.string(), "-p", "Once upon a time", "-n", "8", "-t", "1", "--temp", "0"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "error: after generated token 1: decode: the logits at position 5 (token id 432)"))
+        << r.err;
+}
+
+// --- repacking -------------------------------------------------------------
+
+// stories260K: 5 layers x 7 matrices + output.weight go to CPU_REPACK;
+// token_embd.weight (read by GET_ROWS) stays in the file mapping.
+TEST(session_repack, summary_counts_the_matrices_placed) {
+    auto m = llm::model::load(stories);
+    const gguf::reader r(stories);
+    size_t n_matrices = 0, n_eligible = 0;
+    uint64_t bytes = 0;
+    for (const gguf::tensor_info & ti : r.tensors()) {
+        if (ti.n_dims != 2) continue;
+        ++n_matrices;
+        if (ti.name == "token_embd.weight") continue;
+        ++n_eligible;
+        bytes += ti.size;
+    }
+    ASSERT_EQ(n_matrices, 37u);
+    ASSERT_EQ(n_eligible, 36u);
+    llm::session_params p;
+    p.n_ctx = 16;
+    p.n_threads = 1;
+    {
+        llm::session s(*m, p);
+        const llm::repack_summary rs = s.repack();
+        EXPECT_EQ(rs.n_repacked, n_eligible);
+        EXPECT_EQ(rs.n_matrices, n_matrices);
+        EXPECT_EQ(rs.bytes, bytes);
+        EXPECT_TRUE(rs.requested);
+    }
+    p.repack = false;
+    llm::session s(*m, p);
+    const llm::repack_summary rs = s.repack();
+    EXPECT_EQ(rs.n_repacked, 0u);
+    EXPECT_EQ(rs.n_matrices, n_matrices);
+    EXPECT_EQ(rs.bytes, 0u);
+    EXPECT_FALSE(rs.requested);
+}
+
+} // namespace
