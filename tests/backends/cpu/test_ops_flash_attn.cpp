@@ -218,6 +218,34 @@ TEST(FlashAttnExt, ARowGetsTheSameBitsInATileAsAlone) {
     }
 }
 
+// A NaN in a query row makes every score of that (row, head) NaN: its
+// output must be NaN, not the zeros of a row whose keys are all masked
+// (the running maximum used to skip NaN scores). Other pairs stay finite.
+// Both score kernels (9 heads over 3, 16 over 2), prompt and one row.
+TEST(FlashAttnExt, ANaNQueryGivesANaNRow) {
+    for (const fa_case & c : {fa_case{37, 300, 64, 9, 3, TSR_TYPE_F16, 0}, fa_case{37, 300, 64, 16, 2, TSR_TYPE_F16, 0},
+                              fa_case{1, 300, 64, 9, 3, TSR_TYPE_F32, 0}, fa_case{1, 300, 64, 16, 2, TSR_TYPE_F16, 0}}) {
+        attention_inputs in(c, 5);
+        tsr_tensor * q_packed = in.q->view_src; // [D, H, T]
+        const int64_t bad_i = c.T - 1, bad_h = 2;
+        set_f32(q_packed, std::numeric_limits<float>::quiet_NaN(), 7, bad_h, bad_i);
+        tsr_tensor * out = flash_attn_ext(in.ctx, in.q, in.k, in.v, in.mask, in.scale);
+        ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
+        for (int64_t i = 0; i < c.T; ++i) {
+            for (int64_t h = 0; h < c.H; ++h) {
+                for (int64_t d = 0; d < c.D; ++d) {
+                    const float o = get(out, d, h, i);
+                    if (i == bad_i && h == bad_h) {
+                        ASSERT_TRUE(std::isnan(o)) << "T " << c.T << " H " << c.H << ": element " << d << " is " << o;
+                    } else {
+                        ASSERT_TRUE(std::isfinite(o)) << "T " << c.T << " H " << c.H << ": row " << i << " head " << h;
+                    }
+                }
+            }
+        }
+    }
+}
+
 // A node whose sources were changed after building (bad metadata reaching
 // the backend) is refused: compute fails, never crashes.
 TEST(FlashAttnExt, CorruptedNodeFails) {

@@ -199,10 +199,16 @@ struct lanes8 {
     }
     static vec load_part(const float * p, int64_t valid) { return _mm256_maskload_ps(p, lanes_below(valid)); }
     static void store_part(float * p, vec v, int64_t valid) { _mm256_maskstore_ps(p, lanes_below(valid), v); }
-    // The largest of lanes < valid.
-    static float max_part(vec v, int64_t valid) {
-        v = _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), v,
-                             _mm256_castsi256_ps(lanes_below(valid)));
+    // v with lanes >= valid set to -inf; bits of the lanes < valid that are NaN.
+    static vec below_or_ninf(vec v, int64_t valid) {
+        return _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), v,
+                                _mm256_castsi256_ps(lanes_below(valid)));
+    }
+    static int nan_bits(vec v, int64_t valid) {
+        return _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_castsi256_ps(lanes_below(valid))));
+    }
+    static vec max(vec a, vec b) { return _mm256_max_ps(a, b); }
+    static float hmax(vec v) {
         __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
@@ -227,10 +233,12 @@ struct lanes16 {
     static __mmask16 lanes_below(int64_t valid) { return static_cast<__mmask16>((1u << valid) - 1u); }
     static vec load_part(const float * p, int64_t valid) { return _mm512_maskz_loadu_ps(lanes_below(valid), p); }
     static void store_part(float * p, vec v, int64_t valid) { _mm512_mask_storeu_ps(p, lanes_below(valid), v); }
-    static float max_part(vec v, int64_t valid) {
-        return _mm512_reduce_max_ps(_mm512_mask_mov_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()),
-                                                       lanes_below(valid), v));
+    static vec below_or_ninf(vec v, int64_t valid) {
+        return _mm512_mask_mov_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()), lanes_below(valid), v);
     }
+    static int nan_bits(vec v, int64_t valid) { return _mm512_mask_cmp_ps_mask(lanes_below(valid), v, v, _CMP_UNORD_Q); }
+    static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
+    static float hmax(vec v) { return _mm512_reduce_max_ps(v); }
 };
 #endif
 
@@ -425,7 +433,9 @@ void scores_rows(const float * const * q, const char * kt, int64_t D, const int6
     int64_t n_max = n[0];
     for (int i = 1; i < G; ++i) n_max = std::max(n_max, n[i]);
     const typename L::vec vscale = L::set1(scale);
-    for (int i = 0; i < G; ++i) mx[i] = k_neg_inf;
+    typename L::vec vmax[G]; // per row: lane maxima of the valid scores
+    int nan[G] = {};         // per row: lanes that met a NaN score
+    for (auto & v : vmax) v = L::set1(k_neg_inf);
     for (int64_t j0 = 0; j0 < n_max; j0 += NK * KV) {
         typename L::vec a[G][NK];
         for (auto & row : a) {
@@ -447,11 +457,13 @@ void scores_rows(const float * const * q, const char * kt, int64_t D, const int6
                 const typename L::vec dot = add_lane_pairs(a[i][v], a[i][v + 1]);
                 const typename L::vec sj = L::add(L::mul(dot, vscale), L::load_part(mk[i] + j, valid));
                 L::store_part(s[i] + j, sj, valid);
-                const float m = L::max_part(sj, valid);
-                mx[i] = m > mx[i] ? m : mx[i];
+                vmax[i] = L::max(vmax[i], valid == W ? sj : L::below_or_ninf(sj, valid));
+                nan[i] |= L::nan_bits(sj, valid);
             }
         }
     }
+    // A NaN score makes the maximum NaN (see tile_block); max_ps would drop it.
+    for (int i = 0; i < G; ++i) mx[i] = nan[i] != 0 ? std::numeric_limits<float>::quiet_NaN() : L::hmax(vmax[i]);
 }
 
 // The scores of scores_rows with the dimensions along the lanes, read
@@ -472,8 +484,9 @@ void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64
     for (int i = 1; i < G; ++i) n_all = std::min(n_all, n[i]);
     n_all -= n_all % 8; // keys every row takes in groups of eight
     const __m256 vscale = _mm256_set1_ps(scale);
-    __m256 vmax[G];
+    __m256 vmax[G], vnan[G]; // running maxima; lanes that met a NaN score
     for (auto & v : vmax) v = _mm256_set1_ps(k_neg_inf);
+    for (auto & v : vnan) v = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_all; j += 8) {
         typename L::vec a[G][8];
         for (auto & row : a) {
@@ -499,6 +512,7 @@ void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64
             const __m256 sj = _mm256_add_ps(_mm256_mul_ps(dot, vscale), _mm256_loadu_ps(mk[i] + j));
             _mm256_storeu_ps(s[i] + j, sj);
             vmax[i] = _mm256_max_ps(vmax[i], sj);
+            vnan[i] = _mm256_or_ps(vnan[i], _mm256_cmp_ps(sj, sj, _CMP_UNORD_Q));
         }
     }
     for (int i = 0; i < G; ++i) {
@@ -506,6 +520,7 @@ void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64
         _mm256_store_ps(lanes, vmax[i]);
         float m = k_neg_inf;
         for (float x : lanes) m = x > m ? x : m;
+        if (_mm256_movemask_ps(vnan[i]) != 0) m = std::numeric_limits<float>::quiet_NaN();
         if constexpr (G == 1) {
             for (int64_t j = n_all; j < n[0]; ++j) { // the last keys one at a time
                 typename L::vec a = L::zero();
@@ -514,7 +529,7 @@ void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64
                     a = L::fma(L::load(q[0] + d), L::template loadk<F16>(kj + static_cast<size_t>(d) * esz), a);
                 }
                 s[0][j] = simd::hsum8(L::half(a)) * scale + mk[0][j];
-                m = s[0][j] > m ? s[0][j] : m;
+                m = s[0][j] > m || s[0][j] != s[0][j] ? s[0][j] : m;
             }
         } else if (n[i] > n_all) { // the rest of this row's keys on its own
             const int64_t rest_n = n[i] - n_all;
@@ -523,7 +538,7 @@ void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64
             float rest = k_neg_inf;
             scores_rows_d<L, F16, 1>(q + i, k0 + static_cast<size_t>(n_all) * k_row, k_row, D, &rest_n, scale, &rest_m,
                                      &rest_s, &rest);
-            m = rest > m ? rest : m;
+            m = rest > m || rest != rest ? rest : m;
         }
         mx[i] = m;
     }
@@ -602,7 +617,7 @@ float block_scores_portable(const float * q, const char * k0, size_t k_row, int6
             dot = dot_f32(reinterpret_cast<const float *>(kj), q, D);
         }
         s[j] = dot * scale + mk[j];
-        mx = s[j] > mx ? s[j] : mx;
+        mx = s[j] > mx || s[j] != s[j] ? s[j] : mx; // a NaN stays (see tile_block)
     }
     return mx;
 }
@@ -782,7 +797,10 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
     for (int i = 0; i < na; ++i) {
         if (mx[i] == k_neg_inf) continue; // every key of the block is masked
         row_state & sr = *rs[i];
-        if (mx[i] > sr.m) {
+        // A NaN score (NaN or Inf in q or K) makes the row NaN from here on
+        // rather than be dropped by the maximum, which would treat its keys
+        // as masked and give zeros or a wrong mean.
+        if (mx[i] > sr.m || mx[i] != mx[i]) {
             const float c = std::exp(sr.m - mx[i]); // 0 on the first visible block (m = -inf)
             for (int64_t d = 0; d < D; ++d) acc[i][d] *= c;
             sr.l *= c;
