@@ -205,6 +205,28 @@ TEST(SoftMax, CausalMaskBroadcastAndAllMaskedRow) {
     }
 }
 
+// A NaN entry makes its row NaN (the maximum used to skip it and the row
+// came out finite but wrong, or zeros when the rest was masked); other rows
+// are untouched.
+TEST(SoftMax, ANaNEntryGivesANaNRow) {
+    context ctx(data_ctx());
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {5, 3});
+    const float ninf = -std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const float vals[3][5] = {{0.5f, nan, 1.0f, -2.0f, 0.0f}, {nan, ninf, ninf, ninf, ninf}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f}};
+    for (int r = 0; r < 3; ++r) {
+        for (int i = 0; i < 5; ++i) set_f32(a, vals[r][i], i, r);
+    }
+    tsr_tensor * out = soft_max(ctx, a, nullptr, 1.0f);
+    ASSERT_EQ(compute(out, 1), TSR_STATUS_SUCCESS);
+    for (int r = 0; r < 2; ++r) {
+        for (int i = 0; i < 5; ++i) EXPECT_TRUE(std::isnan(get(out, i, r))) << "row " << r << " entry " << i;
+    }
+    double sum = 0;
+    for (int i = 0; i < 5; ++i) sum += get(out, i, 2);
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+    EXPECT_NEAR(get(out, 4, 2), std::exp(0.0) / (1 + std::exp(-1.0) + std::exp(-2.0) + std::exp(-3.0) + std::exp(-4.0)), 1e-6);
+}
+
 TEST(SoftMax, LargeValuesDoNotOverflow) {
     context ctx(data_ctx());
     tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {4});

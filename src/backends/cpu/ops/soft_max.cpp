@@ -4,7 +4,7 @@
 //         (row i1 of batch (i2, i3) uses mask row (i1, i2 % M2, i3 % M3))
 // op_params [0] = scale. The maximum is subtracted before exponentiating
 // (exp(v - max) / sum exp(v - max), mathematically equal, never overflows);
-// a row whose entries are all -inf gives zeros.
+// a row whose entries are all -inf gives zeros, a row with a NaN NaNs.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -81,7 +81,7 @@ bool compute_soft_max(const compute_params & p, tsr_tensor * dst) {
             float val = scale * read_f32(x + static_cast<size_t>(i) * a->nb[0]);
             if (m != nullptr) val += read_f32(m + static_cast<size_t>(i) * mask->nb[0]);
             v[i] = val;
-            max = val > max ? val : max;
+            max = val > max || val != val ? val : max; // a NaN stays: the row is NaN, not zeros
         }
         char * d = row_ptr(dst, ri);
         if (max == -std::numeric_limits<float>::infinity()) {
