@@ -418,7 +418,8 @@ inline __m512 lanes16::unit_bcast(const float * q) { return unit_bcast16(q); }
 // For G query rows at once (each key vector loaded once for all of them):
 // s[i][j] = scale * (q[i] . K_j) + mk[i][j] for j < n[i] <= k_block (mk:
 // the rows' mask entries for these keys; it may be s itself), and mx[i] =
-// the largest s[i][j], from the block's transposed keys kt (transpose_keys).
+// the largest s[i][j] (NaN if a score is), from the block's transposed keys kt
+// (transpose_block).
 // W / 2 keys a vector, 4 vectors (2 W keys) a pass: the dot of row i and
 // key j is an FMA chain over the even dimensions from zero and one over
 // the odd ones, added, then times scale, plus the mask: the same
