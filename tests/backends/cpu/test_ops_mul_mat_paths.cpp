@@ -263,7 +263,9 @@ TEST(MulMatQuantExtremes, ExtremeQuantsStayExact) {
 
 // The activation quantizer of the integer kernels reproduces the core's
 // reference Q8_0 quantizer bit for bit: same F16 scale, same rounding
-// (half away from zero), NaN -> 0, same block sums.
+// (half away from zero), same block sums; except a block holding a NaN,
+// which gets a NaN scale, zero quants and sum (the reference skips the NaN
+// and quantizes the rest), so that a NaN activation cannot vanish.
 TEST(Q8Activations, MatchReferenceQuantizerExactly) {
     std::mt19937 rng(17);
     std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
@@ -312,6 +314,20 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
         const float d_ref = f16_to_f32(ref[b].d);
         float d_tiled;
         std::memcpy(&d_tiled, tiled.data() + b * 100 + 32, 4);
+        int32_t sum_tiled;
+        std::memcpy(&sum_tiled, tiled.data() + b * 100 + 36, 4);
+        if (b == 4) { // the NaN block
+            EXPECT_FALSE(std::isnan(d_ref)) << "the reference skips the NaN";
+            EXPECT_TRUE(std::isnan(col.d[b]));
+            EXPECT_TRUE(std::isnan(d_tiled));
+            for (int j = 0; j < 32; ++j) {
+                ASSERT_EQ(col.qs[b * 32 + j], 0) << "element " << j;
+                ASSERT_EQ(tiled[b * 100 + j], 0) << "element " << j;
+            }
+            EXPECT_EQ(col.sum[b], 0);
+            EXPECT_EQ(sum_tiled, 0);
+            continue;
+        }
         if (std::isnan(d_ref)) {
             EXPECT_TRUE(std::isnan(col.d[b])) << "block " << b;
             EXPECT_TRUE(std::isnan(d_tiled)) << "block " << b;
@@ -326,17 +342,16 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
             sum += ref[b].qs[j];
         }
         EXPECT_EQ(col.sum[b], sum) << "block " << b;
-        int32_t sum_tiled;
-        std::memcpy(&sum_tiled, tiled.data() + b * 100 + 36, 4);
         EXPECT_EQ(sum_tiled, sum * 128) << "block " << b;
     }
 }
 
 // The Q8_K activation quantizer of the K-quant kernels (quantize_q8_k_act)
 // reproduces the core's quantize_row_q8_k_ref byte for byte (scale from the
-// first value of largest magnitude, ties to even, NaN -> 0, block sums) in
-// every variant; the expected quants of the hand-made super-blocks are
-// also checked directly.
+// first value of largest magnitude, ties to even, block sums) in every
+// variant, except for a super-block holding a NaN (NaN scale, zero quants
+// and sums; the reference skips the NaN); the expected quants of the
+// hand-made super-blocks are also checked directly.
 TEST(Q8KActivations, MatchReferenceQuantizerExactly) {
     std::mt19937 rng(29);
     std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
@@ -365,6 +380,12 @@ TEST(Q8KActivations, MatchReferenceQuantizerExactly) {
     quantize_q8_k_act(x.data(), n_super, got.data());
     for (int64_t b = 0; b < n_super; ++b) {
         SCOPED_TRACE("super-block " + std::to_string(b));
+        if (b == 3) { // the NaN super-block
+            EXPECT_TRUE(std::isnan(got[b].d));
+            for (int e = 0; e < 256; ++e) ASSERT_EQ(got[b].qs[e], 0) << "element " << e;
+            for (int j = 0; j < 16; ++j) ASSERT_EQ(got[b].bsums[j], 0) << "sum " << j;
+            continue;
+        }
         if (std::isnan(ref[b].d)) {
             EXPECT_TRUE(std::isnan(got[b].d));
         } else {

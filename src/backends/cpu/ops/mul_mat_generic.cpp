@@ -23,9 +23,12 @@
 // dotted with each column: dot_f32, the
 // integer block dot product dot_q8_0, or dot_k_quant (vec_dot_k.hpp).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
 #include "backends/cpu/ops/vec_dot.hpp"
 #include "backends/cpu/ops/vec_dot_k.hpp"
@@ -184,9 +187,16 @@ bool compute_mul_mat_generic(const compute_params & p, tsr_tensor * dst) {
                     const float * x = column_f32(b, b_in_place, n0 + c, i2, i3, sc.b_gather);
                     char * q = sc.b_tile + static_cast<size_t>(c) * q_bytes;
                     if (k_quant) {
-                        quantize_row_q8_k_ref(x, reinterpret_cast<block_q8_k *>(q), s.K);
+                        quantize_q8_k_act(x, s.K / 256, reinterpret_cast<block_q8_k *>(q)); // NaN: NaN scale (q8_act.hpp)
                     } else {
-                        quantize_row_q8_0_ref(x, reinterpret_cast<block_q8_0 *>(q), s.K);
+                        auto * blocks = reinterpret_cast<block_q8_0 *>(q);
+                        quantize_row_q8_0_ref(x, blocks, s.K);
+                        for (int64_t bi = 0; bi < s.K / 32; ++bi) { // a NaN value: NaN scale, zero quants, as q8_act.hpp
+                            if (std::any_of(x + bi * 32, x + bi * 32 + 32, [](float v) { return std::isnan(v); })) {
+                                blocks[bi] = block_q8_0{};
+                                blocks[bi].d = f32_to_f16(std::numeric_limits<float>::quiet_NaN());
+                            }
+                        }
                     }
                     cols[c] = q;
                 } else {

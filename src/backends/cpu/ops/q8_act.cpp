@@ -9,7 +9,9 @@
 // ties-to-even rounding of the addition), so both agree; here |v| <= 127.
 #include "backends/cpu/ops/q8_act.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "backends/cpu/ops/simd.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
@@ -25,11 +27,16 @@ size_t part(size_t n) {
     return align64(n);
 }
 
-// One block the way the reference does it.
+// One block the way the reference does it, except that a NaN value makes
+// the scale NaN (see q8_act.hpp).
 [[maybe_unused]] void quantize_block_scalar(const float * x, int8_t * q, float * d_out, int32_t * sum_out) {
     float amax = 0.0f;
-    for (int j = 0; j < k_block; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
+    bool nan = false;
+    for (int j = 0; j < k_block; ++j) {
+        amax = std::fmax(amax, std::fabs(x[j]));
+        nan = nan || std::isnan(x[j]);
+    }
+    const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     *d_out = f16_to_f32_inline(f32_to_f16(d));
     int32_t s = 0;
@@ -69,12 +76,16 @@ inline __m256i round_clamp(__m256 v) {
     return _mm256_cvttps_epi32(r);
 }
 
-// The largest |x| of n vectors of 8 at x, as fmax over them would give it:
-// a NaN lane keeps the running maximum.
+// The largest |x| of n vectors of 8 at x; NaN if one of them is NaN.
 inline float amax_avx2(const float * x, int n) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < n; ++i) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask), m);
+    __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int i = 0; i < n; ++i) {
+        const __m256 v = _mm256_loadu_ps(x + 8 * i);
+        m = _mm256_max_ps(_mm256_and_ps(v, abs_mask), m);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (_mm256_movemask_ps(nan) != 0) return std::numeric_limits<float>::quiet_NaN();
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -95,6 +106,7 @@ inline void quantize_32(const float * x, __m256 vid, int8_t * q, __m256i * i32) 
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(q), b);
 }
 
+// A NaN value gives d = id = NaN: NaN scale, zero quants (round_clamp).
 void quantize_block_avx2(const float * x, int8_t * q, float * d_out, int32_t * sum_out) {
     const float d = amax_avx2(x, 4) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -105,11 +117,12 @@ void quantize_block_avx2(const float * x, int8_t * q, float * d_out, int32_t * s
 }
 
 // One Q8_K super-block: the same choice of scale and rounding as
-// quantize_row_q8_k_ref.
+// quantize_row_q8_k_ref, except for a NaN value (NaN scale, zero quants).
 void quantize_super_block_avx2(const float * x, block_q8_k & y) {
-    const float amax = amax_avx2(x, 32); // NaN lanes skipped, as the reference's scan does
-    if (amax == 0.0f) {
+    const float amax = amax_avx2(x, 32);
+    if (amax == 0.0f || std::isnan(amax)) {
         y = block_q8_k{};
+        if (std::isnan(amax)) y.d = amax;
         return;
     }
     // The first value of that magnitude, sign kept.
@@ -173,6 +186,12 @@ void quantize_q8_k_act(const float * x, int64_t n_super, block_q8_k * y) {
     for (int64_t b = 0; b < n_super; ++b) quantize_super_block_avx2(x + b * 256, y[b]);
 #else
     quantize_row_q8_k_ref(x, y, n_super * 256);
+    for (int64_t b = 0; b < n_super; ++b) { // a NaN value: NaN scale, zero quants (q8_act.hpp)
+        if (std::any_of(x + b * 256, x + (b + 1) * 256, [](float v) { return std::isnan(v); })) {
+            y[b] = block_q8_k{};
+            y[b].d = std::numeric_limits<float>::quiet_NaN();
+        }
+    }
 #endif
 }
 

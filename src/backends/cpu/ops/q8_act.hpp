@@ -14,9 +14,13 @@
 // 4); the GEMM kernels interleave the columns of a micro-tile instead
 // (q8_tile: gemm_q.cpp, mul_mat_repack.cpp).
 // The values are bit-identical to quantize_row_q8_0_ref (same scale, same
-// round-half-away-from-zero, NaN -> 0, clamped to -127..127) whatever the
+// round-half-away-from-zero, clamped to -127..127) whatever the
 // instruction set, so the quantization step never differs between
-// variants. Internal to the CPU kernels.
+// variants; except that a block holding a NaN gets a NaN scale (and zero
+// quants), so that every product it enters is NaN: the reference
+// quantizer (for weights) skips NaN values, and a NaN activation would
+// vanish into finite logits. The same for Q8_K (quantize_q8_k_act).
+// Internal to the CPU kernels.
 #pragma once
 
 #include <cstddef>
