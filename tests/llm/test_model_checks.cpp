@@ -62,6 +62,32 @@ void write_bad_gate_scale(const fs::path & path, uint16_t scale_bits) {
     w.write(path);
 }
 
+// stories260K with blk.0.attn_v.weight and blk.0.attn_output.weight in
+// Q8_0, the first block scale of attn_v NaN: the NaN reaches attn_output's
+// input only through the attention, and a quantized product's activations.
+// (The Q8_0 activation quantizer used to skip NaN values, so this model
+// generated normal text with exit 0.)
+void write_bad_v_before_q8_output(const fs::path & path) {
+    const gguf::reader src(stories);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    for (const gguf::tensor_info & ti : src.tensors()) {
+        if (ti.name != "blk.0.attn_v.weight" && ti.name != "blk.0.attn_output.weight") {
+            w.copy_tensor(src, ti.name);
+            continue;
+        }
+        ASSERT_EQ(ti.type, TSR_TYPE_F32);
+        std::vector<uint8_t> q(row_size(TSR_TYPE_Q8_0, ti.ne[0]) * size_t(ti.ne[1]));
+        llm::convert_rows(ti.name, TSR_TYPE_F32, ti.bytes(), TSR_TYPE_Q8_0, q, ti.ne[0], ti.ne[1]);
+        if (ti.name == "blk.0.attn_v.weight") {
+            const uint16_t nan_bits = 0x7E00;
+            std::memcpy(q.data(), &nan_bits, sizeof nan_bits);
+        }
+        w.add_tensor(ti.name, TSR_TYPE_Q8_0, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(q));
+    }
+    w.write(path);
+}
+
 // stories260K with element 0 of token `id`'s embedding row set to `v`:
 // only positions holding that token go bad.
 void write_bad_embedding(const fs::path & path, int64_t id, float v) {
@@ -137,6 +163,25 @@ TEST(session_errors, non_finite_logits_name_the_position) {
     const std::string all = error_of([&] { s.decode(prompt, true); });
     EXPECT_TRUE(contains(all, "logits at position 0 (token id 1) are not finite")) << all;
     EXPECT_EQ(s.n_past(), 0u);
+}
+
+// A NaN that reaches a quantized product only as an activation still
+// stops decoding, with the fused attention and without.
+TEST(session_errors, a_nan_activation_of_a_quantized_product_is_not_lost) {
+    temp_dir d;
+    const fs::path path = d / "nan-v.gguf";
+    write_bad_v_before_q8_output(path);
+    auto m = llm::model::load(path);
+    for (bool fa : {true, false}) {
+        llm::session_params p;
+        p.n_ctx = 32;
+        p.n_threads = 2;
+        p.flash_attn = fa ? llm::session_params::flash_attn_mode::on : llm::session_params::flash_attn_mode::off;
+        llm::session s(*m, p);
+        const std::vector<int32_t> prompt{1, 403, 407, 261};
+        const std::string what = error_of([&] { s.decode(prompt); });
+        EXPECT_TRUE(contains(what, "are not finite")) << (fa ? "fused: " : "unfused: ") << what;
+    }
 }
 
 // Only the token whose embedding holds Inf goes bad: the prompt decodes,
