@@ -245,7 +245,7 @@ void check_options(const options & o) {
         if (n < 0) throw error(fmt::format("-n {}: must not be negative", n));
     }
     for (int t : o.threads) {
-        if (t < 1) throw error(fmt::format("-t {}: need at least one thread", t));
+        if (t < 0 || t > k_max_threads) throw error(fmt::format("-t {}: expected 0 (all cores) to {}", t, k_max_threads));
     }
     need_on_off(o.flash_attn, "-fa");
     need_on_off(o.repack, "--rp");
@@ -263,7 +263,10 @@ std::string model_error(const std::string & path, const std::string & what) {
 int run_bench(const options & o) {
     check_options(o);
     std::vector<int> threads = o.threads;
-    if (threads.empty()) threads.push_back(int(std::max(1u, std::thread::hardware_concurrency())));
+    if (threads.empty()) threads.push_back(0);
+    for (int & t : threads) { // 0: all hardware threads, as for run
+        if (t == 0) t = int(std::max(1u, std::thread::hardware_concurrency()));
+    }
     const int max_p = *std::max_element(o.n_prompt.begin(), o.n_prompt.end());
     const int max_n = *std::max_element(o.n_gen.begin(), o.n_gen.end());
 
@@ -282,7 +285,9 @@ int run_bench(const options & o) {
     size_t n_failed = 0;
     for (const std::string & path : o.models) try {
         std::error_code ec;
-        if (!std::filesystem::is_regular_file(path, ec)) throw error(fmt::format("{}: no such file", path));
+        if (!std::filesystem::is_regular_file(path, ec)) {
+            throw error(fmt::format("{}: {}", path, std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+        }
         auto m = llm::model::load(path);
         const llm::hparams & hp = m->hp();
         token_source src{std::mt19937_64(o.seed), int32_t(hp.n_vocab)};
@@ -366,7 +371,7 @@ command register_bench(CLI::App & app) {
     sub->add_option("-n,--n-gen", o->n_gen, "token counts for the tg tests (comma-separated; 0 = none)")
         ->delimiter(',')
         ->capture_default_str();
-    sub->add_option("-t,--threads", o->threads, "thread counts (comma-separated; default: all hardware threads)")
+    sub->add_option("-t,--threads", o->threads, "thread counts (comma-separated; 0 = all hardware threads, the default)")
         ->delimiter(',');
     sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")->capture_default_str();
     sub->add_option("-b,--batch-size", o->n_batch, "micro-batch: most tokens per graph")->capture_default_str();

@@ -181,7 +181,7 @@ command register_run(CLI::App & app) {
     sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
     sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)");
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")->check(CLI::Range(0, 1 << 24));
-    sub->add_option("-t,--threads", o->n_threads, "CPU threads (0 = all)")->check(CLI::Range(0, 1024));
+    sub->add_option("-t,--threads", o->n_threads, "CPU threads (0 = all)")->check(CLI::Range(0, k_max_threads));
     sub->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0 = the model's, at most 4096)")
         ->check(CLI::Range(0, 1 << 24));
     sub->add_option("-b,--batch-size", o->n_batch, "prompt micro-batch size in tokens")->check(CLI::Range(1, 1 << 16));

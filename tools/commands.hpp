@@ -15,6 +15,9 @@ struct command {
     command_fn run;
 };
 
+// Most threads `run` and `bench` accept (-t): the CPU backend's pool limit.
+inline constexpr int k_max_threads = 512;
+
 command register_gguf(CLI::App & app);
 command register_devices(CLI::App & app);
 command register_run(CLI::App & app);

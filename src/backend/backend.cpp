@@ -115,8 +115,8 @@ void backend::set_n_threads(int n_threads) {
     auto fn = reinterpret_cast<tsr_backend_set_n_threads_fn>(proc(TSR_EXT_BACKEND_SET_N_THREADS));
     if (fn == nullptr) throw error(fmt::format("backend '{}' has no thread count setting", name()));
     if (n_threads < 1 || !fn(be_, n_threads)) {
-        throw error(fmt::format("backend '{}': invalid thread count {} (must be >= 1)", name(),
-                                n_threads));
+        throw error(fmt::format("backend '{}': invalid thread count {} (at least 1, and no more than the backend allows)",
+                                name(), n_threads));
     }
 }
 

@@ -155,9 +155,9 @@ TEST_F(CpuCompiledIn, ParamsAndExtensionErrors) {
     EXPECT_TRUE(be.has_n_threads());
     EXPECT_TRUE(be.has_abort_callback());
     EXPECT_EQ(error_of([&] { be.set_n_threads(0); }),
-              "backend 'CPU': invalid thread count 0 (must be >= 1)");
+              "backend 'CPU': invalid thread count 0 (at least 1, and no more than the backend allows)");
     EXPECT_EQ(error_of([&] { be.set_n_threads(100000); }),
-              "backend 'CPU': invalid thread count 100000 (must be >= 1)");
+              "backend 'CPU': invalid thread count 100000 (at least 1, and no more than the backend allows)");
 }
 
 TEST_F(CpuCompiledIn, SupportsOpIsTruthful) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -398,6 +399,22 @@ TEST(BenchCli, BadInputExitsOne) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
     EXPECT_TRUE(r.out.empty() || contains(r.out, "| model")) << r.out;
+    r = run_tessera("bench -m " + d.path.string() + " -p 4 -n 0"); // a directory
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, ": not a regular file")) << r.err;
+    for (const char * t : {"-1", "513"}) { // past the CPU pool's 512 threads: refused before loading
+        r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 0 -t " + t);
+        EXPECT_EQ(r.exit_code, 1) << t;
+        EXPECT_TRUE(contains(r.err, std::string("-t ") + t + ": expected 0 (all cores) to 512")) << r.err;
+    }
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 0 -t 0 -o json"); // 0: all cores, as for run
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "\"n_threads\": " + std::to_string(std::max(1u, std::thread::hardware_concurrency()))))
+        << r.out;
+    r = run_tessera("run -m " + (d / "a.gguf") + " -p x -n 1 -t 513");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "513")) << r.err;
+    EXPECT_FALSE(contains(r.err, "backend")) << "refused by the option parser, not the backend: " << r.err;
 }
 
 // One bad -m among good ones: the good models are still benched and
