@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
 #include "backends/cpu/ops/vec_dot_k.hpp"
 #include "tessera/core/types.hpp"
@@ -134,14 +135,11 @@ struct q6_k_group_block {
     q6_k_group_block(const char * group, int64_t b)
         : blk(group + static_cast<size_t>(b) * 210 * G), body(blk + (b % 2 != 0 ? 2 * G : 0)), odd(b % 2 != 0) {}
     // ql step j = 0..31 (bytes 4j..4j+3 of each row's ql)
-    const char * ql(int j) const {
-        const int h = j / 16, jj = j % 16;
-        return body + G * static_cast<size_t>(104 * h + 8 + 12 * (jj % 8) + (jj < 8 ? 0 : 8));
-    }
+    const char * ql(int j) const { return body + G * q6_k_ql_pos(static_cast<size_t>(j)); }
     // qh step i = 0..15
-    const char * qh(int i) const { return body + G * static_cast<size_t>(104 * (i / 8) + 8 + 12 * (i % 8) + 4); }
+    const char * qh(int i) const { return body + G * q6_k_qh_pos(static_cast<size_t>(i)); }
     // scale k = 0..15 (one byte per row)
-    const char * scale(int k) const { return body + G * static_cast<size_t>(104 * (k / 8) + k % 8); }
+    const char * scale(int k) const { return body + G * q6_k_scale_pos(static_cast<size_t>(k)); }
     // the rows' F16 d
     const char * d() const { return odd ? blk : blk + 208 * G; }
 };

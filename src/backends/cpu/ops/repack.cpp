@@ -126,14 +126,11 @@ size_t unit_pos(int32_t type, size_t u0, size_t b) {
     if (u0 >= 208) return odd ? 0 : 208; // d
     size_t pos = 0;
     if (u0 < 128) { // ql step j: half j / 16; triple s = j % 8 of the half
-        const size_t j = u0 / 4, h = j / 16, jj = j % 16;
-        pos = 104 * h + 8 + 12 * (jj % 8) + (jj < 8 ? 0 : 8);
+        pos = q6_k_ql_pos(u0 / 4);
     } else if (u0 < 192) { // qh step i: the middle of triple i % 8 of half i / 8
-        const size_t i = (u0 - 128) / 4;
-        pos = 104 * (i / 8) + 8 + 12 * (i % 8) + 4;
+        pos = q6_k_qh_pos((u0 - 128) / 4);
     } else { // scale k: the first 8 units of half k / 8
-        const size_t k = u0 - 192;
-        pos = 104 * (k / 8) + k % 8;
+        pos = q6_k_scale_pos(u0 - 192);
     }
     return pos + 2 * odd;
 }

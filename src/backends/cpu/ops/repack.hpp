@@ -119,6 +119,20 @@ namespace tessera::cpu {
 inline constexpr int64_t k_repack_rows = 8;
 inline constexpr int64_t k_repack_float_rows = 16;
 
+// Where the units of the repacked Q6_K layout above sit in a super-block's
+// body, in units of G bytes: ql step j (0..31), qh step i (0..15) and
+// scale k (0..15). The one definition for the repacking (repack.cpp) and
+// the kernels (k_lanes.hpp: q6_k_group_block).
+constexpr size_t q6_k_ql_pos(size_t j) {
+    return 104 * (j / 16) + 8 + 12 * (j % 8) + (j % 16 < 8 ? 0 : 8);
+}
+constexpr size_t q6_k_qh_pos(size_t i) {
+    return 104 * (i / 8) + 8 + 12 * (i % 8) + 4;
+}
+constexpr size_t q6_k_scale_pos(size_t k) {
+    return 104 * (k / 8) + k % 8;
+}
+
 // Rows per group of `type` in the repacked layout (0 for a type not
 // repacked in this build).
 int64_t repack_group_rows(int32_t type);
