@@ -530,7 +530,7 @@ void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64
                     a = L::fma(L::load(q[0] + d), L::template loadk<F16>(kj + static_cast<size_t>(d) * esz), a);
                 }
                 s[0][j] = simd::hsum8(L::half(a)) * scale + mk[0][j];
-                m = s[0][j] > m || s[0][j] != s[0][j] ? s[0][j] : m;
+                m = simd::max_keep_nan(m, s[0][j]);
             }
         } else if (n[i] > n_all) { // the rest of this row's keys on its own
             const int64_t rest_n = n[i] - n_all;
@@ -539,7 +539,7 @@ void scores_rows_d(const float * const * q, const char * k0, size_t k_row, int64
             float rest = k_neg_inf;
             scores_rows_d<L, F16, 1>(q + i, k0 + static_cast<size_t>(n_all) * k_row, k_row, D, &rest_n, scale, &rest_m,
                                      &rest_s, &rest);
-            m = rest > m || rest != rest ? rest : m;
+            m = simd::max_keep_nan(m, rest);
         }
         mx[i] = m;
     }
@@ -618,7 +618,7 @@ float block_scores_portable(const float * q, const char * k0, size_t k_row, int6
             dot = dot_f32(reinterpret_cast<const float *>(kj), q, D);
         }
         s[j] = dot * scale + mk[j];
-        mx = s[j] > mx || s[j] != s[j] ? s[j] : mx; // a NaN stays (see tile_block)
+        mx = simd::max_keep_nan(mx, s[j]); // see tile_block
     }
     return mx;
 }

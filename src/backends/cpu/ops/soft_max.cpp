@@ -81,7 +81,7 @@ bool compute_soft_max(const compute_params & p, tsr_tensor * dst) {
             float val = scale * read_f32(x + static_cast<size_t>(i) * a->nb[0]);
             if (m != nullptr) val += read_f32(m + static_cast<size_t>(i) * mask->nb[0]);
             v[i] = val;
-            max = val > max || val != val ? val : max; // a NaN stays: the row is NaN, not zeros
+            max = simd::max_keep_nan(max, val); // the row is NaN, not zeros
         }
         char * d = row_ptr(dst, ri);
         if (max == -std::numeric_limits<float>::infinity()) {

@@ -7,6 +7,13 @@
 
 namespace tessera::cpu::simd {
 
+// The larger of a running maximum m and x, where a NaN (in either) wins and
+// then stays: a soft-max maximum that skipped NaN would turn a NaN row into
+// a finite or all-masked one (flash_attn.cpp, soft_max.cpp). Any build.
+inline float max_keep_nan(float m, float x) {
+    return x > m || x != x ? x : m;
+}
+
 #ifdef TSR_CPU_AVX2
 
 // e^x for 8 lanes. Cody & Waite range reduction (x = n ln2 + r,
