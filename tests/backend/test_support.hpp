@@ -15,6 +15,7 @@
 
 #include "tessera/backend/registry.hpp"
 #include "tessera/core/error.hpp"
+#include "support/error_of.hpp" // error_of, in this namespace
 
 namespace tessera::test {
 
@@ -86,15 +87,5 @@ struct log_capture {
         return s;
     }
 };
-
-// The message of the tessera::error `fn` throws ("" when it does not throw).
-template <class Fn> std::string error_of(Fn && fn) {
-    try {
-        fn();
-    } catch (const tessera::error & e) {
-        return e.what();
-    }
-    return "";
-}
 
 } // namespace tessera::test

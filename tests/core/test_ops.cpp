@@ -5,20 +5,13 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/ops.hpp"
+#include "support/error_of.hpp"
 
 using namespace tessera;
 
 namespace {
 
-template <class F>
-std::string error_of(F && f) {
-    try {
-        f();
-    } catch (const tessera::error & e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using tessera::test::error_of; // support/error_of.hpp
 
 #define EXPECT_ERROR_HAS(stmt, ...)                                                   \
     do {                                                                              \

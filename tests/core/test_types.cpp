@@ -9,6 +9,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/types.hpp"
+#include "support/error_of.hpp"
 
 using namespace tessera;
 
@@ -37,15 +38,7 @@ const expected_traits k_expected[] = {
     {35, "TQ2_0", 256, 66, true},   {39, "MXFP4", 32, 17, true},
 };
 
-template <class F>
-std::string error_of(F && f) {
-    try {
-        f();
-    } catch (const tessera::error & e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using tessera::test::error_of; // support/error_of.hpp
 
 } // namespace
 

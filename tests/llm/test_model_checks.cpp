@@ -26,6 +26,7 @@
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "tessera/llm/session.hpp"
+#include "support/error_of.hpp"
 
 namespace {
 
@@ -107,14 +108,7 @@ void write_bad_embedding(const fs::path & path, int64_t id, float v) {
     w.write(path);
 }
 
-std::string error_of(const std::function<void()> & f) {
-    try {
-        f();
-    } catch (const error & e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using tessera::test::error_of; // support/error_of.hpp
 
 bool contains(const std::string & s, const std::string & needle) { return s.find(needle) != std::string::npos; }
 

@@ -11,6 +11,7 @@
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
 #include "tessera/llm/tokenizer.hpp"
+#include "support/error_of.hpp"
 
 using tessera::llm::token_id;
 using tessera::llm::token_type;
@@ -50,14 +51,7 @@ vocab_data no_prefix(vocab_data v) {
 constexpr token_id P = 259; // id of the first extra piece
 token_id byte_id(uint8_t b) { return 3 + b; }
 
-template <class F> std::string error_of(F && f) {
-    try {
-        f();
-    } catch (const tessera::error & e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using tessera::test::error_of; // support/error_of.hpp
 
 } // namespace
 

@@ -18,6 +18,7 @@
 
 #include "backends/cpu/ref_util.hpp"
 #include "tessera/core/error.hpp"
+#include "support/error_of.hpp"
 
 namespace tessera::cpu::test {
 namespace {
@@ -259,14 +260,7 @@ TEST(FlashAttnExt, CorruptedNodeFails) {
     EXPECT_EQ(compute(out, 2), TSR_STATUS_FAILED);
 }
 
-std::string error_of(const std::function<void()> & f) {
-    try {
-        f();
-    } catch (const error & e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using tessera::test::error_of; // support/error_of.hpp
 
 #define EXPECT_FA_ERROR(stmt, ...)                                                          \
     do {                                                                                    \
