@@ -8,13 +8,17 @@
 // Models are stories260K (F32, 5 layers) rewritten with gguf::writer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/run_process.hpp"
@@ -40,27 +44,46 @@ struct temp_dir : tessera::test::temp_dir {
     temp_dir() : tessera::test::temp_dir("model_checks") {}
 };
 
-// stories260K with blk.0.ffn_gate.weight converted to Q8_0 and the F16
-// scale of its first block (row 0, elements 0..31) set to `scale_bits`
-// (0x7E00 NaN, 0x7C00 +Inf). Every position then carries the bad value
-// into the residual stream. Before the logits check this model generated
-// blank text with exit 0.
-void write_bad_gate_scale(const fs::path & path, uint16_t scale_bits) {
+// A replacement tensor: its type and bytes.
+struct tensor_bytes {
+    tsr_type type;
+    std::vector<uint8_t> bytes;
+};
+
+// stories260K written to `path` with each F32 tensor named in `names`
+// replaced by edit(its info), every other tensor and every key copied.
+void write_stories_with(const fs::path & path, std::initializer_list<std::string_view> names,
+                        const std::function<tensor_bytes(const gguf::tensor_info &)> & edit) {
     const gguf::reader src(stories);
     gguf::writer w;
     w.copy_all_kv(src);
     for (const gguf::tensor_info & ti : src.tensors()) {
-        if (ti.name != "blk.0.ffn_gate.weight") {
+        if (std::find(names.begin(), names.end(), ti.name) == names.end()) {
             w.copy_tensor(src, ti.name);
             continue;
         }
-        ASSERT_EQ(ti.type, TSR_TYPE_F32);
-        std::vector<uint8_t> q(row_size(TSR_TYPE_Q8_0, ti.ne[0]) * size_t(ti.ne[1]));
-        llm::convert_rows(ti.name, TSR_TYPE_F32, ti.bytes(), TSR_TYPE_Q8_0, q, ti.ne[0], ti.ne[1]);
-        std::memcpy(q.data(), &scale_bits, sizeof scale_bits); // block_q8_0 starts with its F16 scale d
-        w.add_tensor(ti.name, TSR_TYPE_Q8_0, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(q));
+        ASSERT_EQ(ti.type, TSR_TYPE_F32) << ti.name;
+        tensor_bytes t = edit(ti);
+        w.add_tensor(ti.name, t.type, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(t.bytes));
     }
     w.write(path);
+}
+
+// The F32 tensor `ti` in Q8_0, with the F16 scale of its first block (row
+// 0, elements 0..31; block_q8_0 starts with it) set to `scale_bits` when given.
+tensor_bytes q8_0_of(const gguf::tensor_info & ti, std::optional<uint16_t> scale_bits = std::nullopt) {
+    std::vector<uint8_t> q(row_size(TSR_TYPE_Q8_0, ti.ne[0]) * size_t(ti.ne[1]));
+    llm::convert_rows(ti.name, TSR_TYPE_F32, ti.bytes(), TSR_TYPE_Q8_0, q, ti.ne[0], ti.ne[1]);
+    if (scale_bits) std::memcpy(q.data(), &*scale_bits, sizeof *scale_bits);
+    return {TSR_TYPE_Q8_0, std::move(q)};
+}
+
+// stories260K with blk.0.ffn_gate.weight converted to Q8_0 and the F16
+// scale of its first block set to `scale_bits` (0x7E00 NaN, 0x7C00 +Inf).
+// Every position then carries the bad value into the residual stream.
+// Before the logits check this model generated blank text with exit 0.
+void write_bad_gate_scale(const fs::path & path, uint16_t scale_bits) {
+    write_stories_with(path, {"blk.0.ffn_gate.weight"}, [&](const gguf::tensor_info & ti) { return q8_0_of(ti, scale_bits); });
 }
 
 // stories260K with blk.0.attn_v.weight and blk.0.attn_output.weight in
@@ -69,43 +92,19 @@ void write_bad_gate_scale(const fs::path & path, uint16_t scale_bits) {
 // (The Q8_0 activation quantizer used to skip NaN values, so this model
 // generated normal text with exit 0.)
 void write_bad_v_before_q8_output(const fs::path & path) {
-    const gguf::reader src(stories);
-    gguf::writer w;
-    w.copy_all_kv(src);
-    for (const gguf::tensor_info & ti : src.tensors()) {
-        if (ti.name != "blk.0.attn_v.weight" && ti.name != "blk.0.attn_output.weight") {
-            w.copy_tensor(src, ti.name);
-            continue;
-        }
-        ASSERT_EQ(ti.type, TSR_TYPE_F32);
-        std::vector<uint8_t> q(row_size(TSR_TYPE_Q8_0, ti.ne[0]) * size_t(ti.ne[1]));
-        llm::convert_rows(ti.name, TSR_TYPE_F32, ti.bytes(), TSR_TYPE_Q8_0, q, ti.ne[0], ti.ne[1]);
-        if (ti.name == "blk.0.attn_v.weight") {
-            const uint16_t nan_bits = 0x7E00;
-            std::memcpy(q.data(), &nan_bits, sizeof nan_bits);
-        }
-        w.add_tensor(ti.name, TSR_TYPE_Q8_0, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(q));
-    }
-    w.write(path);
+    write_stories_with(path, {"blk.0.attn_v.weight", "blk.0.attn_output.weight"}, [](const gguf::tensor_info & ti) {
+        return ti.name == "blk.0.attn_v.weight" ? q8_0_of(ti, uint16_t{0x7E00}) : q8_0_of(ti);
+    });
 }
 
 // stories260K with element 0 of token `id`'s embedding row set to `v`:
 // only positions holding that token go bad.
 void write_bad_embedding(const fs::path & path, int64_t id, float v) {
-    const gguf::reader src(stories);
-    gguf::writer w;
-    w.copy_all_kv(src);
-    for (const gguf::tensor_info & ti : src.tensors()) {
-        if (ti.name != "token_embd.weight") {
-            w.copy_tensor(src, ti.name);
-            continue;
-        }
-        ASSERT_EQ(ti.type, TSR_TYPE_F32);
+    write_stories_with(path, {"token_embd.weight"}, [&](const gguf::tensor_info & ti) {
         std::vector<uint8_t> bytes(ti.bytes().begin(), ti.bytes().end());
         std::memcpy(bytes.data() + size_t(id * ti.ne[0]) * sizeof(float), &v, sizeof v);
-        w.add_tensor(ti.name, TSR_TYPE_F32, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(bytes));
-    }
-    w.write(path);
+        return tensor_bytes{TSR_TYPE_F32, std::move(bytes)};
+    });
 }
 
 using tessera::test::error_of; // support/error_of.hpp
