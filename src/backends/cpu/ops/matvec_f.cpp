@@ -42,10 +42,8 @@ constexpr int64_t k_strip = 64;  // m-contiguous layout: elements per strip (one
 // the 1B model's rows (4-11 KiB) to the next-group prefetch, gave 0.84 and
 // 1B F16 token generation 17.5 -> 21.9 t/s on 2 threads.
 constexpr int64_t k_prefetch = 4096;
-// Repacked float weights: groups per item (4: 64 rows, four streams) and
-// how far ahead in each group's stream to prefetch.
+// Repacked float weights: groups per item (4: 64 rows, four streams).
 constexpr int64_t k_item_groups = 4;
-constexpr size_t k_group_prefetch = 2048;
 
 // Lane r = the sum of the 8 lanes of h[r], the four rows reduced together:
 // pairs (0+1, 2+3, ...), then pairs of pairs, then the two 128-bit halves.
@@ -324,8 +322,12 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
 // group g's stream at g0 + g group_bytes, step k (16 weights) at k * 16
 // elements. y[16 g + r] = row r of group g . x, with the GEMM's operations
 // (gemm_f.cpp): per K chunk of k_gemm_f_kc a sequential FMA chain from
-// zero, the chunk sums added to the first in order. Each stream is
-// prefetched k_group_prefetch bytes ahead.
+// zero, the chunk sums added to the first in order. No software prefetch:
+// the hardware prefetcher follows the NG streams, and prefetching each
+// 2048 bytes ahead, a line every two steps, was slower (Zen 4, 2 vCPUs,
+// BM_mul_mat_repack F16 4096 x 4096, one column, medians of 5 interleaved
+// runs, GFLOP/s: AVX-512 1 thread 17.8 -> 24.4, 2 threads 27.8 -> 32.0;
+// the AVX2 build 18.0 -> 22.2 and 26.5 -> 29.7).
 template <int32_t T, int NG>
 void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, float * y) {
     constexpr int64_t G = k_repack_float_rows;
@@ -341,7 +343,6 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
             const __m512 xv = _mm512_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
                 const char * w = g[i] + static_cast<size_t>(k) * step;
-                if (k % 2 == 0) _mm_prefetch(w + k_group_prefetch, _MM_HINT_T0);
                 acc[i] = _mm512_fmadd_ps(load16<T>(w), xv, acc[i]);
             }
         }
@@ -357,7 +358,6 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
             const __m256 xv = _mm256_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
                 const char * w = g[i] + static_cast<size_t>(k) * step;
-                if (k % 2 == 0) _mm_prefetch(w + k_group_prefetch, _MM_HINT_T0);
                 acc[i][0] = _mm256_fmadd_ps(load8<T>(w), xv, acc[i][0]);
                 acc[i][1] = _mm256_fmadd_ps(load8<T>(w + 8 * esize<T>()), xv, acc[i][1]);
             }

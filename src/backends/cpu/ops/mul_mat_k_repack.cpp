@@ -5,7 +5,12 @@
 //
 // Each thread streams whole groups, front to back; the G rows of a group
 // sit in the G int32 lanes of one vector (k_lanes.hpp), so nothing is
-// reduced across lanes. Per super-block of a Q4_K group (Q6_K: see
+// reduced across lanes. The stream has no software prefetch: prefetching
+// 4096 bytes ahead, spread over each super-block's loop, was slower than
+// the hardware prefetcher alone (Zen 4, 2 vCPUs, BM_mul_mat_repack one
+// column, medians of 5 interleaved runs, GFLOP/s: Q4_K 2048 x 5632 68.2 ->
+// 83.4 on 1 thread and 104.7 -> 111.6 on 2, Q6_K 5632 x 2048 49.1 -> 54.8
+// and 63.2 -> 69.3, Q5_K 67.3 -> 68.7 and 89.8 -> 94.1). Per super-block of a Q4_K group (Q6_K: see
 // q6_k_group_dot):
 //   scales   the 12 G scale bytes (three vectors: bytes 0..3, 4..7, 8..11
 //            of every row) unpack with the Q4_K bit operations
@@ -40,7 +45,6 @@ namespace {
 using V = lanes;
 constexpr auto G = static_cast<size_t>(V::n); // rows per group: repack_group_rows(TSR_TYPE_Q4_K)
 constexpr int k_cols = static_cast<int>(k_gemm_min_n) - 1;  // columns of this path
-constexpr size_t k_prefetch = 4096;                         // bytes ahead in a thread's stream
 #ifdef TSR_CPU_VNNI256
 constexpr bool k_vnni = true;
 #else
@@ -68,16 +72,6 @@ column quantize_column(const float * x, int64_t n_super, char * mem) {
     return {q, pairs};
 }
 
-// Software prefetch of part i of n of a group's super-block (`bytes`
-// long, at blk), k_prefetch bytes ahead: each kernel spreads a block's
-// lines over its loop instead of issuing them in one burst at the start
-// (Zen 4, 2048 x 5632 streamed: Q4_K 1 thread 14.9 -> 18.6 GB/s, 2 threads
-// 23.9 -> 34.4; medians of 4 interleaved runs).
-inline void prefetch_part(const char * blk, size_t bytes, int i, int n) {
-    const size_t lines = (bytes + 63) / 64;
-    const size_t l0 = lines * static_cast<size_t>(i) / static_cast<size_t>(n), l1 = lines * static_cast<size_t>(i + 1) / static_cast<size_t>(n);
-    for (size_t l = l0; l < l1; ++l) _mm_prefetch(blk + k_prefetch + 64 * l, _MM_HINT_T0);
-}
 
 // Per lane, the int16 pair (a, b) of two int32 lanes holding int16 values.
 inline V::vi pairs16(V::vi a, V::vi b) {
@@ -135,7 +129,6 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
         const char * qh = blk + 16 * G; // Q5_K: qh step s at qh + 4 G s
 #pragma GCC unroll 1
         for (int h = 0; h < 4; ++h) { // sub-blocks 2h (low nibbles) and 2h + 1 (high)
-            prefetch_part(blk, group_block, h, 4);
             const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
             V::vi lo[C], hi[C];
             for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
@@ -194,7 +187,6 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
     for (int c = 0; c < C; ++c) acc[c] = V::zerof();
     for (int64_t b = 0; b < n_super; ++b) {
         const q6_k_group_block B(grp, b);
-        const char * blk = B.blk;
         V::vi isum[C];
         for (int c = 0; c < C; ++c) isum[c] = V::zero();
 #pragma GCC unroll 1
@@ -211,7 +203,6 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
             V::vi scj[4]; // the scales of the quarters' current sub-blocks
 #pragma GCC unroll 8
             for (int s = 0; s < 8; ++s) {
-                if (s % 2 == 0) prefetch_part(blk, 210 * G, 4 * h + s / 2, 8);
                 if (s % 4 == 0) { // the half's scales come first in the stream
                     for (int qq = 0; qq < 4; ++qq) scj[qq] = V::i8_to_i32(B.scale(8 * h + 2 * qq + s / 4));
                 }

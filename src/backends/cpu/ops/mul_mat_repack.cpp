@@ -66,7 +66,8 @@ constexpr int k_c = 4;
 constexpr int k_pair = 1;
 #endif
 constexpr int64_t k_cols_limit = 256;                   // most columns per work item
-// Software prefetch distance in a row group's stream, bytes. 4096 against
+// Software prefetch distance in a row group's stream, bytes, of the 8- and
+// 16-row kernels (not matvec_kernel512). 4096 against
 // 1024 (A/B medians, Zen 5, 2 vCPUs): token generation 1B Q8_0 21.0 ->
 // 22.7 (1 thread) and 39.7 -> 43.4 t/s (2), 135M Q4_0 266 -> 311 and
 // 392 -> 436 t/s; 8192 measured the same as 4096.
@@ -413,7 +414,12 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
 // group (lanes 0..7 step j, 8..15 step j + 1), so the weights stay one
 // stream; vpermd spreads activation dwords j and j + 1 over the two
 // halves; the two halves' exact int32 sums are added before the same
-// scale and FMA as micro_kernel's.
+// scale and FMA as micro_kernel's. No software prefetch: the hardware
+// prefetcher follows the one stream alone, and the prefetches cost more
+// than they gave (Zen 4, 2 vCPUs, bench_ops medians of 5-7 interleaved
+// runs, GFLOP/s with k_prefetch -> without, 1 thread: Q8_0 2048 x 5632
+// 36.9 -> 46.8, Q4_0 71.6 -> 80.5, Q4_0 576 x 1536 68.0 -> 76.2; 2
+// threads: Q8_0 47.4 -> 57.2, Q4_0 106.7 -> 110.1).
 template <int32_t T>
 void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out) {
     const __m512i pair[4] = {
@@ -426,7 +432,6 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
     for (int64_t b = 0; b < n_blocks; ++b) {
         const char * pb = w + static_cast<size_t>(b) * group_block<T>();
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
-        for (size_t o = 0; o < group_block<T>(); o += 64) _mm_prefetch(pb + k_prefetch + o, _MM_HINT_T0);
         const __m256 dw = simd::load_f16x8(pb);
         // Activation dwords 0..7: Q4_0/Q5_0/Q5_1 low-nibble steps 0..3 then
         // high-nibble steps 0..3; Q8_0 steps 0..7.
