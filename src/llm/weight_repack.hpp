@@ -23,10 +23,7 @@ buffer_type find_repack_buffer_type(const device & dev);
 // weight_set::mul_mat()) in a new buffer of dev's
 // "CPU_REPACK" extra buffer type and copies their bytes there from the
 // model file (the buffer type decides which of them it interleaves; the
-// others it stores plainly). Plain ones gain too: the buffer sits on 2 MiB
-// pages, where the file mapping has 4 KiB pages whose boundaries stop the
-// hardware prefetcher (1B F16 token generation on one Zen 5 thread: 7.3 ->
-// 10.9 tokens/s). Returns an empty buffer when dev has no such
+// others it stores plainly). Returns an empty buffer when dev has no such
 // type or no weight qualifies. Throws tessera::error when the allocation
 // fails. The weights must point at their bytes in the model file before
 // the call (as model::copy_weights leaves them).

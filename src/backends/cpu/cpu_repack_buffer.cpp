@@ -89,9 +89,8 @@ constexpr tsr_buffer_i repack_buffer_iface = {
 
 const char * rt_name(tsr_buffer_type *) { return "CPU_REPACK"; }
 
-// Large buffers sit on 2 MiB pages (alloc_owned_buffer): a model's weights
-// are faulted in with ~512x fewer page faults at load and streamed with
-// fewer TLB misses.
+// Large buffers are 2 MiB-aligned (alloc_owned_buffer): on huge pages where
+// the system gives them unasked.
 tsr_buffer * rt_alloc(tsr_buffer_type * bt, size_t size) {
     return alloc_owned_buffer(&repack_buffer_iface, bt, size, true);
 }
