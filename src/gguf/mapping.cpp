@@ -58,6 +58,17 @@ mapping::mapping(std::span<const uint8_t> bytes, std::string name) : size_(bytes
     data_ = p;
 }
 
+void mapping::release(const uint8_t * p, size_t n) const {
+    if (!mapped_ || p == nullptr || n == 0 || p < data_ || n > size_ || static_cast<size_t>(p - data_) > size_ - n) return;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+    // MADV_DONTNEED on a private read-only file mapping drops only the page
+    // table entries: the file's pages stay in the page cache, and a later
+    // read maps them again with the same bytes (madvise(2)).
+    if (begin < end) (void)::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+}
+
 mapping::~mapping() {
     if (data_ == nullptr) return;
     if (mapped_) {

@@ -127,7 +127,16 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
         }
     }
     impl_->weights_buf.set_usage(TSR_BUFFER_USAGE_WEIGHTS);
-    if (params_.repack) impl_->repack_buf = place_repacked_weights(impl_->w.mul_mat(), impl_->dev);
+    if (params_.repack) {
+        // With the weights mapped zero-copy, the moved ones' file pages are
+        // no longer read: give them back (synth 1B Q8_0, `run`: peak
+        // resident memory 2.25 GB -> 1.18 GB).
+        std::function<void(const void *, size_t)> release;
+        if (impl_->dev.caps().buffer_from_host_ptr && mapping) {
+            release = [mapping](const void * p, size_t n) { mapping->release(static_cast<const uint8_t *>(p), n); };
+        }
+        impl_->repack_buf = place_repacked_weights(impl_->w.mul_mat(), impl_->dev, release);
+    }
     repack_summary & rs = impl_->repack;
     rs.requested = params_.repack;
     rs.available = bool(find_repack_buffer_type(impl_->dev));

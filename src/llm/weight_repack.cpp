@@ -17,7 +17,8 @@ buffer_type find_repack_buffer_type(const device & dev) {
     return buft;
 }
 
-buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev) {
+buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev,
+                              const std::function<void(const void *, size_t)> & release) {
     const buffer_type buft = find_repack_buffer_type(dev);
     if (!buft) return {};
     std::vector<tensor *> chosen;
@@ -39,6 +40,7 @@ buffer place_repacked_weights(const std::vector<tensor *> & weights, const devic
         t->buffer = nullptr;
         buf.place(t, offs[i]);
         tensor_set(t, src, 0, nbytes(t));
+        if (release) release(src, nbytes(t));
     }
     return buf;
 }

@@ -7,6 +7,7 @@
 #include "tessera/backend/buffer.hpp"
 #include "tessera/backend/buffer_type.hpp"
 #include "tessera/backend/device.hpp"
+#include <functional>
 #include <vector>
 
 #include "tessera/llm/model.hpp"
@@ -27,6 +28,11 @@ buffer_type find_repack_buffer_type(const device & dev);
 // type or no weight qualifies. Throws tessera::error when the allocation
 // fails. The weights must point at their bytes in the model file before
 // the call (as model::copy_weights leaves them).
-buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev);
+// After each copy its source bytes are handed to `release` (when given):
+// the session gives the file mapping's pages back (gguf::mapping::release),
+// so that a model's resident memory is about its repacked copy, not the
+// copy plus the mapped file.
+buffer place_repacked_weights(const std::vector<tensor *> & weights, const device & dev,
+                              const std::function<void(const void *, size_t)> & release = {});
 
 } // namespace tessera::llm

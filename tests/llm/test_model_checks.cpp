@@ -4,9 +4,12 @@
 //   - weights holding NaN or Inf that make the logits non-finite stop
 //     decoding with an error naming the position (library) and give exit 1
 //     from `tessera run` instead of blank text;
-//   - the session says how many weight matrices went to CPU_REPACK.
+//   - the session says how many weight matrices went to CPU_REPACK, and
+//     their pages of the file mapping leave the process's resident set.
 // Models are stories260K (F32, 5 layers) rewritten with gguf::writer.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "support/run_process.hpp"
+#include "support/smaps.hpp"
 #include "support/temp_dir.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/types.hpp"
@@ -295,6 +299,47 @@ TEST(session_repack, summary_counts_the_matrices_placed) {
     EXPECT_EQ(rs.n_matrices, n_matrices);
     EXPECT_EQ(rs.bytes, 0u);
     EXPECT_FALSE(rs.requested);
+}
+
+// The matrices copied to CPU_REPACK are no longer read from the file
+// mapping, so the session gives their pages back (gguf::mapping::release):
+// at least the whole pages inside each moved tensor leave the resident set;
+// with --repack off nothing does.
+TEST(session_repack, the_moved_matrices_leave_the_file_mapping_resident_set) {
+    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    for (const bool repack : {true, false}) {
+        SCOPED_TRACE(repack ? "repack on" : "repack off");
+        auto m = llm::model::load(stories);
+        const auto map = m->file().file_mapping();
+        uint64_t whole_pages = 0; // pages wholly inside the moved tensors
+        for (const gguf::tensor_info & ti : m->file().tensors()) {
+            if (ti.n_dims != 2 || ti.name == "token_embd.weight") continue;
+            const auto begin = (reinterpret_cast<uintptr_t>(ti.data) + page - 1) / page;
+            const auto end = (reinterpret_cast<uintptr_t>(ti.data) + ti.size) / page;
+            if (end > begin) whole_pages += end - begin;
+        }
+        ASSERT_GT(whole_pages, 100u); // stories260K: about 1 MiB of matrices
+        volatile uint8_t sink = 0;
+        for (size_t i = 0; i < map->size(); i += page) sink = sink + map->data()[i]; // every page resident
+        const long before = tessera::test::resident_kb(map->data());
+        ASSERT_GT(before, 0);
+        llm::session_params p;
+        p.n_ctx = 16;
+        p.n_threads = 1;
+        p.repack = repack;
+        llm::session s(*m, p);
+        const long after = tessera::test::resident_kb(map->data());
+        if (repack) {
+            EXPECT_LE(after, before - static_cast<long>(whole_pages * page / 1024)) << before << " kB -> " << after;
+            // Decoding still works from the copies (the values are checked by the reference tests).
+            const std::vector<int32_t> tokens = {1, 403};
+            const std::span<const float> logits = s.decode(tokens);
+            ASSERT_FALSE(logits.empty());
+            EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+        } else {
+            EXPECT_GE(after, before - 8) << before << " kB -> " << after;
+        }
+    }
 }
 
 } // namespace

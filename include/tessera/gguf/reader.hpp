@@ -59,6 +59,13 @@ public:
     size_t size() const { return size_; }
     // The path (or the name given to the in-memory constructor).
     const std::string & name() const { return name_; }
+    // Gives back to the system the pages wholly inside [p, p + n) (a range
+    // of data()) that this process has read, once their bytes have been
+    // copied elsewhere: they leave the process's resident set, and the
+    // bytes stay readable (a later read brings the page back from the
+    // file). Nothing for the in-memory stand-in, an empty range or one not
+    // inside the mapping. Never throws; madvise failing is ignored (advice).
+    void release(const uint8_t * p, size_t n) const;
 
 private:
     const uint8_t * data_ = nullptr;

@@ -1,0 +1,83 @@
+// gguf::mapping::release: the pages wholly inside a range leave the
+// process's resident set (read from /proc/self/smaps, the kernel's own
+// count for the mapping), the bytes stay what the file holds, and ranges
+// that are empty, outside the mapping or in the in-memory stand-in change
+// nothing.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/smaps.hpp"
+#include "tessera/gguf/reader.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tessera::test::resident_kb;
+
+// A file of n bytes, byte i = (i * 131 + 7) mod 251.
+fs::path write_pattern(const std::string & name, size_t n) {
+    const fs::path p = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+    std::vector<char> bytes(n);
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 131 + 7) % 251);
+    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
+    return p;
+}
+
+uint64_t checksum(const uint8_t * p, size_t n) {
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; ++i) s = s * 1099511628211u + p[i];
+    return s;
+}
+
+TEST(GgufMapping, ReleaseDropsTheWholePagesOfARangeAndKeepsTheBytes) {
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t n = 256 * page;
+    const fs::path path = write_pattern("tessera-mapping-release", n);
+    {
+        tessera::gguf::mapping m(path);
+        ASSERT_EQ(m.size(), n);
+        const uint64_t before = checksum(m.data(), n); // reads every page
+        const long full = resident_kb(m.data());
+        ASSERT_GE(full, static_cast<long>(n / 1024) * 9 / 10) << "the read pages should be resident";
+
+        // Pages 10 .. 209 lie wholly inside [10 pages - 100 bytes, 210 pages + 100 bytes):
+        // the partial pages at both ends stay.
+        m.release(m.data() + 10 * page - 100, 200 * page + 200);
+        const long after = resident_kb(m.data());
+        EXPECT_LE(after, full - static_cast<long>(200 * page / 1024) + 8) << "200 pages should have left: " << full << " -> " << after;
+        EXPECT_GE(after, full - static_cast<long>(200 * page / 1024) - 8) << "only the pages wholly inside the range";
+
+        // The bytes read back as the file holds them (the released pages come back from the file).
+        EXPECT_EQ(checksum(m.data(), n), before);
+        for (size_t i : {size_t{0}, 10 * page - 101, 10 * page, 150 * page + 3, n - 1}) {
+            EXPECT_EQ(m.data()[i], static_cast<uint8_t>((i * 131 + 7) % 251)) << "byte " << i;
+        }
+
+        // Empty, misplaced and overlong ranges are ignored.
+        const long again = resident_kb(m.data());
+        m.release(m.data(), 0);
+        m.release(nullptr, page);
+        m.release(m.data() + n - page, 2 * page); // runs past the end
+        m.release(m.data() - page, 2 * page);     // starts before the mapping
+        m.release(m.data(), n + 1);
+        EXPECT_EQ(resident_kb(m.data()), again);
+    }
+    fs::remove(path);
+}
+
+TEST(GgufMapping, ReleaseLeavesTheInMemoryStandInAlone) {
+    std::vector<uint8_t> bytes(3 * 4096);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+    tessera::gguf::mapping m(bytes, "memory");
+    m.release(m.data(), m.size());
+    for (size_t i = 0; i < bytes.size(); ++i) ASSERT_EQ(m.data()[i], bytes[i]) << "byte " << i;
+}
+
+} // namespace
