@@ -1,7 +1,6 @@
 // backends/cpu/cpu_buffer.cpp — the CPU backend's buffer types and buffers:
 // aligned host allocations ("CPU") and wrappers over caller-owned host
 // memory such as a memory-mapped model file ("CPU_Mapped").
-#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>

@@ -10,7 +10,9 @@
 // the hardware prefetcher alone (Zen 4, 2 vCPUs, BM_mul_mat_repack one
 // column, medians of 5 interleaved runs, GFLOP/s: Q4_K 2048 x 5632 68.2 ->
 // 83.4 on 1 thread and 104.7 -> 111.6 on 2, Q6_K 5632 x 2048 49.1 -> 54.8
-// and 63.2 -> 69.3, Q5_K 67.3 -> 68.7 and 89.8 -> 94.1). Per super-block of a Q4_K group (Q6_K: see
+// and 63.2 -> 69.3, Q5_K 67.3 -> 68.7 and 89.8 -> 94.1).
+//
+// Per super-block of a Q4_K group (Q6_K: see
 // q6_k_group_dot):
 //   scales   the 12 G scale bytes (three vectors: bytes 0..3, 4..7, 8..11
 //            of every row) unpack with the Q4_K bit operations
