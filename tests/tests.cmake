@@ -24,3 +24,19 @@ option(TESSERA_ISA_TESTS "Build the op tests against per-ISA copies of the kerne
 if(TESSERA_ISA_TESTS)
   include(${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/cpu_isa.cmake)
 endif()
+
+# --- the repacked mat-vec kernels (their vector paths: the AVX2 and the
+# AVX-512 VNNI builds) with and without software prefetch of their weight
+# stream (backends/cpu/ops/tuning.hpp), whichever this machine's default:
+# the repack tests once more, TESSERA_CPU_STREAM_PREFETCH set.
+foreach(_isa haswell zen4)
+  set(_t test_backends_cpu_${_isa})
+  if(NOT TARGET ${_t} OR NOT TESSERA_BUILD_MACHINE_RUNS_${_isa})
+    continue()
+  endif()
+  foreach(_pf 0 4096)
+    add_test(NAME ${_t}.stream_prefetch_${_pf}
+             COMMAND ${_t} "--gtest_filter=CpuTuning.*:*RepackMulMat.*:*RepackMulMatK*K256*:*RepackMulMatK*K512*")
+    set_tests_properties(${_t}.stream_prefetch_${_pf} PROPERTIES ENVIRONMENT "TESSERA_CPU_STREAM_PREFETCH=${_pf}" TIMEOUT 600)
+  endforeach()
+endforeach()

@@ -7,10 +7,12 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "backend/cpu_graph.hpp"
 #include "backend/test_support.hpp"
 #include "backends/cpu/features.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 #include "tessera/backend/cpu.hpp"
 
 namespace tessera::test {
@@ -78,6 +80,7 @@ TEST_F(CpuCompiledIn, DeviceProperties) {
     EXPECT_TRUE(d.supports_buft(d.extra_buffer_types()[0]));
     EXPECT_EQ(feature(cpu, "THREAD_POOL"), "1");
     EXPECT_EQ(feature(cpu, "OPENMP"), "0");
+    EXPECT_EQ(feature(cpu, "STREAM_PREFETCH"), std::to_string(tessera::cpu::tuning().stream_prefetch));
     const std::string variant = feature(cpu, "VARIANT");
     if (variant == "x64") {
         EXPECT_EQ(feature(cpu, "AVX2"), "0"); // a baseline build uses no AVX2 code

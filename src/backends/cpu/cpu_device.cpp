@@ -13,6 +13,7 @@
 #include "backends/cpu/compute.hpp"
 #include "backends/cpu/cpu_adapter.hpp"
 #include "backends/cpu/features.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 #include "tessera/backend/cpu.hpp"
 
 namespace tessera::cpu {
@@ -129,7 +130,8 @@ namespace {
 tsr_device * reg_device(tsr_reg *, size_t i) { return i == 0 ? &cpu_device_object : nullptr; }
 
 // (name, value) pairs: each feature, "1" when this processor has it and
-// this build's code uses it; then the variant and the threading.
+// this build's code uses it; then the variant, the mat-vec kernels'
+// software prefetch distance and the threading.
 const tsr_feature * reg_features(tsr_reg *) {
     static std::vector<std::string> storage;
     static std::vector<tsr_feature> list;
@@ -155,6 +157,8 @@ const tsr_feature * reg_features(tsr_reg *) {
         }
         storage.emplace_back("VARIANT");
         storage.emplace_back(build_variant_name());
+        storage.emplace_back("STREAM_PREFETCH"); // ops/tuning.hpp: bytes, 0 = none
+        storage.emplace_back(std::to_string(tuning().stream_prefetch));
         storage.emplace_back("OPENMP");
         storage.emplace_back("0");
         storage.emplace_back("THREAD_POOL");

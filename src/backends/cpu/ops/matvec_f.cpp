@@ -25,6 +25,7 @@
 #include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 
 namespace tessera::cpu {
 
@@ -322,16 +323,17 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
 // group g's stream at g0 + g group_bytes, step k (16 weights) at k * 16
 // elements. y[16 g + r] = row r of group g . x, with the GEMM's operations
 // (gemm_f.cpp): per K chunk of k_gemm_f_kc a sequential FMA chain from
-// zero, the chunk sums added to the first in order. No software prefetch:
-// the hardware prefetcher follows the NG streams, and prefetching each
-// 2048 bytes ahead, a line every two steps, was slower (Zen 4, 2 vCPUs,
-// BM_mul_mat_repack F16 4096 x 4096, one column, medians of 5 interleaved
-// runs, GFLOP/s: AVX-512 1 thread 17.8 -> 24.4, 2 threads 27.8 -> 32.0;
-// the AVX2 build 18.0 -> 22.2 and 26.5 -> 29.7).
-template <int32_t T, int NG>
-void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, float * y) {
+// zero, the chunk sums added to the first in order. PF: each stream is
+// prefetched `pf` bytes ahead, a line per 64 bytes of steps (tuning.hpp:
+// on Intel; on Zen 4 the hardware prefetcher alone read faster, BM_mul_mat_repack
+// F16 4096 x 4096, one column, GFLOP/s with prefetch 2048 bytes ahead ->
+// none: AVX-512 1 thread 17.8 -> 24.4, 2 threads 27.8 -> 32.0; the AVX2
+// build 18.0 -> 22.2 and 26.5 -> 29.7).
+template <int32_t T, int NG, bool PF>
+void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, float * y, [[maybe_unused]] size_t pf) {
     constexpr int64_t G = k_repack_float_rows;
     constexpr size_t step = G * esize<T>();
+    constexpr int64_t steps_per_line = 64 / static_cast<int64_t>(step);
     const char * g[NG];
     for (int i = 0; i < NG; ++i) g[i] = g0 + static_cast<size_t>(i) * group_bytes;
 #ifdef TSR_CPU_AVX512
@@ -343,6 +345,9 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
             const __m512 xv = _mm512_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
                 const char * w = g[i] + static_cast<size_t>(k) * step;
+                if constexpr (PF) {
+                    if (k % steps_per_line == 0) _mm_prefetch(w + pf, _MM_HINT_T0);
+                }
                 acc[i] = _mm512_fmadd_ps(load16<T>(w), xv, acc[i]);
             }
         }
@@ -358,6 +363,9 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
             const __m256 xv = _mm256_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
                 const char * w = g[i] + static_cast<size_t>(k) * step;
+                if constexpr (PF) {
+                    if (k % steps_per_line == 0) _mm_prefetch(w + pf, _MM_HINT_T0);
+                }
                 acc[i][0] = _mm256_fmadd_ps(load8<T>(w), xv, acc[i][0]);
                 acc[i][1] = _mm256_fmadd_ps(load8<T>(w + 8 * esize<T>()), xv, acc[i][1]);
             }
@@ -373,6 +381,18 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
 #endif
 }
 
+// groups<T, ng, PF> for ng in 1..k_item_groups.
+template <int32_t T, bool PF>
+void groups_of(int64_t ng, const char * w, size_t group_bytes, const float * x, int64_t K, float * y, size_t pf) {
+    static_assert(k_item_groups == 4, "one case per group count");
+    switch (ng) {
+    case 1: groups<T, 1, PF>(w, group_bytes, x, K, y, pf); break;
+    case 2: groups<T, 2, PF>(w, group_bytes, x, K, y, pf); break;
+    case 3: groups<T, 3, PF>(w, group_bytes, x, K, y, pf); break;
+    default: groups<T, 4, PF>(w, group_bytes, x, K, y, pf); break;
+    }
+}
+
 // Repacked float weights: items of up to k_item_groups groups of 16 rows.
 template <int32_t T>
 void groups_path(const compute_params & p, const mm_dims & d, float * xbuf) {
@@ -385,6 +405,7 @@ void groups_path(const compute_params & p, const mm_dims & d, float * xbuf) {
     work_queue queue(p, n_items, chunk_for_bytes(k_item_groups * group_bytes, n_items, p.nth));
     batch_view bv;
     int64_t loaded = -1;
+    const size_t pf = tuning().stream_prefetch;
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const int64_t batch = it / per_batch, g0 = it % per_batch * k_item_groups;
@@ -396,11 +417,10 @@ void groups_path(const compute_params & p, const mm_dims & d, float * xbuf) {
             const char * w = bv.a + static_cast<size_t>(g0) * group_bytes;
             for (int64_t n = 0; n < d.N; ++n) {
                 float * y = bv.y[n] + g0 * G;
-                switch (ng) {
-                case 1: groups<T, 1>(w, group_bytes, bv.x[n], d.K, y); break;
-                case 2: groups<T, 2>(w, group_bytes, bv.x[n], d.K, y); break;
-                case 3: groups<T, 3>(w, group_bytes, bv.x[n], d.K, y); break;
-                default: groups<T, 4>(w, group_bytes, bv.x[n], d.K, y); break;
+                if (pf != 0) {
+                    groups_of<T, true>(ng, w, group_bytes, bv.x[n], d.K, y, pf);
+                } else {
+                    groups_of<T, false>(ng, w, group_bytes, bv.x[n], d.K, y, 0);
                 }
             }
         }

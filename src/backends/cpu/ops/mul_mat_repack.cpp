@@ -52,6 +52,7 @@
 #include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 
 namespace tessera::cpu {
 
@@ -414,14 +415,13 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
 // group (lanes 0..7 step j, 8..15 step j + 1), so the weights stay one
 // stream; vpermd spreads activation dwords j and j + 1 over the two
 // halves; the two halves' exact int32 sums are added before the same
-// scale and FMA as micro_kernel's. No software prefetch: the hardware
-// prefetcher follows the one stream alone, and the prefetches cost more
-// than they gave (Zen 4, 2 vCPUs, bench_ops medians of 5-7 interleaved
-// runs, GFLOP/s with k_prefetch -> without, 1 thread: Q8_0 2048 x 5632
-// 36.9 -> 46.8, Q4_0 71.6 -> 80.5, Q4_0 576 x 1536 68.0 -> 76.2; 2
-// threads: Q8_0 47.4 -> 57.2, Q4_0 106.7 -> 110.1).
-template <int32_t T>
-void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out) {
+// scale and FMA as micro_kernel's. PF: each block's lines are prefetched
+// `pf` bytes ahead (tuning.hpp: on Intel; on Zen 4 the hardware prefetcher
+// alone read faster: Q8_0 2048 x 5632 36.9 -> 46.8 GFLOP/s without, Q4_0
+// 576 x 1536 68.0 -> 76.2 on 1 thread; 2 threads: Q8_0 47.4 -> 57.2, Q4_0
+// 106.7 -> 110.1).
+template <int32_t T, bool PF>
+void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out, size_t pf) {
     const __m512i pair[4] = {
         _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
         _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
@@ -432,6 +432,9 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
     for (int64_t b = 0; b < n_blocks; ++b) {
         const char * pb = w + static_cast<size_t>(b) * group_block<T>();
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+        if constexpr (PF) {
+            for (size_t o = 0; o < group_block<T>(); o += 64) _mm_prefetch(pb + pf + o, _MM_HINT_T0);
+        }
         const __m256 dw = simd::load_f16x8(pb);
         // Activation dwords 0..7: Q4_0/Q5_0/Q5_1 low-nibble steps 0..3 then
         // high-nibble steps 0..3; Q8_0 steps 0..7.
@@ -540,13 +543,16 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
 
 #endif
 
+// pf: cpu_tuning::stream_prefetch, for the one-column kernel.
 template <int32_t T, int C = k_c>
-void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out) {
+void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] size_t pf) {
 #ifdef TSR_CPU_VNNI512
-    if (cols == 1) return matvec_kernel512<T>(w, n_blocks, xt, out);
+    if (cols == 1) {
+        return pf != 0 ? matvec_kernel512<T, true>(w, n_blocks, xt, out, pf) : matvec_kernel512<T, false>(w, n_blocks, xt, out, 0);
+    }
 #endif
     if constexpr (C > 1) {
-        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out);
+        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, pf);
     }
     micro_kernel<T, C>(w, n_blocks, xt, out);
 }
@@ -566,6 +572,7 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t item_bytes = d.N >= k_gemm_min_n ? 0 : static_cast<size_t>(g.rows_per_item / k_rows) * group_bytes;
     work_queue queue(p, g.n_items, chunk_for_bytes(item_bytes, g.n_items, p.nth));
     alignas(64) float otile[k_c * k_pair * k_rows];
+    const size_t pf = tuning().stream_prefetch;
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
@@ -596,7 +603,7 @@ void run(const compute_params & p, const mm_dims & d) {
 #endif
                 for (int64_t n = n0; n < n1; n += k_c) {
                     const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                    tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                    tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile, pf);
                     for (int c = 0; c < ncols; ++c) {
                         float * y = dst_column(d, batch, n + c) + mg;
                         std::copy(otile + c * k_rows, otile + (c + 1) * k_rows, y);

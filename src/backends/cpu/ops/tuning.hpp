@@ -1,0 +1,42 @@
+// backends/cpu/ops/tuning.hpp — choices of the kernels that measurement
+// showed to differ between processors of one instruction-set variant
+// (the same AVX-512 code runs on AMD Zen 4/5 and Intel Xeons), decided
+// once per process from the processor's vendor, with an environment
+// override for measuring them.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace tessera::cpu {
+
+enum class cpu_vendor { other, intel, amd };
+
+// The processor's vendor from CPUID leaf 0 ("GenuineIntel",
+// "AuthenticAMD"); `other` elsewhere (and on non-x86 builds).
+cpu_vendor detect_vendor();
+
+struct cpu_tuning {
+    // Bytes ahead in a one-column product's weight stream (the mat-vec
+    // kernels of repacked Q8_0/Q4_0/Q5_0/Q5_1, F16/BF16 and K-quant
+    // weights) to software-prefetch, one prefetch per 64-byte line; 0: none,
+    // the hardware prefetcher alone. Intel: 4096; others: 0 (see tuning.cpp
+    // for the measurements).
+    size_t stream_prefetch = 0;
+};
+
+// Environment variable overriding cpu_tuning::stream_prefetch: a byte count,
+// a multiple of 64 in [0, 65536].
+inline constexpr const char * k_stream_prefetch_env = "TESSERA_CPU_STREAM_PREFETCH";
+
+// The tuning for a vendor, with `env` (the variable's value, or null) in
+// place of the default when it is valid; otherwise `warning` is set to a
+// sentence naming the variable, the value and the default kept (and is
+// empty when there is nothing to say).
+cpu_tuning tuning_for(cpu_vendor vendor, const char * env, std::string & warning);
+
+// This process's tuning: tuning_for(detect_vendor(), getenv(...)),
+// computed on the first call (a warning goes to stderr once).
+const cpu_tuning & tuning();
+
+} // namespace tessera::cpu
