@@ -25,18 +25,24 @@ if(TESSERA_ISA_TESTS)
   include(${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/cpu_isa.cmake)
 endif()
 
-# --- the repacked mat-vec kernels (their vector paths: the AVX2 and the
-# AVX-512 VNNI builds) with and without software prefetch of their weight
-# stream (backends/cpu/ops/tuning.hpp), whichever this machine's default:
-# the repack tests once more, TESSERA_CPU_STREAM_PREFETCH set.
+# --- the per-processor kernel choices (backends/cpu/ops/tuning.hpp) both
+# ways, whichever this machine's defaults: the repack tests once more on the
+# vector builds (AVX2; AVX-512 VNNI) with TESSERA_CPU_STREAM_PREFETCH (the
+# mat-vec kernels' software prefetch) and TESSERA_CPU_GEMM_FLOAT_IN_PLACE
+# (the AVX-512 GEMM reading repacked F16/BF16 groups in place) set:
+# tuning_a = no prefetch, in place; tuning_b = prefetch, packed.
 foreach(_isa haswell zen4)
   set(_t test_backends_cpu_${_isa})
   if(NOT TARGET ${_t} OR NOT TESSERA_BUILD_MACHINE_RUNS_${_isa})
     continue()
   endif()
-  foreach(_pf 0 4096)
-    add_test(NAME ${_t}.stream_prefetch_${_pf}
+  foreach(_case "a;0;1" "b;4096;0")
+    list(GET _case 0 _name)
+    list(GET _case 1 _pf)
+    list(GET _case 2 _in_place)
+    add_test(NAME ${_t}.tuning_${_name}
              COMMAND ${_t} "--gtest_filter=CpuTuning.*:*RepackMulMat.*:*RepackMulMatK*K256*:*RepackMulMatK*K512*")
-    set_tests_properties(${_t}.stream_prefetch_${_pf} PROPERTIES ENVIRONMENT "TESSERA_CPU_STREAM_PREFETCH=${_pf}" TIMEOUT 600)
+    set_tests_properties(${_t}.tuning_${_name} PROPERTIES TIMEOUT 600 ENVIRONMENT
+                         "TESSERA_CPU_STREAM_PREFETCH=${_pf};TESSERA_CPU_GEMM_FLOAT_IN_PLACE=${_in_place}")
   endforeach()
 endforeach()

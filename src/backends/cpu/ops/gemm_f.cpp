@@ -10,8 +10,11 @@
 //     m-contiguous (transposed V cache views) by plain vector copies,
 //     anything else element by element. Repacked F16/BF16 weights
 //     (repack.hpp: groups of 16 rows, k-major) are already panel-shaped:
-//     the AVX-512 micro-kernel reads three groups in place and widens
-//     them in registers; the AVX2 one packs them by plain widening copies.
+//     they pack by plain widening copies, or (AVX-512 where
+//     cpu_tuning::gemm_float_in_place, tuning.hpp: AMD) the micro-kernel
+//     reads three groups in place and widens them in registers. On Intel
+//     the widening (vcvtph2ps) takes the FMA ports, once per group load
+//     and activation tile, where packing widens once per block.
 //   - The activations b are packed once per node, before the products,
 //     into tiles of k_nr columns stored k-major ([k][k_nr], 8x8
 //     transposes; strided b element by element), in scratch shared by the
@@ -35,6 +38,7 @@
 #include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 
 namespace tessera::cpu {
 
@@ -118,7 +122,6 @@ void pack_a(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, in
     }
 }
 
-#ifndef TSR_CPU_AVX512
 // The same panels from a matrix in the repacked float layout (repack.hpp:
 // groups of 16 rows, [k][16] within a group; m0 and rows multiples of 16):
 // each panel column k is the k-th steps of k_mr / 16 consecutive groups,
@@ -148,7 +151,6 @@ void pack_a_repacked(const char * a, int64_t K, int64_t m0, int64_t rows, int64_
         }
     }
 }
-#endif
 
 // A micro-panel packed by pack_a: [k][k_mr] F32.
 struct packed_panel {
@@ -352,6 +354,9 @@ void run(const compute_params & p, const mm_dims & d) {
     work_queue queue(p, g.n_items, 1);
     const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
     const bool repacked = is_repacked(d.a); // 2-D, rows a multiple of 16 (repack_eligible)
+#ifdef TSR_CPU_AVX512
+    const bool in_place = repacked && tuning().gemm_float_in_place; // else widened into ap_block
+#endif
     constexpr size_t group_step = k_repack_float_rows * esize<T>(); // bytes per k of a repacked group
     alignas(64) float ctile[k_nr * k_mr];
     for (item_range items{}; queue.next(items);) {
@@ -369,8 +374,10 @@ void run(const compute_params & p, const mm_dims & d) {
                     const int64_t slices = (n1 - n0 + k_nr - 1) / k_nr;
                     if constexpr (T != TSR_TYPE_F32) {
                         if (repacked) {
-#ifndef TSR_CPU_AVX512
-                            pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block); // AVX-512 reads the groups in place
+#ifdef TSR_CPU_AVX512
+                            if (!in_place) pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
+#else
+                            pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
 #endif
                             if (next_k0 < d.K) {
                                 next_a = a_prefetch(a + static_cast<size_t>(mb / k_repack_float_rows * d.K + next_k0) * group_step,
@@ -414,7 +421,7 @@ void run(const compute_params & p, const mm_dims & d) {
                             };
 #ifdef TSR_CPU_AVX512
                             if constexpr (T != TSR_TYPE_F32) {
-                                if (repacked) { // the panel's groups in place; a short panel repeats its last group
+                                if (in_place) { // the panel's groups; a short panel repeats its last group
                                     group_panel<T> gp;
                                     const int64_t last = (valid - 1) / k_repack_float_rows;
                                     for (int64_t v = 0; v < k_mr / k_repack_float_rows; ++v) {

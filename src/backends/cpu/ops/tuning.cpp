@@ -1,6 +1,7 @@
 // backends/cpu/ops/tuning.cpp — per-processor kernel choices (tuning.hpp).
 #include "backends/cpu/ops/tuning.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,20 +35,31 @@ cpu_vendor detect_vendor() {
 // benchmarks, none -> 4096 bytes ahead, medians of 5): Q4_0 2048 x 5632
 // 23.7 -> 36.7 on 1 thread and 49.4 -> 73.9 on 2, Q8_0 17.0 -> 22.7 and
 // 31.8 -> 42.3; 2048 and 8192 bytes ahead measured between the two.
-cpu_tuning tuning_for(cpu_vendor vendor, const char * env, std::string & warning) {
+cpu_tuning tuning_for(cpu_vendor vendor, const tuning_env & env, std::string & warning) {
     cpu_tuning t;
     t.stream_prefetch = vendor == cpu_vendor::intel ? 4096 : 0;
+    t.gemm_float_in_place = vendor == cpu_vendor::amd;
     warning.clear();
-    if (env == nullptr) return t;
-    char * end = nullptr;
-    const unsigned long v = std::strtoul(env, &end, 10);
-    const bool digits = *env >= '0' && *env <= '9' && end != env && *end == '\0';
-    if (digits && v <= 65536 && v % 64 == 0) {
-        t.stream_prefetch = v;
-    } else {
-        warning = std::string(k_stream_prefetch_env) + "='" + env +
-                  "' is not a byte count that is a multiple of 64 in [0, 65536]; using " +
-                  std::to_string(t.stream_prefetch);
+    const auto refuse = [&](const char * name, const char * value, const char * wanted, const std::string & kept) {
+        if (!warning.empty()) warning += "\n";
+        warning += std::string(name) + "='" + value + "' is not " + wanted + "; using " + kept;
+    };
+    if (const char * v = env.stream_prefetch; v != nullptr) {
+        char * end = nullptr;
+        const unsigned long n = std::strtoul(v, &end, 10);
+        const bool digits = *v >= '0' && *v <= '9' && end != v && *end == '\0';
+        if (digits && n <= 65536 && n % 64 == 0) {
+            t.stream_prefetch = n;
+        } else {
+            refuse(k_stream_prefetch_env, v, "a byte count that is a multiple of 64 in [0, 65536]", std::to_string(t.stream_prefetch));
+        }
+    }
+    if (const char * v = env.gemm_float_in_place; v != nullptr) {
+        if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) {
+            t.gemm_float_in_place = v[0] == '1';
+        } else {
+            refuse(k_gemm_float_in_place_env, v, "0 or 1", t.gemm_float_in_place ? "1" : "0");
+        }
     }
     return t;
 }
@@ -55,8 +67,13 @@ cpu_tuning tuning_for(cpu_vendor vendor, const char * env, std::string & warning
 const cpu_tuning & tuning() {
     static const cpu_tuning t = [] {
         std::string warning;
-        const cpu_tuning r = tuning_for(detect_vendor(), std::getenv(k_stream_prefetch_env), warning);
-        if (!warning.empty()) std::fprintf(stderr, "tessera: warning: %s\n", warning.c_str());
+        const tuning_env env{std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env)};
+        const cpu_tuning r = tuning_for(detect_vendor(), env, warning);
+        for (size_t at = 0; at < warning.size();) { // one line per bad value
+            const size_t end = std::min(warning.find('\n', at), warning.size());
+            std::fprintf(stderr, "tessera: warning: %.*s\n", static_cast<int>(end - at), warning.c_str() + at);
+            at = end + 1;
+        }
         return r;
     }();
     return t;

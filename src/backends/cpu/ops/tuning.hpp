@@ -23,20 +23,33 @@ struct cpu_tuning {
     // the hardware prefetcher alone. Intel: 4096; others: 0 (see tuning.cpp
     // for the measurements).
     size_t stream_prefetch = 0;
+    // The AVX-512 GEMM of repacked F16/BF16 weights (gemm_f.cpp) reads the
+    // groups in place and widens them in registers (true), or first widens
+    // a block of them into an F32 panel, as the AVX2 one does (false). AMD:
+    // true; others: false (on Intel the widening shares the two FMA ports).
+    bool gemm_float_in_place = false;
 };
 
-// Environment variable overriding cpu_tuning::stream_prefetch: a byte count,
-// a multiple of 64 in [0, 65536].
+// Environment variables overriding the defaults: cpu_tuning::stream_prefetch
+// (a byte count, a multiple of 64 in [0, 65536]) and
+// cpu_tuning::gemm_float_in_place (0 or 1).
 inline constexpr const char * k_stream_prefetch_env = "TESSERA_CPU_STREAM_PREFETCH";
+inline constexpr const char * k_gemm_float_in_place_env = "TESSERA_CPU_GEMM_FLOAT_IN_PLACE";
 
-// The tuning for a vendor, with `env` (the variable's value, or null) in
-// place of the default when it is valid; otherwise `warning` is set to a
-// sentence naming the variable, the value and the default kept (and is
-// empty when there is nothing to say).
-cpu_tuning tuning_for(cpu_vendor vendor, const char * env, std::string & warning);
+// The variables' values (null: not set).
+struct tuning_env {
+    const char * stream_prefetch = nullptr;
+    const char * gemm_float_in_place = nullptr;
+};
 
-// This process's tuning: tuning_for(detect_vendor(), getenv(...)),
-// computed on the first call (a warning goes to stderr once).
+// The tuning for a vendor, with each value of `env` in place of its
+// default when it is valid; otherwise `warning` gets a sentence naming the
+// variable, the value and the default kept (one line per bad value; empty
+// when there is nothing to say).
+cpu_tuning tuning_for(cpu_vendor vendor, const tuning_env & env, std::string & warning);
+
+// This process's tuning: tuning_for(detect_vendor(), the environment),
+// computed on the first call (warnings go to stderr once).
 const cpu_tuning & tuning();
 
 } // namespace tessera::cpu
