@@ -27,9 +27,14 @@
 // other processes load the machine; the summary says when they did).
 //
 // OpenBLAS picks its kernels from CPUID when the library loads, whatever
-// this program was compiled for; the summary prints its choice. To compare
-// the AVX2 build (bench_blas_haswell) with OpenBLAS's AVX2 kernels on an
-// AVX-512 machine, run it with OPENBLAS_CORETYPE=Haswell.
+// this program was compiled for; the summary prints its choice. A processor
+// newer than the library (Debian 12's 0.3.21 on an Emerald Rapids Xeon)
+// gets its generic "Prescott" core, SSE3 only, which would make the
+// comparison meaningless: then, unless OPENBLAS_CORETYPE is set, the
+// program runs itself again with OPENBLAS_CORETYPE=SkylakeX (this build
+// uses AVX-512) or Haswell (AVX2). To compare the AVX2 build
+// (bench_blas_haswell) with OpenBLAS's AVX2 kernels on an AVX-512 machine,
+// run it with OPENBLAS_CORETYPE=Haswell.
 // Built as bench_blas_haswell and bench_blas_native (bench/blas.cmake) when
 // OpenBLAS is found. Run: build/<dir>/bench/bench_blas_native
 #include <benchmark/benchmark.h>
@@ -37,8 +42,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -46,6 +54,7 @@
 #include <utility>
 #include <vector>
 
+#include <strings.h>
 #include <unistd.h>
 
 #include "backends/cpu/thread_pool.hpp"
@@ -291,7 +300,28 @@ void print_summary() {
 
 } // namespace
 
+// When OpenBLAS fell back to its generic core on a processor with AVX2,
+// runs this program again with OPENBLAS_CORETYPE naming the core of this
+// build's vectors (see the header); returns only when it does not.
+void choose_openblas_core(char ** argv) {
+    if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+    const std::string core = openblas_get_corename();
+    __builtin_cpu_init();
+    if (strcasecmp(core.c_str(), "prescott") != 0 || !__builtin_cpu_supports("avx2")) return;
+#ifdef __AVX512F__
+    const char * want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
+#else
+    const char * want = "Haswell";
+#endif
+    std::fprintf(stderr, "bench_blas: OpenBLAS chose its generic core %s on this processor; running again with OPENBLAS_CORETYPE=%s\n",
+                 core.c_str(), want);
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    execv("/proc/self/exe", argv);
+    std::fprintf(stderr, "bench_blas: cannot run again (%s); continuing with %s\n", std::strerror(errno), core.c_str());
+}
+
 int main(int argc, char ** argv) {
+    choose_openblas_core(argv);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     summary_reporter reporter;
