@@ -298,8 +298,6 @@ void print_summary() {
     }
 }
 
-} // namespace
-
 // When OpenBLAS fell back to its generic core on a processor with AVX2,
 // runs this program again with OPENBLAS_CORETYPE naming the core of this
 // build's vectors (see the header); returns only when it does not.
@@ -319,6 +317,8 @@ void choose_openblas_core(char ** argv) {
     execv("/proc/self/exe", argv);
     std::fprintf(stderr, "bench_blas: cannot run again (%s); continuing with %s\n", std::strerror(errno), core.c_str());
 }
+
+} // namespace
 
 int main(int argc, char ** argv) {
     choose_openblas_core(argv);

@@ -65,8 +65,7 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
 // it is set (ctest runs the kernel tests once with each setting).
 TEST(CpuTuning, TheProcessTuningFollowsTheEnvironment) {
     std::string warning;
-    const cpu_tuning expect =
-        tuning_for(detect_vendor(), {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env)}, warning);
+    const cpu_tuning expect = tuning_for(detect_vendor(), process_tuning_env(), warning);
     EXPECT_EQ(tuning().stream_prefetch, expect.stream_prefetch);
     EXPECT_EQ(tuning().gemm_float_in_place, expect.gemm_float_in_place);
     if (const char * env = std::getenv(k_stream_prefetch_env); env != nullptr && warning.empty()) {

@@ -68,11 +68,14 @@ cpu_tuning tuning_for(cpu_vendor vendor, const tuning_env & env, std::string & w
     return t;
 }
 
+tuning_env process_tuning_env() {
+    return {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env)};
+}
+
 const cpu_tuning & tuning() {
     static const cpu_tuning t = [] {
         std::string warning;
-        const tuning_env env{std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env)};
-        const cpu_tuning r = tuning_for(detect_vendor(), env, warning);
+        const cpu_tuning r = tuning_for(detect_vendor(), process_tuning_env(), warning);
         for (size_t at = 0; at < warning.size();) { // one line per bad value
             const size_t end = std::min(warning.find('\n', at), warning.size());
             std::fprintf(stderr, "tessera: warning: %.*s\n", static_cast<int>(end - at), warning.c_str() + at);

@@ -42,13 +42,16 @@ struct tuning_env {
     const char * gemm_float_in_place = nullptr;
 };
 
+// The variables as this process's environment has them (getenv).
+tuning_env process_tuning_env();
+
 // The tuning for a vendor, with each value of `env` in place of its
 // default when it is valid; otherwise `warning` gets a sentence naming the
 // variable, the value and the default kept (one line per bad value; empty
 // when there is nothing to say).
 cpu_tuning tuning_for(cpu_vendor vendor, const tuning_env & env, std::string & warning);
 
-// This process's tuning: tuning_for(detect_vendor(), the environment),
+// This process's tuning: tuning_for(detect_vendor(), process_tuning_env()),
 // computed on the first call (warnings go to stderr once).
 const cpu_tuning & tuning();
 
