@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -81,6 +82,11 @@ TEST_F(CpuCompiledIn, DeviceProperties) {
     EXPECT_EQ(feature(cpu, "THREAD_POOL"), "1");
     EXPECT_EQ(feature(cpu, "OPENMP"), "0");
     EXPECT_EQ(feature(cpu, "STREAM_PREFETCH"), std::to_string(tessera::cpu::tuning().stream_prefetch));
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%x", tessera::cpu::detect_cpu_model().family);
+    EXPECT_EQ(feature(cpu, "CPU_FAMILY"), hex);
+    std::snprintf(hex, sizeof hex, "0x%x", tessera::cpu::detect_cpu_model().model);
+    EXPECT_EQ(feature(cpu, "CPU_MODEL"), hex);
     const std::string variant = feature(cpu, "VARIANT");
     if (variant == "x64") {
         EXPECT_EQ(feature(cpu, "AVX2"), "0"); // a baseline build uses no AVX2 code

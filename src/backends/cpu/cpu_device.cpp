@@ -130,8 +130,8 @@ namespace {
 tsr_device * reg_device(tsr_reg *, size_t i) { return i == 0 ? &cpu_device_object : nullptr; }
 
 // (name, value) pairs: each feature, "1" when this processor has it and
-// this build's code uses it; then the variant, the mat-vec kernels'
-// software prefetch distance and the threading.
+// this build's code uses it; then the variant, the processor's family and
+// model, the mat-vec kernels' software prefetch distance and the threading.
 const tsr_feature * reg_features(tsr_reg *) {
     static std::vector<std::string> storage;
     static std::vector<tsr_feature> list;
@@ -157,6 +157,14 @@ const tsr_feature * reg_features(tsr_reg *) {
         }
         storage.emplace_back("VARIANT");
         storage.emplace_back(build_variant_name());
+        const cpu_model m = detect_cpu_model(); // ops/tuning.hpp: the CPUID display values, hex
+        char hex[16];
+        std::snprintf(hex, sizeof hex, "0x%x", m.family);
+        storage.emplace_back("CPU_FAMILY");
+        storage.emplace_back(hex);
+        std::snprintf(hex, sizeof hex, "0x%x", m.model);
+        storage.emplace_back("CPU_MODEL");
+        storage.emplace_back(hex);
         storage.emplace_back("STREAM_PREFETCH"); // ops/tuning.hpp: bytes, 0 = none
         storage.emplace_back(std::to_string(tuning().stream_prefetch));
         storage.emplace_back("OPENMP");

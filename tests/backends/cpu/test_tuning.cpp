@@ -1,5 +1,6 @@
 // Per-processor kernel tuning (backends/cpu/ops/tuning.hpp): the defaults
-// per vendor, the environment override and its refusal of bad values.
+// per vendor and family, the environment override and its refusal of bad
+// values.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,27 +11,70 @@
 namespace tessera::cpu {
 namespace {
 
-TEST(CpuTuning, DefaultsPerVendor) {
+constexpr cpu_model k_intel{cpu_vendor::intel, 6, 0xCF};
+constexpr cpu_model k_zen4{cpu_vendor::amd, 0x19, 0x11};
+constexpr cpu_model k_zen5{cpu_vendor::amd, 0x1A, 0x02};
+constexpr cpu_model k_other{};
+
+// CPUID leaf 1 EAX values of real processors (stepping in bits 3:0, model
+// 7:4, family 11:8, extended model 19:16, extended family 27:20).
+TEST(CpuTuning, DisplayFamilyAndModelFromLeaf1) {
+    const cpu_model zen5 = cpu_model_from_leaf1(cpu_vendor::amd, 0x00B00F21); // EPYC 9005 (Turin)
+    EXPECT_EQ(zen5.vendor, cpu_vendor::amd);
+    EXPECT_EQ(zen5.family, 0x1Au);
+    EXPECT_EQ(zen5.model, 0x02u);
+    const cpu_model zen4 = cpu_model_from_leaf1(cpu_vendor::amd, 0x00A10F11); // EPYC 9004 (Genoa)
+    EXPECT_EQ(zen4.family, 0x19u);
+    EXPECT_EQ(zen4.model, 0x11u);
+    const cpu_model emr = cpu_model_from_leaf1(cpu_vendor::intel, 0x000C06F2); // Xeon 5th gen (Emerald Rapids)
+    EXPECT_EQ(emr.family, 6u);
+    EXPECT_EQ(emr.model, 0xCFu);
+    // The extended fields count only with base family 0xF (model also 0x6).
+    const cpu_model p4 = cpu_model_from_leaf1(cpu_vendor::intel, 0x00000F29); // Pentium 4 (family 0xF, ext 0)
+    EXPECT_EQ(p4.family, 0xFu);
+    EXPECT_EQ(p4.model, 0x2u);
+    const cpu_model k7 = cpu_model_from_leaf1(cpu_vendor::amd, 0x0FF30642); // base family 6: ext family ignored
+    EXPECT_EQ(k7.family, 6u);
+    EXPECT_EQ(k7.model, 0x34u);
+    const cpu_model k5 = cpu_model_from_leaf1(cpu_vendor::other, 0x0FF30543); // base family 5: ext model ignored too
+    EXPECT_EQ(k5.family, 5u);
+    EXPECT_EQ(k5.model, 0x4u);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+TEST(CpuTuning, ThisProcessorHasAFamily) {
+    const cpu_model m = detect_cpu_model();
+    EXPECT_GE(m.family, 5u); // every x86-64 processor reports family 6 or more (0xF, 0x1x)
+}
+#endif
+
+TEST(CpuTuning, DefaultsPerVendorAndFamily) {
     std::string warning = "stale";
-    EXPECT_EQ(tuning_for(cpu_vendor::intel, {}, warning).stream_prefetch, 4096u);
+    EXPECT_EQ(tuning_for(k_intel, {}, warning).stream_prefetch, 4096u);
     EXPECT_TRUE(warning.empty());
-    EXPECT_EQ(tuning_for(cpu_vendor::amd, {}, warning).stream_prefetch, 0u);
-    EXPECT_EQ(tuning_for(cpu_vendor::other, {}, warning).stream_prefetch, 0u);
-    EXPECT_FALSE(tuning_for(cpu_vendor::intel, {}, warning).gemm_float_in_place);
-    EXPECT_TRUE(tuning_for(cpu_vendor::amd, {}, warning).gemm_float_in_place);
-    EXPECT_FALSE(tuning_for(cpu_vendor::other, {}, warning).gemm_float_in_place);
+    EXPECT_EQ(tuning_for(k_zen4, {}, warning).stream_prefetch, 0u);
+    EXPECT_EQ(tuning_for(k_other, {}, warning).stream_prefetch, 0u);
+    EXPECT_FALSE(tuning_for(k_intel, {}, warning).gemm_float_in_place);
+    EXPECT_TRUE(tuning_for(k_zen4, {}, warning).gemm_float_in_place);
+    EXPECT_FALSE(tuning_for(k_other, {}, warning).gemm_float_in_place);
+    EXPECT_EQ(tuning_for(k_zen5, {}, warning).stream_prefetch, 4096u);
+    EXPECT_EQ(tuning_for({cpu_vendor::amd, 0x1B, 0}, {}, warning).stream_prefetch, 4096u);
+    EXPECT_EQ(tuning_for({cpu_vendor::amd, 0x17, 0x31}, {}, warning).stream_prefetch, 0u); // Zen 2
+    EXPECT_TRUE(tuning_for(k_zen5, {}, warning).gemm_float_in_place);
+    // Family 0x1A of another vendor (none exists) is not Zen 5.
+    EXPECT_EQ(tuning_for({cpu_vendor::other, 0x1A, 0}, {}, warning).stream_prefetch, 0u);
     EXPECT_TRUE(warning.empty());
 }
 
 TEST(CpuTuning, TheEnvironmentOverridesTheDefault) {
     std::string warning;
-    EXPECT_EQ(tuning_for(cpu_vendor::intel, {"0"}, warning).stream_prefetch, 0u);
-    EXPECT_EQ(tuning_for(cpu_vendor::amd, {"8192"}, warning).stream_prefetch, 8192u);
-    EXPECT_EQ(tuning_for(cpu_vendor::other, {"65536"}, warning).stream_prefetch, 65536u);
-    EXPECT_EQ(tuning_for(cpu_vendor::amd, {"64"}, warning).stream_prefetch, 64u);
-    EXPECT_TRUE(tuning_for(cpu_vendor::intel, {nullptr, "1"}, warning).gemm_float_in_place);
-    EXPECT_FALSE(tuning_for(cpu_vendor::amd, {nullptr, "0"}, warning).gemm_float_in_place);
-    const cpu_tuning both = tuning_for(cpu_vendor::amd, {"128", "0"}, warning);
+    EXPECT_EQ(tuning_for(k_intel, {"0"}, warning).stream_prefetch, 0u);
+    EXPECT_EQ(tuning_for(k_zen4, {"8192"}, warning).stream_prefetch, 8192u);
+    EXPECT_EQ(tuning_for(k_other, {"65536"}, warning).stream_prefetch, 65536u);
+    EXPECT_EQ(tuning_for(k_zen4, {"64"}, warning).stream_prefetch, 64u);
+    EXPECT_TRUE(tuning_for(k_intel, {nullptr, "1"}, warning).gemm_float_in_place);
+    EXPECT_FALSE(tuning_for(k_zen4, {nullptr, "0"}, warning).gemm_float_in_place);
+    const cpu_tuning both = tuning_for(k_zen4, {"128", "0"}, warning);
     EXPECT_EQ(both.stream_prefetch, 128u);
     EXPECT_FALSE(both.gemm_float_in_place);
     EXPECT_TRUE(warning.empty()) << warning;
@@ -39,21 +83,21 @@ TEST(CpuTuning, TheEnvironmentOverridesTheDefault) {
 TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
     for (const char * bad : {"", "abc", "-64", " 64", "64 ", "64k", "100", "65600", "99999999999999999999999", "0x40"}) {
         std::string warning;
-        EXPECT_EQ(tuning_for(cpu_vendor::intel, {bad}, warning).stream_prefetch, 4096u) << "'" << bad << "'";
-        EXPECT_EQ(tuning_for(cpu_vendor::amd, {bad}, warning).stream_prefetch, 0u) << "'" << bad << "'";
+        EXPECT_EQ(tuning_for(k_intel, {bad}, warning).stream_prefetch, 4096u) << "'" << bad << "'";
+        EXPECT_EQ(tuning_for(k_zen4, {bad}, warning).stream_prefetch, 0u) << "'" << bad << "'";
         EXPECT_NE(warning.find(k_stream_prefetch_env), std::string::npos) << warning;
         EXPECT_NE(warning.find(std::string("'") + bad + "'"), std::string::npos) << warning;
         EXPECT_NE(warning.find("using 0"), std::string::npos) << warning;
     }
     for (const char * bad : {"", "2", "yes", "true", "01", " 1"}) {
         std::string warning;
-        EXPECT_TRUE(tuning_for(cpu_vendor::amd, {nullptr, bad}, warning).gemm_float_in_place) << "'" << bad << "'";
+        EXPECT_TRUE(tuning_for(k_zen4, {nullptr, bad}, warning).gemm_float_in_place) << "'" << bad << "'";
         EXPECT_NE(warning.find(k_gemm_float_in_place_env), std::string::npos) << warning;
         EXPECT_NE(warning.find(std::string("'") + bad + "' is not 0 or 1; using 1"), std::string::npos) << warning;
     }
     // Both bad: one line each, both defaults kept.
     std::string warning;
-    const cpu_tuning t = tuning_for(cpu_vendor::intel, {"x", "y"}, warning);
+    const cpu_tuning t = tuning_for(k_intel, {"x", "y"}, warning);
     EXPECT_EQ(t.stream_prefetch, 4096u);
     EXPECT_FALSE(t.gemm_float_in_place);
     EXPECT_EQ(warning, std::string(k_stream_prefetch_env) +
@@ -65,7 +109,7 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
 // it is set (ctest runs the kernel tests once with each setting).
 TEST(CpuTuning, TheProcessTuningFollowsTheEnvironment) {
     std::string warning;
-    const cpu_tuning expect = tuning_for(detect_vendor(), process_tuning_env(), warning);
+    const cpu_tuning expect = tuning_for(detect_cpu_model(), process_tuning_env(), warning);
     EXPECT_EQ(tuning().stream_prefetch, expect.stream_prefetch);
     EXPECT_EQ(tuning().gemm_float_in_place, expect.gemm_float_in_place);
     if (const char * env = std::getenv(k_stream_prefetch_env); env != nullptr && warning.empty()) {

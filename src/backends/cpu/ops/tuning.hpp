@@ -1,8 +1,8 @@
 // backends/cpu/ops/tuning.hpp — choices of the kernels that measurement
 // showed to differ between processors of one instruction-set variant
 // (the same AVX-512 code runs on AMD Zen 4/5 and Intel Xeons), decided
-// once per process from the processor's vendor, with an environment
-// override for measuring them.
+// once per process from the processor's vendor and family, with an
+// environment override for measuring them.
 #pragma once
 
 #include <cstddef>
@@ -12,16 +12,31 @@ namespace tessera::cpu {
 
 enum class cpu_vendor { other, intel, amd };
 
-// The processor's vendor from CPUID leaf 0 ("GenuineIntel",
-// "AuthenticAMD"); `other` elsewhere (and on non-x86 builds).
-cpu_vendor detect_vendor();
+// The processor as CPUID names it. family and model are the "display"
+// values of the Intel SDM (vol. 2A, CPUID leaf 1) and AMD APM (vol. 3,
+// CPUID Fn0000_0001_EAX): the base family plus the extended family when the
+// base is 0xF; the model with the extended model as its high nibble when
+// the base family is 0x6 or 0xF. AMD Zen 3/4: family 0x19, Zen 5: 0x1A.
+struct cpu_model {
+    cpu_vendor vendor = cpu_vendor::other;
+    unsigned family = 0;
+    unsigned model = 0;
+};
+
+// The vendor from CPUID leaf 0 ("GenuineIntel", "AuthenticAMD"), family and
+// model from leaf 1; all `other`/0 on non-x86 builds.
+cpu_model detect_cpu_model();
+
+// The display family and model from CPUID leaf 1's EAX (see cpu_model).
+cpu_model cpu_model_from_leaf1(cpu_vendor vendor, unsigned eax);
 
 struct cpu_tuning {
     // Bytes ahead in a one-column product's weight stream (the mat-vec
     // kernels of repacked Q8_0/Q4_0/Q5_0/Q5_1, F16/BF16 and K-quant
     // weights) to software-prefetch, one prefetch per 64-byte line; 0: none,
-    // the hardware prefetcher alone. Intel: 4096; others: 0 (see tuning.cpp
-    // for the measurements).
+    // the hardware prefetcher alone. Intel and AMD from family 0x1A (Zen 5):
+    // 4096; older AMD (Zen 4) and others: 0 (see tuning.cpp for the
+    // measurements).
     size_t stream_prefetch = 0;
     // The AVX-512 GEMM of repacked F16/BF16 weights (gemm_f.cpp) reads the
     // groups in place and widens them in registers (true), or first widens
@@ -45,13 +60,13 @@ struct tuning_env {
 // The variables as this process's environment has them (getenv).
 tuning_env process_tuning_env();
 
-// The tuning for a vendor, with each value of `env` in place of its
+// The tuning for a processor, with each value of `env` in place of its
 // default when it is valid; otherwise `warning` gets a sentence naming the
 // variable, the value and the default kept (one line per bad value; empty
 // when there is nothing to say).
-cpu_tuning tuning_for(cpu_vendor vendor, const tuning_env & env, std::string & warning);
+cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string & warning);
 
-// This process's tuning: tuning_for(detect_vendor(), process_tuning_env()),
+// This process's tuning: tuning_for(detect_cpu_model(), process_tuning_env()),
 // computed on the first call (warnings go to stderr once).
 const cpu_tuning & tuning();
 
