@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "backends/cpu/ops/tuning.hpp"
@@ -42,9 +43,25 @@ TEST(CpuTuning, DisplayFamilyAndModelFromLeaf1) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-TEST(CpuTuning, ThisProcessorHasAFamily) {
+// The kernel's reading of the same CPUID values (/proc/cpuinfo "cpu family"
+// and "model", decimal) is an independent account of this processor.
+TEST(CpuTuning, ThisProcessorMatchesProcCpuinfo) {
     const cpu_model m = detect_cpu_model();
-    EXPECT_GE(m.family, 5u); // every x86-64 processor reports family 6 or more (0xF, 0x1x)
+    EXPECT_GE(m.family, 6u); // every x86-64 processor reports family 6 or more (0xF, 0x1x)
+    std::ifstream in("/proc/cpuinfo");
+    if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+    long family = -1, model = -1;
+    for (std::string line; std::getline(in, line) && !line.empty();) { // the first processor
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string key = line.substr(0, colon);
+        key.erase(key.find_last_not_of(" \t") + 1);
+        if (key == "cpu family") family = std::stol(line.substr(colon + 1));
+        if (key == "model") model = std::stol(line.substr(colon + 1));
+    }
+    if (family < 0 || model < 0) GTEST_SKIP() << "/proc/cpuinfo names no family and model";
+    EXPECT_EQ(static_cast<long>(m.family), family);
+    EXPECT_EQ(static_cast<long>(m.model), model);
 }
 #endif
 
