@@ -17,8 +17,10 @@ constexpr cpu_model k_zen4{cpu_vendor::amd, 0x19, 0x11};
 constexpr cpu_model k_zen5{cpu_vendor::amd, 0x1A, 0x02};
 constexpr cpu_model k_other{};
 
-// CPUID leaf 1 EAX values of real processors (stepping in bits 3:0, model
-// 7:4, family 11:8, extended model 19:16, extended family 27:20).
+// CPUID leaf 1 EAX values (stepping in bits 3:0, model 7:4, family 11:8,
+// extended model 19:16, extended family 27:20): four real processors, then
+// two made-up values whose extended fields are set where they must be
+// ignored.
 TEST(CpuTuning, DisplayFamilyAndModelFromLeaf1) {
     const cpu_model zen5 = cpu_model_from_leaf1(cpu_vendor::amd, 0x00B00F21); // EPYC 9005 (Turin)
     EXPECT_EQ(zen5.vendor, cpu_vendor::amd);
@@ -34,12 +36,12 @@ TEST(CpuTuning, DisplayFamilyAndModelFromLeaf1) {
     const cpu_model p4 = cpu_model_from_leaf1(cpu_vendor::intel, 0x00000F29); // Pentium 4 (family 0xF, ext 0)
     EXPECT_EQ(p4.family, 0xFu);
     EXPECT_EQ(p4.model, 0x2u);
-    const cpu_model k7 = cpu_model_from_leaf1(cpu_vendor::amd, 0x0FF30642); // base family 6: ext family ignored
-    EXPECT_EQ(k7.family, 6u);
-    EXPECT_EQ(k7.model, 0x34u);
-    const cpu_model k5 = cpu_model_from_leaf1(cpu_vendor::other, 0x0FF30543); // base family 5: ext model ignored too
-    EXPECT_EQ(k5.family, 5u);
-    EXPECT_EQ(k5.model, 0x4u);
+    const cpu_model fam6 = cpu_model_from_leaf1(cpu_vendor::amd, 0x0FF30642); // base family 6: ext family ignored
+    EXPECT_EQ(fam6.family, 6u);
+    EXPECT_EQ(fam6.model, 0x34u);
+    const cpu_model fam5 = cpu_model_from_leaf1(cpu_vendor::other, 0x0FF30543); // base family 5: ext model ignored too
+    EXPECT_EQ(fam5.family, 5u);
+    EXPECT_EQ(fam5.model, 0x4u);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
