@@ -2,6 +2,7 @@
 // feature detection. Compiled for the baseline ISA; plain C-style code only
 // (see features.hpp).
 #include "backends/cpu/features.hpp"
+#include "backends/cpu/cpuid.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -86,12 +87,12 @@ constexpr name_row names[] = {
 x86_cpuid read_x86_cpuid() {
     x86_cpuid id;
 #if defined(__x86_64__) || defined(__i386__)
+    const x86_basic_leaves basic = read_x86_basic_leaves();
+    if (basic.max_leaf == 0) return id;
+    id.max_leaf = basic.max_leaf;
+    id.leaf1_ecx = basic.leaf1_ecx;
+    id.leaf1_edx = basic.leaf1_edx;
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return id;
-    id.max_leaf = a;
-    __cpuid(1, a, b, c, d);
-    id.leaf1_ecx = c;
-    id.leaf1_edx = d;
     if (id.max_leaf >= 7) {
         __cpuid_count(7, 0, a, b, c, d);
         id.leaf7_eax = a;

@@ -1,14 +1,11 @@
 // backends/cpu/ops/tuning.cpp — per-processor kernel choices (tuning.hpp).
 #include "backends/cpu/ops/tuning.hpp"
+#include "backends/cpu/cpuid.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 namespace tessera::cpu {
 
@@ -23,23 +20,11 @@ cpu_model cpu_model_from_leaf1(cpu_vendor vendor, unsigned eax) {
 }
 
 cpu_model detect_cpu_model() {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return {};
-    char name[13];
-    std::memcpy(name, &b, 4); // the vendor string is EBX, EDX, ECX
-    std::memcpy(name + 4, &d, 4);
-    std::memcpy(name + 8, &c, 4);
-    name[12] = '\0';
+    const x86_basic_leaves leaves = read_x86_basic_leaves();
     cpu_vendor vendor = cpu_vendor::other;
-    if (std::strcmp(name, "GenuineIntel") == 0) vendor = cpu_vendor::intel;
-    if (std::strcmp(name, "AuthenticAMD") == 0) vendor = cpu_vendor::amd;
-    unsigned eax = 0;
-    if (a >= 1 && __get_cpuid(1, &eax, &b, &c, &d)) return cpu_model_from_leaf1(vendor, eax);
-    return {vendor, 0, 0};
-#else
-    return {};
-#endif
+    if (std::strcmp(leaves.vendor, "GenuineIntel") == 0) vendor = cpu_vendor::intel;
+    if (std::strcmp(leaves.vendor, "AuthenticAMD") == 0) vendor = cpu_vendor::amd;
+    return leaves.max_leaf >= 1 ? cpu_model_from_leaf1(vendor, leaves.leaf1_eax) : cpu_model{vendor, 0, 0};
 }
 
 // Software prefetch of the mat-vec weight streams. AMD Zen 4 (2 vCPUs,
