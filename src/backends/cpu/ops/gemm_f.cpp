@@ -206,11 +206,17 @@ struct group_panel {
     }
 };
 
-// t[j][0..k_mr-1] = sum over k < kc of a[k][0..k_mr-1] * bp[k][j],
-// j < k_nr; then out.put(...) (see tile_to_dst).
-template <class Panel, class Out>
+// t[j][0..16 MV-1] = sum over k < kc of a[k][0..16 MV-1] * bp[k][j],
+// j < k_nr; then out.put(...) (see tile_to_dst). MV zmm per panel column:
+// k_mr / 16 for a full panel; fewer for the last panel of M when it has at
+// most 16 or 32 valid rows, which then costs 1/3 or 2/3 of a full one.
+// (Cutting the threads' shares at 16 rows as well, to balance 2048 rows on
+// 2 threads, made 2048x256x512 F16 on 2 threads 12% slower: 8 items of 32
+// rows, each reading all of the packed activations.)
+template <int MV = k_mr / 16, class Panel, class Out>
 void micro_kernel(const Panel & pa, const float * bp, int64_t kc, const Out & out) {
-    constexpr int k_mv = k_mr / 16; // zmm per panel column
+    static_assert(MV >= 1 && MV <= k_mr / 16, "MV zmm of a k_mr-row panel");
+    constexpr int k_mv = MV; // zmm per panel column
     __m512 acc[k_nr][k_mv];
 #pragma GCC unroll 16
     for (int j = 0; j < k_nr; ++j) {
@@ -415,7 +421,17 @@ void run(const compute_params & p, const mm_dims & d) {
                                 if (valid == k_mr && cols == k_nr) {
                                     micro_kernel(panel, bp, kc, tile_to_dst{y, mb + r, k0 == 0});
                                 } else {
+#ifdef TSR_CPU_AVX512
+                                    if (valid <= 16) {
+                                        micro_kernel<1>(panel, bp, kc, tile_to_scratch{ctile});
+                                    } else if (valid <= 32) {
+                                        micro_kernel<2>(panel, bp, kc, tile_to_scratch{ctile});
+                                    } else {
+                                        micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
+                                    }
+#else
                                     micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
+#endif
                                     store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
                                 }
                             };
