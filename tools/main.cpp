@@ -1,7 +1,9 @@
 // tools/main.cpp — the `tessera` command line program.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -11,6 +13,31 @@
 #ifdef TESSERA_HAVE_CMD_DEVICES
 #include "devices.hpp"
 #endif
+
+namespace {
+
+// The argument where a command that needs a subcommand got something else
+// ("tessera nosuch", "tessera gguf bogus", "tessera --bogus"), with the
+// command it was given to; empty when there is none (CLI11 reports these
+// only as "A subcommand is required", without the argument).
+std::pair<std::string, std::string> unknown_subcommand(CLI::App & app, int argc, char ** argv) {
+    CLI::App * cur = &app;
+    std::string where = "tessera";
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") return {};
+        CLI::App * next = nullptr;
+        for (CLI::App * sub : cur->get_subcommands([](CLI::App *) { return true; })) {
+            if (sub->check_name(a)) next = sub;
+        }
+        if (next == nullptr) return cur->get_require_subcommand_min() > 0 ? std::pair{a, where} : std::pair<std::string, std::string>{};
+        cur = next;
+        where += " " + a;
+    }
+    return {};
+}
+
+} // namespace
 
 int main(int argc, char ** argv) {
     using namespace tessera::tools;
@@ -51,6 +78,11 @@ int main(int argc, char ** argv) {
     try {
         app.parse(argc, args.data());
     } catch (const CLI::ParseError & e) {
+        if (const auto [arg, where] = unknown_subcommand(app, argc, args.data()); !arg.empty()) {
+            fmt::print(stderr, "error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand", arg,
+                       where);
+            return 1;
+        }
         return app.exit(e) == 0 ? 0 : 1;
     }
     try {

@@ -29,7 +29,9 @@ struct fd_guard {
 } // namespace
 
 mapping::mapping(const std::filesystem::path & path) : name_(path.string()) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer before the
+    // S_ISREG check refuses it (it has no effect on a regular file).
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         throw error(fmt::format("gguf: {}: cannot open: {}", name_, std::strerror(errno)));
     }

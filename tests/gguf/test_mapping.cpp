@@ -5,6 +5,7 @@
 // nothing.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "support/smaps.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/gguf/reader.hpp"
 
 namespace {
@@ -70,6 +72,23 @@ TEST(GgufMapping, ReleaseDropsTheWholePagesOfARangeAndKeepsTheBytes) {
         EXPECT_EQ(resident_kb(m.data()), again);
     }
     fs::remove(path);
+}
+
+// A FIFO (or a directory) is refused as "not a regular file" at once: the
+// open must not wait for a writer that never comes.
+TEST(GgufMapping, FifoAndDirectoryAreRefusedWithoutWaiting) {
+    const fs::path fifo = fs::temp_directory_path() / ("tessera-mapping-fifo-" + std::to_string(::getpid()));
+    fs::remove(fifo);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    for (const fs::path & p : {fifo, fs::temp_directory_path()}) {
+        try {
+            tessera::gguf::mapping m(p);
+            ADD_FAILURE() << p << " was accepted";
+        } catch (const tessera::error & e) {
+            EXPECT_NE(std::string(e.what()).find(p.string() + ": not a regular file"), std::string::npos) << e.what();
+        }
+    }
+    fs::remove(fifo);
 }
 
 TEST(GgufMapping, ReleaseLeavesTheInMemoryStandInAlone) {

@@ -78,6 +78,26 @@ std::vector<std::string> cells(const std::string & row) {
 
 } // namespace
 
+// An unknown subcommand or top-level option is named, with the command it
+// was given to; a missing subcommand keeps CLI11's own message.
+TEST(TesseraCli, UnknownSubcommandIsNamed) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera not built";
+    const std::pair<const char *, const char *> cases[] = {
+        {"nosuch", "error: tessera: unknown subcommand 'nosuch' (see tessera --help)"},
+        {"--bogus", "error: tessera: unknown option '--bogus' (see tessera --help)"},
+        {"gguf bogus", "error: tessera gguf: unknown subcommand 'bogus' (see tessera gguf --help)"},
+    };
+    for (const auto & [args, want] : cases) {
+        const auto r = run_tessera(args);
+        EXPECT_EQ(r.exit_code, 1) << args;
+        EXPECT_TRUE(contains(r.err, want)) << args << ": " << r.err;
+    }
+    const auto r = run_tessera("gguf");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "subcommand is required")) << r.err;
+    EXPECT_EQ(run_tessera("--help").exit_code, 0);
+}
+
 TEST(QuantizeCli, ConvertsWithProgressAndMatchesSynth) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
