@@ -304,6 +304,13 @@ std::vector<uint8_t> writer::to_bytes() const {
 }
 
 void writer::write(const std::filesystem::path & path) const {
+    // Paths that cannot name the file are refused before any data is made
+    // (add_tensor_fill tensors are computed while writing).
+    if (path.empty()) throw error("gguf writer: the output path is empty");
+    std::error_code ec;
+    if (path.filename().empty() || std::filesystem::is_directory(path, ec)) {
+        throw error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
+    }
     const uint32_t a = alignment();
     std::vector<uint64_t> offsets;
     const std::vector<uint8_t> head = build_head(impl_->kvs, impl_->tensors, a, offsets);

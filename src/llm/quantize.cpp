@@ -52,7 +52,9 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
                                 quantize_target_names()));
     }
     std::error_code ec;
-    if (!std::filesystem::exists(in, ec)) throw error(fmt::format("{}: no such file", in.string()));
+    if (!std::filesystem::exists(in, ec)) { // ec: why it could not be looked up (a symlink loop, a permission)
+        throw error(fmt::format("{}: {}", in.string(), ec ? ec.message() : std::string("no such file")));
+    }
     if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(in, out, ec)) {
         throw error(fmt::format("{}: input and output are the same file", out.string()));
     }

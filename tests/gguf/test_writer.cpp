@@ -5,7 +5,10 @@
 #include <bit>
 #include <cmath>
 #include <csignal>
+#include <algorithm>
+#include <filesystem>
 #include <limits>
+#include <utility>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -241,4 +244,29 @@ TEST(GgufWriter, AtomicReplace) {
     } catch (const error & e) {
         EXPECT_NE(std::string(e.what()).find("cannot create a temporary file"), std::string::npos) << e.what();
     }
+
+    // An empty path, an existing directory and a path ending in '/' are
+    // refused before the tensors' fill functions run; nothing is created.
+    gguf::writer w3;
+    bool filled = false;
+    const int64_t ne_fill[1] = {64};
+    w3.add_tensor_fill("t", TSR_TYPE_F32, ne_fill, [&](std::span<uint8_t> b) {
+        filled = true;
+        std::fill(b.begin(), b.end(), uint8_t{0});
+    });
+    const std::pair<std::filesystem::path, std::string> bad[] = {
+        {"", "the output path is empty"},
+        {dir.path, dir.path.string() + ": is a directory"},
+        {dir.path / "sub/", (dir.path / "sub/").string() + ": is a directory"},
+    };
+    for (const auto & [p, want] : bad) {
+        try {
+            w3.write(p);
+            ADD_FAILURE() << p << " was accepted";
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_FALSE(filled);
+    EXPECT_EQ(dir.n_entries(), 1u);
 }
