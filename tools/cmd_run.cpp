@@ -113,8 +113,11 @@ int run_generate(const run_options & o) {
     const std::vector<llm::token_id> prompt_ids = tok.encode(o.prompt, true, true);
     if (prompt_ids.empty()) throw error("the prompt gives no tokens and the model adds no BOS");
     if (prompt_ids.size() > s.n_ctx()) {
-        throw error(fmt::format("the prompt has {} tokens, more than the context size {} (raise it with -c)",
-                                prompt_ids.size(), s.n_ctx()));
+        const std::string hint = s.n_ctx() < hp.n_ctx_train && prompt_ids.size() <= hp.n_ctx_train
+                                     ? fmt::format("raise it with -c, up to the model's {}", hp.n_ctx_train)
+                                     : fmt::format("the model's own context is {}; shorten the prompt", hp.n_ctx_train);
+        throw error(fmt::format("the prompt has {} tokens, more than the context size {} ({})", prompt_ids.size(),
+                                s.n_ctx(), hint));
     }
     write_out(o.prompt);
 

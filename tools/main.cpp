@@ -78,6 +78,9 @@ int main(int argc, char ** argv) {
     try {
         app.parse(argc, args.data());
     } catch (const CLI::ParseError & e) {
+        // A flag that finishes the command (--help, --list-devices) is a
+        // success even where a subcommand would otherwise be required.
+        if (e.get_exit_code() == 0) return app.exit(e) == 0 ? 0 : 1;
         if (const auto [arg, where] = unknown_subcommand(app, argc, args.data()); !arg.empty()) {
             fmt::print(stderr, "error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand", arg,
                        where);

@@ -98,7 +98,7 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-p", "x", "-t", "many"}, "-t"},
         {{"run", "-m", stories, "-p", "x", "--bogus"}, "--bogus"},
         {{"run", "-m", stories, "-p", "x", "-c", "100000"}, "exceeds the model's context length 2048"},
-        {{"run", "-m", stories, "-p", "Once upon a time there was", "-c", "4"}, "more than the context size 4"},
+        {{"run", "-m", stories, "-p", "Once upon a time there was", "-c", "4"}, "more than the context size 4 (raise it with -c, up to the model's 2048)"},
         {{"run", "-m", stories, "-p", "Once", "-c", "8", "-n", "100", "--temp", "0"}, "context of 8 tokens is full"},
         {{"run", "-p", "x"}, "--model"},
         {{"tokenize", "-m", "/nonexistent/v.gguf", "-p", "x"}, "/nonexistent/v.gguf"},
