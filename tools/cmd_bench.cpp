@@ -266,6 +266,7 @@ int run_bench(const options & o) {
     if (threads.empty()) threads.push_back(0);
     for (int & t : threads) { // 0: all hardware threads, as for run
         if (t == 0) t = int(std::max(1u, std::thread::hardware_concurrency()));
+        warn_if_oversubscribed(t);
     }
     const int max_p = *std::max_element(o.n_prompt.begin(), o.n_prompt.end());
     const int max_n = *std::max_element(o.n_gen.begin(), o.n_gen.end());

@@ -80,6 +80,7 @@ struct run_options {
 };
 
 int run_generate(const run_options & o) {
+    warn_if_oversubscribed(o.n_threads);
     const auto t_load = clock_type::now();
     auto m = llm::model::load(o.model_path);
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());

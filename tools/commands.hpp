@@ -3,7 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
+#include <thread>
+
+#include <fmt/core.h>
 
 namespace tessera::tools {
 
@@ -17,6 +21,18 @@ struct command {
 
 // Most threads `run` and `bench` accept (-t): the CPU backend's pool limit.
 inline constexpr int k_max_threads = 512;
+
+// Warns on stderr when -t asks for more threads than the machine runs at
+// once: every graph step waits for all of its threads, so the extra ones
+// make a run many times slower (measured: 2 cores, -t 3 about 20x, -t 64
+// about 300x), not faster.
+inline void warn_if_oversubscribed(int n_threads) {
+    const unsigned hw = std::thread::hardware_concurrency();
+    if (hw > 0 && n_threads > int(hw)) {
+        fmt::print(stderr, "warning: -t {} is more than the {} hardware threads of this machine; expect a much slower run\n",
+                   n_threads, hw);
+    }
+}
 
 command register_gguf(CLI::App & app);
 command register_devices(CLI::App & app);

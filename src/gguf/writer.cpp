@@ -3,10 +3,12 @@
 // Layout: GGUF specification (ggml repository, docs/gguf.md).
 #include "tessera/gguf/writer.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 
+#include <csignal>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -119,11 +121,42 @@ uint64_t packed_size(std::string_view name, type t, std::span<const int64_t> ne)
 }
 
 // Closes a descriptor and removes the temporary file unless released.
+// The temporary file being written, removed by the handler below when
+// SIGINT, SIGTERM or SIGHUP ends the process mid-write (unlink, sigaction
+// and raise are async-signal-safe, POSIX.1-2017 2.4.3). One write at a
+// time owns it; a nested or concurrent write goes unguarded by signals.
+std::atomic<const char *> g_signal_temp{nullptr};
+constexpr int k_cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_old_actions[3];
+
+void remove_temp_and_reraise(int sig) {
+    if (const char * p = g_signal_temp.exchange(nullptr)) ::unlink(p);
+    for (size_t i = 0; i < 3; ++i) {
+        if (k_cleanup_signals[i] == sig) ::sigaction(sig, &g_old_actions[i], nullptr);
+    }
+    ::raise(sig); // the previous disposition now runs (by default: the process ends)
+}
+
 struct temp_guard {
     int fd = -1;
     std::string path;
     bool keep = false;
+    bool signals = false; // handlers installed for this file
+    // Removes the file if the process is interrupted before ~temp_guard.
+    void guard_signals() {
+        const char * expected = nullptr;
+        if (!g_signal_temp.compare_exchange_strong(expected, path.c_str())) return;
+        struct sigaction sa {};
+        sa.sa_handler = remove_temp_and_reraise;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < 3; ++i) ::sigaction(k_cleanup_signals[i], &sa, &g_old_actions[i]);
+        signals = true;
+    }
     ~temp_guard() {
+        if (signals) {
+            for (size_t i = 0; i < 3; ++i) ::sigaction(k_cleanup_signals[i], &g_old_actions[i], nullptr);
+            g_signal_temp.store(nullptr);
+        }
         if (fd >= 0) ::close(fd);
         if (!keep && !path.empty()) ::unlink(path.c_str());
     }
@@ -311,12 +344,26 @@ void writer::write(const std::filesystem::path & path) const {
     if (path.filename().empty() || std::filesystem::is_directory(path, ec)) {
         throw error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
     }
+    // The file is written beside its final name and renamed over it, so a
+    // symbolic link is followed to the file it names (the link stays), and
+    // anything but a regular file (a device such as /dev/null, a FIFO, a
+    // socket) is refused: renaming over it would replace it.
+    std::filesystem::path target = path;
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) {
+        target = std::filesystem::canonical(path, ec);
+        if (ec) throw error(fmt::format("gguf writer: {}: a symbolic link that cannot be followed: {}", path.string(), ec.message()));
+    }
+    struct stat st {};
+    const bool exists = ::stat(target.c_str(), &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        throw error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
+    }
     const uint32_t a = alignment();
     std::vector<uint64_t> offsets;
     const std::vector<uint8_t> head = build_head(impl_->kvs, impl_->tensors, a, offsets);
 
-    const std::string final_path = path.string();
-    std::filesystem::path dir = path.parent_path();
+    const std::string final_path = target.string();
+    std::filesystem::path dir = target.parent_path();
     if (dir.empty()) dir = ".";
     temp_guard tmp;
     std::string templ = (dir / (path.filename().string() + ".tmp.XXXXXX")).string();
@@ -326,7 +373,8 @@ void writer::write(const std::filesystem::path & path) const {
                                 std::strerror(errno)));
     }
     tmp.path = templ;
-    ::fchmod(tmp.fd, 0644);
+    tmp.guard_signals();
+    ::fchmod(tmp.fd, exists ? (st.st_mode & 07777) : 0644); // a replaced file keeps its permissions
     write_all(tmp.fd, head.data(), head.size(), tmp.path);
     static const uint8_t zeros[4096] = {};
     uint64_t pos = 0; // position in the data section

@@ -149,6 +149,9 @@ void synth_model(const synth_params & p, const std::filesystem::path & out) {
     if (!std::filesystem::exists(p.vocab, ec)) {
         throw error(fmt::format("{}: no such file (vocabulary GGUF)", p.vocab.string()));
     }
+    if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(p.vocab, out, ec)) {
+        throw error(fmt::format("{}: the output is the vocabulary file itself", out.string()));
+    }
     const gguf::reader vocab(p.vocab);
     const gguf::value * tokens = vocab.find_key("tokenizer.ggml.tokens");
     if (tokens == nullptr || !tokens->is_array() || tokens->array_type() != gguf::value_type::STRING ||

@@ -11,6 +11,8 @@
 #include <utility>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gguf/gguf_bytes.hpp"
@@ -269,4 +271,78 @@ TEST(GgufWriter, AtomicReplace) {
     }
     EXPECT_FALSE(filled);
     EXPECT_EQ(dir.n_entries(), 1u);
+}
+
+// The output is renamed into place, so anything but a regular file at the
+// path is refused untouched (a FIFO here; /dev/null alike), a symbolic link
+// is written through (the link stays a link), a dangling one is refused,
+// and a replaced file keeps its permissions.
+TEST(GgufWriter, SpecialFilesLinksAndPermissions) {
+    temp_dir dir;
+    gguf::writer w;
+    bool filled = false;
+    const int64_t ne[1] = {64};
+    w.add_tensor_fill("t", TSR_TYPE_F32, ne, [&](std::span<uint8_t> b) {
+        filled = true;
+        std::fill(b.begin(), b.end(), uint8_t{7});
+    });
+    const fs::path fifo = dir.path / "fifo.gguf";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    try {
+        w.write(fifo);
+        ADD_FAILURE() << "a FIFO was replaced";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find(fifo.string() + ": not a regular file"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(filled);
+    EXPECT_TRUE(fs::is_fifo(fifo));
+
+    const fs::path target = dir.path / "target.gguf", link = dir.path / "link.gguf";
+    gguf::writer first;
+    first.set_string("general.architecture", "first");
+    first.write(target);
+    ASSERT_EQ(::chmod(target.c_str(), 0640), 0);
+    fs::create_symlink("target.gguf", link);
+    w.write(link);
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+    EXPECT_EQ(gguf::reader(target).tensor("t").size, 256u);
+    struct stat st {};
+    ASSERT_EQ(::stat(target.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+
+    const fs::path dangling = dir.path / "dangling.gguf";
+    fs::create_symlink("nowhere/missing.gguf", dangling);
+    try {
+        w.write(dangling);
+        ADD_FAILURE() << "a dangling link was accepted";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(dir.n_entries(), 4u); // fifo, target, link, dangling: no temporaries
+}
+
+// SIGTERM (or SIGINT, SIGHUP) in the middle of a write removes the
+// temporary file, then ends the process by the signal as before.
+TEST(GgufWriter, SignalMidWriteLeavesNoTemporary) {
+    temp_dir dir;
+    const fs::path out = dir.path / "model.gguf";
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+        const pid_t pid = ::fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            gguf::writer w;
+            const int64_t ne[1] = {1 << 16};
+            w.add_tensor("a", TSR_TYPE_F32, ne, std::vector<uint8_t>(4 << 16, 1));
+            w.add_tensor_fill("b", TSR_TYPE_F32, ne, [sig](std::span<uint8_t>) { ::raise(sig); });
+            try {
+                w.write(out);
+            } catch (...) {
+            }
+            ::_exit(0); // not reached when the signal ends the process
+        }
+        int status = 0;
+        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+        EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "signal " << sig << " status " << status;
+        EXPECT_EQ(dir.n_entries(), 0u) << "signal " << sig;
+    }
 }

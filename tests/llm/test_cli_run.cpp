@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +81,24 @@ struct bad_case {
     std::vector<std::string> args;
     std::string message; // must appear on stderr
 };
+
+// More threads than the machine runs at once: a warning naming -t, and the
+// same greedy text as with one thread; as many as it has: no warning.
+TEST(cli_run, oversubscribed_threads_warn) {
+    const int hw = int(std::thread::hardware_concurrency());
+    if (hw < 1) GTEST_SKIP() << "hardware_concurrency unknown";
+    const std::string model = shared_dir + "/models/stories260K.gguf";
+    const process_result over = run({"run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0", "-t", std::to_string(hw + 1)});
+    EXPECT_EQ(over.exit_code, 0) << over.err;
+    EXPECT_NE(over.err.find("warning: -t " + std::to_string(hw + 1) + " is more than the " + std::to_string(hw) +
+                            " hardware threads"),
+              std::string::npos)
+        << over.err;
+    const process_result fit = run({"run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0", "-t", std::to_string(hw)});
+    EXPECT_EQ(fit.exit_code, 0) << fit.err;
+    EXPECT_EQ(fit.err.find("warning: -t"), std::string::npos) << fit.err;
+    EXPECT_EQ(over.out, fit.out);
+}
 
 TEST(cli_errors, clear_message_and_exit_1) {
     const std::string stories = shared_dir + "/models/stories260K.gguf";

@@ -518,4 +518,21 @@ TEST(Synth, Errors) {
     p.shape.n_head_kv = 3;
     expect_error(p, "not a multiple of n_head_kv");
     EXPECT_TRUE(fs::is_empty(dir.path)); // no temporaries left
+
+    // -o naming the vocabulary file itself (or a link to it) is refused; the vocabulary stays.
+    const fs::path vocab_copy = dir / "vocab.gguf", vocab_link = dir / "vocab-link.gguf";
+    fs::copy_file(fs::path(TESSERA_SHARED_DIR) / "vocab" / "ggml-vocab-llama-spm.gguf", vocab_copy);
+    fs::create_symlink("vocab.gguf", vocab_link);
+    const auto size = fs::file_size(vocab_copy);
+    p = tiny(TSR_TYPE_Q4_0);
+    p.vocab = vocab_copy;
+    for (const fs::path & o : {vocab_copy, vocab_link}) {
+        try {
+            llm::synth_model(p, o);
+            ADD_FAILURE() << o << " was accepted";
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find("the output is the vocabulary file itself"), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_EQ(fs::file_size(vocab_copy), size);
 }
