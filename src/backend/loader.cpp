@@ -220,7 +220,9 @@ load_report registry::load_best(std::string_view name, const fs::path & dir) {
     for (auto & c : report.candidates) {
         if (c.score <= 0) continue;
         if (report.loaded) {
-            c.error = fmt::format("not chosen: score {} is below {}", c.score, winner_score);
+            c.error = c.score < winner_score
+                          ? fmt::format("not chosen: score {} is below {}", c.score, winner_score)
+                          : fmt::format("not chosen: same score {} as the library loaded, found earlier in the search", c.score);
             continue;
         }
         try {

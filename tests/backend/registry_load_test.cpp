@@ -185,6 +185,22 @@ TEST_F(RegistryLoad, WorksFromDirectoryWithSpacesAndNonAsciiName) {
         << msg;
 }
 
+// Two libraries with the same best score: the first found is loaded and
+// the other says it tied (not "score 7 is below 7").
+TEST_F(RegistryLoad, LoadBestNamesATie) {
+    temp_dir tmp("tie");
+    const fs::path high = fake_plugin("variants", "libtessera-fakevar-high");
+    fs::copy_file(high, tmp.path() / "libtessera-fakevar-a.so");
+    fs::copy_file(high, tmp.path() / "libtessera-fakevar-b.so");
+    load_report rep = reg.load_best("fakevar", tmp.path());
+    ASSERT_TRUE(rep.loaded);
+    ASSERT_EQ(rep.candidates.size(), 2u);
+    EXPECT_EQ(rep.candidates[0].error, "");
+    EXPECT_EQ(rep.candidates[0].path, rep.loaded.path());
+    EXPECT_EQ(rep.candidates[1].score, 7);
+    EXPECT_EQ(rep.candidates[1].error, "not chosen: same score 7 as the library loaded, found earlier in the search");
+}
+
 TEST_F(RegistryLoad, LoadBestLoadsOnlyTheHighestScoringVariant) {
     load_report rep = reg.load_best("fakevar", fake_dir("variants"));
     ASSERT_TRUE(rep.loaded);
