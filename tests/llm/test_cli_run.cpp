@@ -100,6 +100,22 @@ TEST(cli_run, oversubscribed_threads_warn) {
     EXPECT_EQ(over.out, fit.out);
 }
 
+// A bad tuning variable is reported on stderr when the backend starts,
+// whatever the model's weight types, and never on stdout; the text is the
+// one the defaults give.
+TEST(cli_run, bad_tuning_variable_warns_at_start) {
+    const std::vector<std::string> args = {"run", "-m", shared_dir + "/models/stories260K.gguf", "-p", "Once", "-n", "4",
+                                           "--temp", "0", "-t", "1"};
+    tessera::test::process_options opt;
+    opt.env = {"TESSERA_CPU_STREAM_PREFETCH=63"};
+    const process_result bad = tessera::test::run_process(tessera_bin, args, opt);
+    const process_result plain = run(args);
+    EXPECT_EQ(bad.exit_code, 0) << bad.err;
+    EXPECT_NE(bad.err.find("warning: TESSERA_CPU_STREAM_PREFETCH"), std::string::npos) << bad.err;
+    EXPECT_LT(bad.err.find("warning: TESSERA_CPU_STREAM_PREFETCH"), bad.err.find("device: ")) << bad.err;
+    EXPECT_EQ(bad.out, plain.out);
+}
+
 TEST(cli_errors, clear_message_and_exit_1) {
     const std::string stories = shared_dir + "/models/stories260K.gguf";
     const fs::path not_gguf = fs::temp_directory_path() / "tessera_cli_not_gguf.txt";
