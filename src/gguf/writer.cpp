@@ -5,10 +5,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <limits>
 
-#include <csignal>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -120,7 +120,6 @@ uint64_t packed_size(std::string_view name, type t, std::span<const int64_t> ne)
     return size;
 }
 
-// Closes a descriptor and removes the temporary file unless released.
 // The temporary file being written, removed by the handler below when
 // SIGINT, SIGTERM or SIGHUP ends the process mid-write (unlink, sigaction
 // and raise are async-signal-safe, POSIX.1-2017 2.4.3). One write at a
@@ -137,6 +136,7 @@ void remove_temp_and_reraise(int sig) {
     ::raise(sig); // the previous disposition now runs (by default: the process ends)
 }
 
+// Closes a descriptor and removes the temporary file unless released.
 struct temp_guard {
     int fd = -1;
     std::string path;
@@ -366,7 +366,7 @@ void writer::write(const std::filesystem::path & path) const {
     std::filesystem::path dir = target.parent_path();
     if (dir.empty()) dir = ".";
     temp_guard tmp;
-    std::string templ = (dir / (path.filename().string() + ".tmp.XXXXXX")).string();
+    std::string templ = (dir / (target.filename().string() + ".tmp.XXXXXX")).string();
     tmp.fd = ::mkstemp(templ.data());
     if (tmp.fd < 0) {
         throw error(fmt::format("gguf writer: {}: cannot create a temporary file in {}: {}", final_path, dir.string(),
