@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include <fcntl.h>
@@ -126,11 +127,11 @@ uint64_t packed_size(std::string_view name, type t, std::span<const int64_t> ne)
 // time owns it; a nested or concurrent write goes unguarded by signals.
 std::atomic<const char *> g_signal_temp{nullptr};
 constexpr int k_cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_old_actions[3];
+struct sigaction g_old_actions[std::size(k_cleanup_signals)]; // the dispositions before guard_signals
 
 void remove_temp_and_reraise(int sig) {
     if (const char * p = g_signal_temp.exchange(nullptr)) ::unlink(p);
-    for (size_t i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) {
         if (k_cleanup_signals[i] == sig) ::sigaction(sig, &g_old_actions[i], nullptr);
     }
     ::raise(sig); // the previous disposition now runs (by default: the process ends)
@@ -149,12 +150,12 @@ struct temp_guard {
         struct sigaction sa {};
         sa.sa_handler = remove_temp_and_reraise;
         sigemptyset(&sa.sa_mask);
-        for (size_t i = 0; i < 3; ++i) ::sigaction(k_cleanup_signals[i], &sa, &g_old_actions[i]);
+        for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) ::sigaction(k_cleanup_signals[i], &sa, &g_old_actions[i]);
         signals = true;
     }
     ~temp_guard() {
         if (signals) {
-            for (size_t i = 0; i < 3; ++i) ::sigaction(k_cleanup_signals[i], &g_old_actions[i], nullptr);
+            for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) ::sigaction(k_cleanup_signals[i], &g_old_actions[i], nullptr);
             g_signal_temp.store(nullptr);
         }
         if (fd >= 0) ::close(fd);
@@ -341,13 +342,14 @@ void writer::write(const std::filesystem::path & path) const {
     // (add_tensor_fill tensors are computed while writing).
     if (path.empty()) throw error("gguf writer: the output path is empty");
     std::error_code ec;
-    if (path.filename().empty() || std::filesystem::is_directory(path, ec)) {
-        throw error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
-    }
+    const auto is_a_directory = [&] {
+        return error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
+    };
+    if (path.filename().empty()) throw is_a_directory();
     // The file is written beside its final name and renamed over it, so a
     // symbolic link is followed to the file it names (the link stays), and
-    // anything but a regular file (a device such as /dev/null, a FIFO, a
-    // socket) is refused: renaming over it would replace it.
+    // anything but a regular file (a directory; a device such as /dev/null,
+    // a FIFO, a socket) is refused: renaming over it would replace it.
     std::filesystem::path target = path;
     if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) {
         target = std::filesystem::canonical(path, ec);
@@ -355,6 +357,7 @@ void writer::write(const std::filesystem::path & path) const {
     }
     struct stat st {};
     const bool exists = ::stat(target.c_str(), &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) throw is_a_directory();
     if (exists && !S_ISREG(st.st_mode)) {
         throw error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
     }
