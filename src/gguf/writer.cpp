@@ -337,6 +337,11 @@ std::vector<uint8_t> writer::to_bytes() const {
     return out;
 }
 
+bool same_file(const std::filesystem::path & in, const std::filesystem::path & out) {
+    std::error_code ec;
+    return std::filesystem::exists(out, ec) && std::filesystem::equivalent(in, out, ec);
+}
+
 void writer::write(const std::filesystem::path & path) const {
     // Paths that cannot name the file are refused before any data is made
     // (add_tensor_fill tensors are computed while writing).

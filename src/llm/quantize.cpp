@@ -55,7 +55,7 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
     if (!std::filesystem::exists(in, ec)) { // ec: why it could not be looked up (a symlink loop, a permission)
         throw error(fmt::format("{}: {}", in.string(), ec ? ec.message() : std::string("no such file")));
     }
-    if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(in, out, ec)) {
+    if (gguf::same_file(in, out)) {
         throw error(fmt::format("{}: input and output are the same file", out.string()));
     }
     auto r = std::make_shared<gguf::reader>(in);

@@ -149,7 +149,7 @@ void synth_model(const synth_params & p, const std::filesystem::path & out) {
     if (!std::filesystem::exists(p.vocab, ec)) {
         throw error(fmt::format("{}: no such file (vocabulary GGUF)", p.vocab.string()));
     }
-    if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(p.vocab, out, ec)) {
+    if (gguf::same_file(p.vocab, out)) {
         throw error(fmt::format("{}: the output is the vocabulary file itself", out.string()));
     }
     const gguf::reader vocab(p.vocab);

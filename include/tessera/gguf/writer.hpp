@@ -86,7 +86,12 @@ public:
     // Writes the file atomically: a temporary file in the same directory
     // ("<name>.tmp.XXXXXX"), fsync, then rename over `path`. On any error the
     // temporary is removed, `path` is left as it was, and tessera::error is
-    // thrown naming the path and the failing step.
+    // thrown naming the path and the failing step. A symbolic link is written
+    // through (the link stays) and a replaced file keeps its permissions; an
+    // empty path, a directory, a dangling link and anything not a regular
+    // file (a device, FIFO, socket) are refused before any tensor data is
+    // made. SIGINT, SIGTERM or SIGHUP during the write remove the temporary,
+    // then take their previous disposition.
     void write(const std::filesystem::path & path) const;
     // The whole file image in memory (same bytes write() produces).
     std::vector<uint8_t> to_bytes() const;
@@ -95,5 +100,10 @@ private:
     struct impl;
     std::unique_ptr<impl> impl_;
 };
+
+// True when `out` exists and is the file `in` names (the same inode, through
+// links and hard links): writing `out` would replace the input being read.
+// False when either cannot be looked up. Never throws.
+bool same_file(const std::filesystem::path & in, const std::filesystem::path & out);
 
 } // namespace tessera::gguf
