@@ -276,7 +276,8 @@ BENCHMARK(BM_mul_mat_repack)
     // F16 in groups of 16 rows (builds with F16C): BM_mul_mat's and
     // BM_mul_mat_shape's F16 shapes, plain there.
     ->Args({TSR_TYPE_F16, 4096, 4096, 1, 1, 0})->Args({TSR_TYPE_F16, 4096, 4096, 1, 2, 0})
-    ->Args({TSR_TYPE_F16, 576, 1536, 1, 1, 0})
+    ->Args({TSR_TYPE_F16, 576, 1536, 1, 1, 0})->Args({TSR_TYPE_F16, 1536, 576, 1, 1, 0})
+    ->Args({TSR_TYPE_F16, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_F16, 5632, 2048, 1, 1, 0})->Args({TSR_TYPE_F16, 2048, 2048, 1, 1, 0})
     // The 135M preset's short rows (n_embd 576, n_ff 1536), streamed.
     ->Args({TSR_TYPE_Q4_0, 576, 1536, 1, 1, 0})->Args({TSR_TYPE_Q4_0, 1536, 576, 1, 1, 0})
     // Q5_0, which the Q4_K mixes use for rows not a multiple of 256 (the

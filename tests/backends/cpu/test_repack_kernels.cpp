@@ -333,9 +333,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                                            rp_case{TSR_TYPE_Q5_1, 64, 8}, rp_case{TSR_TYPE_Q5_1, 576, 24},
                                            rp_case{TSR_TYPE_Q5_1, 4096, 40}, rp_case{TSR_TYPE_Q5_1, 64, 12},
                                            // float: a K chunk (256) boundary, a short last item (3 groups of
-                                           // 16), a K not a multiple of 8, rows not whole groups
+                                           // 16), a K not a multiple of 8, rows not whole groups; groups up
+                                           // to 32 KiB are read one after the other, longer ones (K 1100:
+                                           // 35200 bytes; 5 groups, a short last item) side by side
                                            rp_case{TSR_TYPE_F16, 64, 16}, rp_case{TSR_TYPE_F16, 600, 48},
                                            rp_case{TSR_TYPE_F16, 37, 112}, rp_case{TSR_TYPE_F16, 64, 24},
+                                           rp_case{TSR_TYPE_F16, 1100, 80},
                                            rp_case{TSR_TYPE_BF16, 600, 48}, rp_case{TSR_TYPE_BF16, 2048, 96}),
                          [](const ::testing::TestParamInfo<rp_case> & info) {
                              return std::string(type_name(info.param.type)) + "_K" + std::to_string(info.param.K) +

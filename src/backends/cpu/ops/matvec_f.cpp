@@ -43,8 +43,19 @@ constexpr int64_t k_strip = 64;  // m-contiguous layout: elements per strip (one
 // the 1B model's rows (4-11 KiB) to the next-group prefetch, gave 0.84 and
 // 1B F16 token generation 17.5 -> 21.9 t/s on 2 threads.
 constexpr int64_t k_prefetch = 4096;
-// Repacked float weights: groups per item (4: 64 rows, four streams).
+// Repacked float weights: groups per item (4: 64 rows).
 constexpr int64_t k_item_groups = 4;
+// Groups of at most this many bytes (F16: K <= 1024) are computed one
+// after the other, so an item's groups are read as one contiguous stream;
+// longer groups are read as k_item_groups streams side by side (four
+// independent FMA chains). Short streams that restart every group cost
+// more than the single chain's latency: the 135M preset's F16 token
+// generation (K = 576, 18 KiB groups), tessera bench -p 0 -n 128, three
+// interleaved runs on Zen 4: 1 thread 74-79 -> 86-88 t/s, 2 threads 111-114
+// -> 113-115; while 2048 x 2048 and larger (64 KiB groups and up) read
+// faster as four streams (BM_mul_mat_repack F16, one column: 4096 x 4096
+// 21.7-24.6 GFLOP/s as four streams against 17.1-20.0 as one).
+constexpr size_t k_one_stream_bytes = 32 * 1024;
 
 // Lane r = the sum of the 8 lanes of h[r], the four rows reduced together:
 // pairs (0+1, 2+3, ...), then pairs of pairs, then the two 128-bit halves.
@@ -381,10 +392,18 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
 #endif
 }
 
-// groups<T, ng, PF> for ng in 1..k_item_groups.
+// groups<T, ng, PF> for ng in 1..k_item_groups, or groups<T, 1, PF> ng
+// times in a row for groups of at most k_one_stream_bytes (the same
+// operations per row either way).
 template <int32_t T, bool PF>
 void groups_of(int64_t ng, const char * w, size_t group_bytes, const float * x, int64_t K, float * y, size_t pf) {
     static_assert(k_item_groups == 4, "one case per group count");
+    if (group_bytes <= k_one_stream_bytes) {
+        for (int64_t i = 0; i < ng; ++i) {
+            groups<T, 1, PF>(w + static_cast<size_t>(i) * group_bytes, group_bytes, x, K, y + i * k_repack_float_rows, pf);
+        }
+        return;
+    }
     switch (ng) {
     case 1: groups<T, 1, PF>(w, group_bytes, x, K, y, pf); break;
     case 2: groups<T, 2, PF>(w, group_bytes, x, K, y, pf); break;
