@@ -11,13 +11,16 @@
 // deviation (n - 1) of those rates.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -36,20 +39,29 @@ namespace {
 using json = nlohmann::ordered_json;
 using clock_type = std::chrono::steady_clock;
 
+// The comma-separated list options as given, one string per occurrence
+// (CLI11's own ',' delimiter silently drops empty entries: int_list checks them).
+struct list_args {
+    std::vector<std::string> n_prompt{"512"}, n_gen{"128"}, threads, flash_attn, repack;
+};
+
 struct options {
     std::vector<std::string> models;
-    std::vector<int> n_prompt{512};
-    std::vector<int> n_gen{128};
-    std::vector<int> threads;
+    list_args lists;
+    std::vector<int> n_prompt;   // parsed from lists by check_options
+    std::vector<int> n_gen;
+    std::vector<int> threads;    // empty = all hardware threads
     std::vector<int> flash_attn; // -fa values (0/1); empty = the session's automatic choice
     std::vector<int> repack;     // --rp values (0/1): repacked weight layout; empty = on
     int reps = 5;
     int n_batch = 512;
     std::string output = "md";
     std::string device;
+    bool device_given = false; // --device was on the command line (an empty name is an error, not "the best")
     std::string kv_type = "F16";
     bool no_warmup = false;
     bool progress = false;
+    std::string seed_text = "1234"; // --seed as given (parse_seed)
     uint64_t seed = 1234;
 };
 
@@ -227,6 +239,41 @@ uint64_t run_tg(llm::session & s, token_source & src, int n) {
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
 }
 
+// The whole numbers of a comma-separated list option `flag`, from every time
+// it was given ("-p 8,16 -p 32": 8, 16, 32; spaces around an entry are
+// allowed). Throws tessera::error naming the flag and the list for an empty
+// entry ("8,,8", "8,", "") or one that is not a decimal int (or is out of
+// int's range).
+std::vector<int> int_list(const std::vector<std::string> & given, const char * flag) {
+    std::vector<int> out;
+    for (const std::string & list : given) {
+        size_t at = 0;
+        for (;;) {
+            const size_t comma = list.find(',', at);
+            const size_t stop = comma == std::string::npos ? list.size() : comma;
+            std::string entry = list.substr(at, stop - at);
+            const size_t b = entry.find_first_not_of(" \t");
+            entry = b == std::string::npos ? "" : entry.substr(b, entry.find_last_not_of(" \t") - b + 1);
+            if (entry.empty()) {
+                throw error(fmt::format("{} '{}': empty entry in the comma-separated list", flag, list));
+            }
+            int v = 0;
+            const auto [end, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), v);
+            if (ec == std::errc::result_out_of_range) {
+                throw error(fmt::format("{} '{}': {} is out of range ({} to {})", flag, list, entry,
+                                        std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+            }
+            if (ec != std::errc() || end != entry.data() + entry.size()) {
+                throw error(fmt::format("{} '{}': '{}' is not a whole number", flag, list, entry));
+            }
+            out.push_back(v);
+            if (comma == std::string::npos) break;
+            at = comma + 1;
+        }
+    }
+    return out;
+}
+
 // Every value of a comma-separated on/off option (-fa, --rp) is 0 or 1.
 void need_on_off(const std::vector<int> & values, const char * flag) {
     for (int v : values) {
@@ -234,7 +281,17 @@ void need_on_off(const std::vector<int> & values, const char * flag) {
     }
 }
 
-void check_options(const options & o) {
+// Fills the parsed fields of `o` (lists, seed) from what was given and
+// checks every option, before any model is loaded. Throws tessera::error
+// naming the option.
+void check_options(options & o) {
+    check_device_option(o.device_given, o.device);
+    o.n_prompt = int_list(o.lists.n_prompt, "-p");
+    o.n_gen = int_list(o.lists.n_gen, "-n");
+    o.threads = int_list(o.lists.threads, "-t");
+    o.flash_attn = int_list(o.lists.flash_attn, "-fa");
+    o.repack = int_list(o.lists.repack, "--rp");
+    o.seed = parse_seed(o.seed_text);
     if (o.output != "md" && o.output != "json") throw error(fmt::format("-o '{}': expected md or json", o.output));
     if (o.reps < 1) throw error(fmt::format("-r {}: need at least one repetition", o.reps));
     if (o.n_batch < 1) throw error(fmt::format("-b {}: batch size must be at least 1", o.n_batch));
@@ -260,7 +317,7 @@ std::string model_error(const std::string & path, const std::string & what) {
     return what.find(path) != std::string::npos ? what : fmt::format("{}: {}", path, what);
 }
 
-int run_bench(const options & o) {
+int run_bench(options o) {
     check_options(o);
     std::vector<int> threads = o.threads;
     if (threads.empty()) threads.push_back(0);
@@ -291,6 +348,13 @@ int run_bench(const options & o) {
         }
         auto m = llm::model::load(path);
         const llm::hparams & hp = m->hp();
+        // The session's context holds the longest test: say which option asks for more than the model has.
+        for (const auto & [flag, most] : {std::pair{"-p", max_p}, std::pair{"-n", max_n}}) {
+            if (uint32_t(most) > hp.n_ctx_train) {
+                throw error(fmt::format("{}: {} {}: more than the model's context length of {} tokens", path, flag, most,
+                                        hp.n_ctx_train));
+            }
+        }
         token_source src{std::mt19937_64(o.seed), int32_t(hp.n_vocab)};
         const bool add_bos = m->file().find_bool("tokenizer.ggml.add_bos_token").value_or(true);
         if (add_bos) {
@@ -366,29 +430,36 @@ command register_bench(CLI::App & app) {
     auto o = std::make_shared<options>();
     CLI::App * sub = app.add_subcommand("bench", "measure prompt processing and generation speed (tokens/s)");
     sub->add_option("-m,--model", o->models, "GGUF model file (repeat for several)")->required();
-    sub->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths for the pp tests (comma-separated; 0 = none)")
-        ->delimiter(',')
+    // The list options are read as text and split by int_list (check_options).
+    sub->add_option("-p,--n-prompt", o->lists.n_prompt, "prompt lengths for the pp tests (comma-separated; 0 = none)")
+        ->type_name("INT")
         ->capture_default_str();
-    sub->add_option("-n,--n-gen", o->n_gen, "token counts for the tg tests (comma-separated; 0 = none)")
-        ->delimiter(',')
+    sub->add_option("-n,--n-gen", o->lists.n_gen, "token counts for the tg tests (comma-separated; 0 = none)")
+        ->type_name("INT")
         ->capture_default_str();
-    sub->add_option("-t,--threads", o->threads, "thread counts (comma-separated; 0 = all hardware threads, the default)")
-        ->delimiter(',');
+    sub->add_option("-t,--threads", o->lists.threads,
+                    "thread counts (comma-separated; 0 = all hardware threads, the default)")
+        ->type_name("INT");
     sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")->capture_default_str();
     sub->add_option("-b,--batch-size", o->n_batch, "micro-batch: most tokens per graph")->capture_default_str();
     sub->add_option("-o,--output", o->output, "output format: md (table) or json")->capture_default_str();
-    sub->add_option("--device", o->device, "device name (see `tessera devices`)");
+    CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")->capture_default_str();
-    sub->add_option("--flash-attn", o->flash_attn, // also spelled -fa (tools/main.cpp)
+    sub->add_option("--flash-attn", o->lists.flash_attn, // also spelled -fa (tools/main.cpp)
                     "fused attention (also -fa): 0 (off) and/or 1 (on), comma-separated; default: on where the device supports it")
-        ->delimiter(',');
-    sub->add_option("--rp,--repack", o->repack,
+        ->type_name("INT");
+    sub->add_option("--rp,--repack", o->lists.repack,
                     "repacked weight layout (CPU_REPACK): 0 (off) and/or 1 (on), comma-separated; default: on")
-        ->delimiter(',');
-    sub->add_option("--seed", o->seed, "seed of the random prompt tokens")->capture_default_str();
+        ->type_name("INT");
+    sub->add_option("--seed", o->seed_text, "seed of the random prompt tokens (0 to 2^64 - 1)")
+        ->type_name("UINT64")
+        ->capture_default_str();
     sub->add_flag("--no-warmup", o->no_warmup, "skip the untimed warm-up run of each test");
     sub->add_flag("--progress", o->progress, "print progress on stderr");
-    return command{sub, [o]() { return run_bench(*o); }};
+    return command{sub, [o, device]() {
+                       o->device_given = device->count() > 0;
+                       return run_bench(*o);
+                   }};
 }
 
 } // namespace tessera::tools

@@ -73,13 +73,17 @@ struct run_options {
     int n_ctx = 0;
     int n_batch = 512;
     std::string device;
+    bool device_given = false; // --device was on the command line (an empty name is an error, not "the best")
+    std::string seed = "0";    // --seed as given (parse_seed)
     std::string kv_type = "F32";
     std::string flash_attn = "auto"; // on, off or auto (on where the device supports it)
     std::string repack = "on";      // on or off: MUL_MAT weights in the device's repacked layout
     llm::sampler_params sp;
 };
 
-int run_generate(const run_options & o) {
+int run_generate(run_options o) {
+    check_device_option(o.device_given, o.device);
+    o.sp.seed = parse_seed(o.seed);
     warn_if_oversubscribed(o.n_threads);
     const auto t_load = clock_type::now();
     auto m = llm::model::load(o.model_path);
@@ -198,8 +202,10 @@ command register_run(CLI::App & app) {
         ->check(CLI::Range(0.01f, 100.0f));
     sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens of history for the penalty")
         ->check(CLI::Range(0, 1 << 20));
-    sub->add_option("--seed", o->sp.seed, "random seed for sampling");
-    sub->add_option("--device", o->device, "device name (see `tessera devices`)");
+    sub->add_option("--seed", o->seed, "random seed for sampling (0 to 2^64 - 1)")
+        ->type_name("UINT64")
+        ->capture_default_str();
+    CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type")->check(CLI::IsMember({"F32", "F16"}));
     sub->add_option("--repack", o->repack, "repacked weight layout where the device has one (CPU_REPACK)")
         ->check(CLI::IsMember({"on", "off"}))
@@ -207,7 +213,10 @@ command register_run(CLI::App & app) {
     sub->add_option("--flash-attn", o->flash_attn, "fused attention: on, off or auto (on where the device supports it)")
         ->check(CLI::IsMember({"on", "off", "auto"}))
         ->capture_default_str();
-    return {sub, [o] { return run_generate(*o); }};
+    return {sub, [o, device] {
+                o->device_given = device->count() > 0;
+                return run_generate(*o);
+            }};
 }
 
 command register_tokenize(CLI::App & app) {

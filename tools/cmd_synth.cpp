@@ -27,7 +27,7 @@ struct options {
     std::string type = "F16";
     std::string vocab;
     std::string out;
-    uint64_t seed = 1;
+    std::string seed = "1"; // --seed as given (parse_seed)
     bool quiet = false;
 };
 
@@ -42,7 +42,7 @@ int run_synth(const options & o) {
     p.shape = llm::synth_preset(o.preset);
     p.wtype = t;
     p.vocab = o.vocab;
-    p.seed = o.seed;
+    p.seed = parse_seed(o.seed);
     if (!o.quiet) {
         // A terminal gets one line rewritten in place, a file or pipe one line per tensor.
         const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -62,7 +62,7 @@ int run_synth(const options & o) {
     const auto size = std::filesystem::file_size(o.out, ec);
     fmt::print(stderr, "{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
                o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
-               p.shape.n_ff, o.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
+               p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
     return 0;
 }
 
@@ -79,7 +79,9 @@ command add_gguf_synth(CLI::App & gguf_sub) {
         ->capture_default_str();
     sub->add_option("--vocab", o->vocab, "vocabulary-only GGUF whose tokenizer.* keys are copied")->required();
     sub->add_option("-o,--output", o->out, "output GGUF file (written atomically)")->required();
-    sub->add_option("--seed", o->seed, "seed of the weight generator")->capture_default_str();
+    sub->add_option("--seed", o->seed, "seed of the weight generator (0 to 2^64 - 1)")
+        ->type_name("UINT64")
+        ->capture_default_str();
     sub->add_flag("-q,--quiet", o->quiet, "no progress line");
     return command{sub, [o]() { return run_synth(*o); }};
 }

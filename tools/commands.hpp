@@ -3,11 +3,17 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
+#include <string>
 #include <thread>
 
 #include <fmt/core.h>
+
+#include "tessera/core/error.hpp"
 
 namespace tessera::tools {
 
@@ -31,6 +37,33 @@ inline void warn_if_oversubscribed(int n_threads) {
     if (hw > 0 && n_threads > int(hw)) {
         fmt::print(stderr, "warning: -t {} is more than the {} hardware threads of this machine; expect a much slower run\n",
                    n_threads, hw);
+    }
+}
+
+// The value of a --seed option (run, bench, gguf synth), taken as text so
+// that every bad value gets this message rather than CLI11's bare "Could not
+// convert" (or, from its strtoull, -1 and too-large values read as
+// 2^64 - 1 and "" as 0): a decimal whole number from 0 to 2^64 - 1, no sign,
+// spaces or other base. Throws tessera::error naming `flag`, the text and
+// the range, e.g. "--seed 'abc': expected a whole number from 0 to
+// 18446744073709551615".
+inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed") {
+    uint64_t v = 0;
+    const char * end = text.data() + text.size();
+    const auto [at, ec] = std::from_chars(text.data(), end, v);
+    if (text.empty() || ec != std::errc() || at != end) {
+        throw error(fmt::format("{} '{}': expected a whole number from 0 to {}", flag, text,
+                                std::numeric_limits<uint64_t>::max()));
+    }
+    return v;
+}
+
+// --device as given to run or bench: `given` = it was on the command line.
+// An empty name is refused (the library would read it as "the best
+// device"). Throws tessera::error naming --device.
+inline void check_device_option(bool given, const std::string & name) {
+    if (given && name.empty()) {
+        throw error("--device '': expected a device name (see `tessera devices`); leave --device out for the best device");
     }
 }
 

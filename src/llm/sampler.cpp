@@ -208,7 +208,13 @@ token_id select_random(candidate_set & c, std::mt19937 & rng) {
     return c.items.front().id;
 }
 
-sampler::sampler(const sampler_params & params) : params_(params), rng_(params.seed) {
+std::mt19937 sampler_rng(uint64_t seed) {
+    if (seed <= std::numeric_limits<uint32_t>::max()) return std::mt19937(static_cast<uint32_t>(seed));
+    std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+    return std::mt19937(seq);
+}
+
+sampler::sampler(const sampler_params & params) : params_(params), rng_(sampler_rng(params.seed)) {
     if (std::isnan(params.temperature)) {
         throw error("sampler: temperature is NaN");
     }
@@ -264,7 +270,7 @@ void sampler::accept(token_id id) {
 
 void sampler::reset() {
     history_.clear();
-    rng_.seed(params_.seed);
+    rng_ = sampler_rng(params_.seed);
 }
 
 } // namespace tessera::llm

@@ -65,6 +65,31 @@ TEST(cli_run, seeded_sampling_is_reproducible) {
     EXPECT_EQ(a.out.rfind("Once upon a time", 0), 0u);
 }
 
+// --seed takes every 64-bit value: the default is seed 0, a seed below 2^32
+// draws as before (tests/llm/test_sampler.cpp pins the generator), and the
+// high half of a larger one counts (42 + 2^32 is not 42).
+TEST(cli_run, seed_takes_64_bit_values) {
+    const std::vector<std::string> base{"run", "-m", shared_dir + "/models/stories260K.gguf", "-p", "Once upon a time",
+                                        "-n", "24", "--temp", "1.0", "-t", "1"};
+    const auto with_seed = [&](const std::string & seed) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), {"--seed", seed});
+        const process_result r = run(args);
+        EXPECT_EQ(r.exit_code, 0) << seed << "\n" << r.err;
+        return r.out;
+    };
+    const process_result plain = run(base);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_EQ(with_seed("0"), plain.out);
+    const std::string s42 = with_seed("42");
+    const std::string s42_high = with_seed("4294967338"); // 42 + 2^32
+    EXPECT_NE(s42_high, s42);
+    EXPECT_EQ(with_seed("4294967338"), s42_high);
+    const std::string max = with_seed("18446744073709551615");
+    EXPECT_EQ(max.rfind("Once upon a time", 0), 0u) << max;
+    EXPECT_EQ(with_seed("18446744073709551615"), max);
+}
+
 TEST(cli_tokenize, prints_reference_ids) {
     const auto ref = reference("llama-2-tiny-random.json");
     for (const auto & c : ref["cases"]) {
@@ -126,6 +151,15 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", shared_dir + "/models/mnist-fc-f32.gguf", "-p", "x"}, "unsupported architecture 'mnist-fc'"},
         {{"run", "-m", shared_dir + "/vocab/ggml-vocab-llama-spm.gguf", "-p", "x"}, "missing tensor 'token_embd.weight'"},
         {{"run", "-m", stories, "-p", "x", "--device", "NoSuchGPU"}, "unknown device 'NoSuchGPU'"},
+        {{"run", "-m", stories, "-p", "x", "--device", ""},
+         "error: --device '': expected a device name (see `tessera devices`); leave --device out for the best device"},
+        {{"run", "-m", stories, "-p", "x", "--seed", "-1"},
+         "error: --seed '-1': expected a whole number from 0 to 18446744073709551615"},
+        {{"run", "-m", stories, "-p", "x", "--seed", "18446744073709551616"},
+         "error: --seed '18446744073709551616': expected a whole number from 0 to 18446744073709551615"},
+        {{"run", "-m", stories, "-p", "x", "--seed", "4294967296x"},
+         "error: --seed '4294967296x': expected a whole number from 0 to 18446744073709551615"},
+        {{"run", "-m", stories, "-p", "x", "--seed", ""}, "error: --seed '': expected a whole number from 0 to 18446744073709551615"},
         {{"run", "-m", stories, "-p", "x", "-n", "-5"}, "-n"},
         {{"run", "-m", stories, "-p", "x", "--top-p", "2"}, "--top-p"},
         {{"run", "-m", stories, "-p", "x", "--temp", "nan"}, "not a finite number: nan"},

@@ -234,6 +234,34 @@ TEST(Sampler, SameSeedSameSequence) {
     EXPECT_TRUE(s.history().empty());
 }
 
+// A seed below 2^32 seeds mt19937 directly (the sequences of the 32-bit
+// seeds before), a larger one through seed_seq{low half, high half}.
+TEST(Sampler, SixtyFourBitSeeds) {
+    const auto first = [](std::mt19937 g) {
+        std::vector<uint32_t> v(4);
+        for (auto & x : v) x = g();
+        return v;
+    };
+    EXPECT_EQ(first(sampler_rng(0)), first(std::mt19937(0u)));
+    EXPECT_EQ(first(sampler_rng(42)), first(std::mt19937(42u)));
+    EXPECT_EQ(first(sampler_rng(0xffffffffull)), first(std::mt19937(0xffffffffu)));
+    const uint64_t big = (uint64_t(1) << 32) + 42;
+    std::seed_seq seq{42u, 1u};
+    EXPECT_EQ(first(sampler_rng(big)), first(std::mt19937(seq)));
+    EXPECT_NE(first(sampler_rng(big)), first(sampler_rng(42)));
+    EXPECT_NE(first(sampler_rng(~uint64_t(0))), first(sampler_rng(0xffffffffull)));
+    // The sampler draws from that generator, also after reset().
+    const std::vector<float> logits = {0.0f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f};
+    const sampler_params p{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = big};
+    sampler s(p);
+    std::mt19937 g = sampler_rng(big);
+    candidate_set c = make_candidates(logits);
+    const token_id want = select_random(c, g);
+    EXPECT_EQ(s.sample(logits), want);
+    s.reset();
+    EXPECT_EQ(s.sample(logits), want);
+}
+
 TEST(Sampler, DrawsFollowTheProbabilities) {
     const std::vector<double> p = {0.1, 0.2, 0.3, 0.4};
     sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 42});

@@ -469,3 +469,95 @@ TEST(BenchCli, BadModelAmongGoodOnesStillReportsTheGoodOnes) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_EQ(json::parse(r.out), json::array()) << r.out;
 }
+
+// Every comma-separated list option of bench refuses an empty entry or one
+// that is not a whole number, naming the option and the list as given;
+// --seed and --device are checked too. All before any model is loaded.
+TEST(BenchCli, BadListSeedAndDeviceNameTheOption) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
+    const std::string seed_range = "expected a whole number from 0 to 18446744073709551615";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"-p", "8,,8"}, "error: -p '8,,8': empty entry in the comma-separated list"},
+        {{"-p", "8,"}, "error: -p '8,': empty entry in the comma-separated list"},
+        {{"-p", ""}, "error: -p '': empty entry in the comma-separated list"},
+        {{"-p", "4", "-p", ",4"}, "error: -p ',4': empty entry in the comma-separated list"},
+        {{"-n", "2,,3"}, "error: -n '2,,3': empty entry in the comma-separated list"},
+        {{"-t", "1, ,2"}, "error: -t '1, ,2': empty entry in the comma-separated list"},
+        {{"-fa", "0,,1"}, "error: -fa '0,,1': empty entry in the comma-separated list"},
+        {{"--flash-attn", ",1"}, "error: -fa ',1': empty entry in the comma-separated list"},
+        {{"-rp", "1,"}, "error: --rp '1,': empty entry in the comma-separated list"},
+        {{"-p", "8,x"}, "error: -p '8,x': 'x' is not a whole number"},
+        {{"-n", "0x10"}, "error: -n '0x10': '0x10' is not a whole number"},
+        {{"-p", "99999999999"}, "error: -p '99999999999': 99999999999 is out of range (-2147483648 to 2147483647)"},
+        {{"--seed", "-1"}, "error: --seed '-1': " + seed_range},
+        {{"--seed", "18446744073709551616"}, "error: --seed '18446744073709551616': " + seed_range},
+        {{"--seed", "abc"}, "error: --seed 'abc': " + seed_range},
+        {{"--device", ""},
+         "error: --device '': expected a device name (see `tessera devices`); leave --device out for the best device"},
+    };
+    for (const auto & [extra, want] : cases) {
+        std::vector<std::string> args{"bench", "-m", d / "a.gguf", "-n", "0", "-r", "1", "-t", "1"};
+        if (extra[0] != "-n" && extra[0] != "-t") args.insert(args.end(), {"-p", "4"}); // a -p is the one checked
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = tessera::test::run_process(std::string(TESSERA_BINARY_DIR) + "/tessera", args);
+        std::string cmd;
+        for (const auto & a : args) cmd += "'" + a + "' ";
+        EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.err;
+        EXPECT_TRUE(contains(r.err, want)) << cmd << "\n" << r.err;
+        EXPECT_EQ(r.out, "") << cmd; // refused before the table's header
+    }
+    // Well-formed lists (spaces around entries allowed, repeated options
+    // add up) and the largest seed run.
+    const auto r = tessera::test::run_process(std::string(TESSERA_BINARY_DIR) + "/tessera",
+                                              {"bench", "-m", d / "a.gguf", "-p", "4, 8", "-p", "2", "-n", "0", "-r", "1",
+                                               "-t", "1", "-o", "json", "--seed", "18446744073709551615"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j.size(), 3u) << r.out;
+    EXPECT_EQ(j[0]["test"], "pp4");
+    EXPECT_EQ(j[1]["test"], "pp8");
+    EXPECT_EQ(j[2]["test"], "pp2");
+}
+
+// A test longer than a model's context names the option, the model's
+// context length and the file; the other models are still benched.
+TEST(BenchCli, TestLongerThanTheContextNamesTheOption) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
+    auto r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4096 -n 0 -r 1 -t 1");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "error: " + (d / "a.gguf") + ": -p 4096: more than the model's context length of 2048 tokens"))
+        << r.err;
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4,2049 -n 0 -r 1 -t 1");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "error: " + (d / "a.gguf") + ": -p 2049: more than the model's context length of 2048 tokens"))
+        << r.err;
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 0 -n 3000 -r 1 -t 1");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "error: " + (d / "a.gguf") + ": -n 3000: more than the model's context length of 2048 tokens"))
+        << r.err;
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 2048 -n 0 -r 1 -t 1 --no-warmup -o json"); // exactly the context: runs
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// gguf synth's --seed takes every 64-bit value and refuses others, naming
+// the flag and the range, without writing the output.
+TEST(SynthCli, SeedRange) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string base = "gguf synth --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "m.gguf") + " --seed ";
+    auto r = run_tessera(base + "18446744073709551615");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "seed 18446744073709551615,")) << r.err;
+    fs::remove(d / "m.gguf");
+    for (const std::string bad : {"-1", "18446744073709551616", "1e3", "seven"}) {
+        r = run_tessera(base + bad);
+        EXPECT_EQ(r.exit_code, 1) << bad;
+        EXPECT_TRUE(contains(r.err, "error: --seed '" + bad + "': expected a whole number from 0 to 18446744073709551615"))
+            << r.err;
+        EXPECT_FALSE(fs::exists(d / "m.gguf")) << bad;
+    }
+}

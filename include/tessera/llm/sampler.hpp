@@ -22,10 +22,11 @@
 // results never depend on the sort algorithm.
 //
 // Reproducibility: the draw uses std::mt19937 (fully specified by the C++
-// standard) seeded with `seed`, turned into u = x * 2^-32 in [0, 1) from one
-// 32-bit output x (no std::uniform_real_distribution, whose algorithm the
-// standard leaves open). The same seed, logits and accepted tokens give the
-// same tokens on every platform.
+// standard) seeded from the 64-bit `seed` (see sampler_rng), turned into
+// u = x * 2^-32 in [0, 1) from one 32-bit output x (no
+// std::uniform_real_distribution, whose algorithm the standard leaves open).
+// The same seed, logits and accepted tokens give the same tokens on every
+// platform.
 //
 // Thread-safety: a sampler is single-threaded state; the free functions are
 // pure (they only touch their arguments).
@@ -101,6 +102,14 @@ token_id argmax(std::span<const float> logits);
 // empty set.
 token_id select_random(candidate_set & c, std::mt19937 & rng);
 
+// The generator of a sampler with this seed: a seed below 2^32 seeds
+// std::mt19937 directly (std::mt19937(seed), the sequences of the 32-bit
+// seeds this sampler took before), a larger one through
+// std::seed_seq{low 32 bits, high 32 bits} (its algorithm is also fixed by
+// the standard, [rand.util.seedseq]), so every 64-bit seed gives one
+// reproducible sequence and the high half counts.
+std::mt19937 sampler_rng(uint64_t seed);
+
 // Settings of the chain. Defaults are the usual text-generation defaults.
 struct sampler_params {
     float temperature = 0.8f;     // <= 0: greedy
@@ -109,7 +118,7 @@ struct sampler_params {
     float min_p = 0.05f;          // in [0, 1]; 0: off
     float repeat_penalty = 1.0f;  // > 0; 1: off
     int32_t repeat_last_n = 64;   // >= 0 tokens of history; 0: off
-    uint32_t seed = 0;            // mt19937 seed
+    uint64_t seed = 0;            // generator seed (sampler_rng)
 };
 
 // The sampler chain. Usage per generated token:
