@@ -63,4 +63,15 @@ TEST(DevicesCli, BadFlagExitsOne) {
     EXPECT_NE(r.out.find("--no-such-flag"), std::string::npos) << r.out;
 }
 
+// --runs only counts --bench's runs: without --bench it is an error naming
+// both; with it, the timing line says how many runs.
+TEST(DevicesCli, RunsNeedsBench) {
+    process_result r = run("devices --runs 5");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error: --runs needs --bench (got --runs 5 without it)"), std::string::npos) << r.out;
+    r = run("devices --bench --runs 3");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("over 3 runs"), std::string::npos) << r.out;
+}
+
 } // namespace
