@@ -1,7 +1,9 @@
 // tools/cmd_gguf.cpp — `tessera gguf info FILE [--json] [--full]`: prints a
 // GGUF file's version, alignment, metadata and tensor table.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -21,16 +23,52 @@ using json = nlohmann::ordered_json; // keeps fields in insertion order
 constexpr size_t array_head = 8;     // array elements shown when abbreviated
 constexpr size_t string_head = 120;  // string bytes shown when abbreviated (text output)
 
-// `s` with control bytes, quotes and backslashes escaped; at most `limit`
-// bytes (then "..." and the full length). UTF-8 passes through.
+// Length of the well-formed UTF-8 sequence at the start of `s` (1 to 4
+// bytes, RFC 3629: no overlong forms, surrogates or code points above
+// U+10FFFF); 0 when it does not start with one.
+size_t utf8_sequence_length(std::string_view s) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+    const unsigned char c = byte(0);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf; // range of the second byte
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0; // overlong
+        if (c == 0xed) hi = 0x9f; // surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90; // overlong
+        if (c == 0xf4) hi = 0x8f; // above U+10FFFF
+    } else {
+        return 0; // a continuation byte, an overlong lead (C0, C1) or F5..FF
+    }
+    if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+    for (size_t i = 2; i < n; ++i) {
+        if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+    }
+    return n;
+}
+
+// `s` with control bytes, quotes and backslashes escaped, and every byte
+// that is not part of well-formed UTF-8 as \xNN (so the text output is
+// always valid UTF-8); at most `limit` bytes of `s` (then "..." and the full
+// length; a character is never cut). Well-formed UTF-8 passes through.
 std::string escaped(std::string_view s, size_t limit = std::string::npos) {
     std::string out;
-    size_t n = 0;
-    for (unsigned char c : s) {
-        if (n++ == limit) {
+    for (size_t i = 0; i < s.size();) {
+        const size_t len = utf8_sequence_length(s.substr(i));
+        if (limit != std::string::npos && i + std::max<size_t>(len, 1) > limit) {
             out += fmt::format("...({} bytes)", s.size());
             return out;
         }
+        if (len > 1) {
+            out += s.substr(i, len);
+            i += len;
+            continue;
+        }
+        const unsigned char c = static_cast<unsigned char>(s[i++]);
         switch (c) {
         case '\n': out += "\\n"; break;
         case '\t': out += "\\t"; break;
@@ -38,7 +76,7 @@ std::string escaped(std::string_view s, size_t limit = std::string::npos) {
         case '\'': out += "\\'"; break;
         case '\\': out += "\\\\"; break;
         default:
-            if (c < 0x20 || c == 0x7f) {
+            if (len == 0 || c < 0x20 || c == 0x7f) {
                 out += fmt::format("\\x{:02x}", c);
             } else {
                 out += static_cast<char>(c);

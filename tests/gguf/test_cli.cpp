@@ -79,3 +79,43 @@ TEST(GgufCli, BadInputExitsOne) {
     r = run_tessera({"gguf", "info"});
     EXPECT_EQ(r.exit_code, 1);
 }
+
+// String metadata that is not valid UTF-8: the text output shows each bad
+// byte as \xNN (well-formed characters pass through, an abbreviated string
+// is never cut inside a character); --json stays valid JSON, each bad
+// sequence replaced by U+FFFD.
+TEST(GgufCli, InvalidUtf8IsEscaped) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    const std::string bad = "ok \xc3\xa9 bad \xff\xc3( \xed\xa0\x80 \xc0\xaf end"; // lone FF, cut C3, surrogate, overlong
+    const std::string long_value = std::string(119, 'a') + "\xc3\xa9" + "b";   // 122 bytes, 'é' across byte 120
+    raw f;
+    f.b.reserve(512); // (g++ 12 -O2 warns of a false overflow in the first insert into an empty vector)
+    f.header(0, 4);
+    f.str("general.architecture").u32(8).str("test");
+    f.str("test.bad").u32(8).str(bad);
+    f.str("test.list").u32(9).u32(8).u64(2).str("\x80x").str("fine");
+    f.str("test.long").u32(8).str(long_value);
+    char templ[] = "/tmp/tessera_cli_utf8_XXXXXX";
+    const int fd = ::mkstemp(templ);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, f.b.data(), f.b.size()), ssize_t(f.b.size()));
+    ::close(fd);
+    const auto text = run_tessera({"gguf", "info", templ});
+    const auto full = run_tessera({"gguf", "info", "--full", templ});
+    const auto js = run_tessera({"gguf", "info", "--json", "--full", templ});
+    ::unlink(templ);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("'ok \xc3\xa9 bad \\xff\\xc3( \\xed\\xa0\\x80 \\xc0\\xaf end'"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("[STRING x 2] ['\\x80x', 'fine']"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("'" + std::string(119, 'a') + "...(122 bytes)'"), std::string::npos) << text.out;
+    ASSERT_EQ(full.exit_code, 0) << full.err;
+    EXPECT_NE(full.out.find("'" + long_value + "'"), std::string::npos) << full.out;
+    ASSERT_EQ(js.exit_code, 0) << js.err;
+    const auto j = nlohmann::json::parse(js.out); // throws on invalid UTF-8 or JSON
+    EXPECT_EQ(j["metadata"][1]["key"], "test.bad");
+    const std::string fffd = "\xef\xbf\xbd";
+    const std::string f2 = fffd + fffd, f3 = f2 + fffd; // one per byte that cannot be read
+    EXPECT_EQ(j["metadata"][1]["value"], "ok \xc3\xa9 bad " + f2 + "( " + f3 + " " + f2 + " end") << js.out;
+    EXPECT_EQ(j["metadata"][2]["value"][0], fffd + "x");
+    EXPECT_EQ(j["metadata"][3]["value"], long_value);
+}
