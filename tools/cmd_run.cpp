@@ -56,6 +56,9 @@ std::string repack_text(const llm::session & s) {
     return fmt::format("repack: {} of {} weight matrices in CPU_REPACK ({})", r.n_repacked, r.n_matrices, why);
 }
 
+// "1 token", "2 tokens": a count with its noun, plural unless 1.
+std::string count_text(uint64_t n, const char * noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 // s.decode(tokens), its errors prefixed with `where` (which step failed).
 std::span<const float> decode_at(llm::session & s, std::span<const llm::token_id> tokens, const std::string & where) {
     try {
@@ -121,8 +124,8 @@ int run_generate(run_options o) {
         const std::string hint = s.n_ctx() < hp.n_ctx_train && prompt_ids.size() <= hp.n_ctx_train
                                      ? fmt::format("raise it with -c, up to the model's {}", hp.n_ctx_train)
                                      : fmt::format("the model's own context is {}; shorten the prompt", hp.n_ctx_train);
-        throw error(fmt::format("the prompt has {} tokens, more than the context size {} ({})", prompt_ids.size(),
-                                s.n_ctx(), hint));
+        throw error(fmt::format("the prompt has {}, more than the context size {} ({})",
+                                count_text(prompt_ids.size(), "token"), s.n_ctx(), hint));
     }
     write_out(o.prompt);
 
@@ -131,7 +134,8 @@ int run_generate(run_options o) {
     llm::stream_decoder out(tok);
 
     const auto t_pp = clock_type::now();
-    std::span<const float> logits = decode_at(s, prompt_ids, fmt::format("after the prompt ({} tokens)", prompt_ids.size()));
+    std::span<const float> logits =
+        decode_at(s, prompt_ids, fmt::format("after the prompt ({})", count_text(prompt_ids.size(), "token")));
     const double pp_ms = ms_since(t_pp);
 
     int n_gen = 0;
@@ -153,20 +157,19 @@ int run_generate(run_options o) {
     write_out(out.finish());
     const double tg_ms = ms_since(t_tg);
     fmt::print(stderr, "\n");
-    fmt::print(stderr, "prompt: {} tokens in {:.1f} ms, {:.2f} tokens/s\n", prompt_ids.size(), pp_ms,
+    fmt::print(stderr, "prompt: {} in {:.1f} ms, {:.2f} tokens/s\n", count_text(prompt_ids.size(), "token"), pp_ms,
                pp_ms > 0 ? 1000.0 * double(prompt_ids.size()) / pp_ms : 0.0);
     // The first generated token comes from the prompt's logits: the rate
     // counts the n_gen - 1 decode steps after it.
     if (n_gen > 1 && tg_ms > 0) {
-        fmt::print(stderr, "generation: {} tokens in {:.1f} ms, {:.2f} tokens/s\n", n_gen, tg_ms,
+        fmt::print(stderr, "generation: {} in {:.1f} ms, {:.2f} tokens/s\n", count_text(n_gen, "token"), tg_ms,
                    1000.0 * double(n_gen - 1) / tg_ms);
     } else {
-        fmt::print(stderr, "generation: {} tokens in {:.1f} ms\n", n_gen, tg_ms);
+        fmt::print(stderr, "generation: {} in {:.1f} ms\n", count_text(n_gen, "token"), tg_ms);
     }
     if (context_full) {
-        throw error(fmt::format("the context of {} tokens is full after {} generated tokens (raise it with -c, "
-                                "up to the model's {})",
-                                s.n_ctx(), n_gen, hp.n_ctx_train));
+        throw error(fmt::format("the context of {} is full after {} (raise it with -c, up to the model's {})",
+                                count_text(s.n_ctx(), "token"), count_text(n_gen, "generated token"), hp.n_ctx_train));
     }
     return 0;
 }

@@ -168,7 +168,13 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-p", "x", "--bogus"}, "--bogus"},
         {{"run", "-m", stories, "-p", "x", "-c", "100000"}, "exceeds the model's context length 2048"},
         {{"run", "-m", stories, "-p", "Once upon a time there was", "-c", "4"}, "more than the context size 4 (raise it with -c, up to the model's 2048)"},
-        {{"run", "-m", stories, "-p", "Once", "-c", "8", "-n", "100", "--temp", "0"}, "context of 8 tokens is full"},
+        {{"run", "-m", stories, "-p", "Once", "-c", "8", "-n", "100", "--temp", "0"},
+         "error: the context of 8 tokens is full after 7 generated tokens (raise it with -c, up to the model's 2048)"},
+        // One token: singular (the prompt "Once" is BOS + 1 token; "" is BOS alone).
+        {{"run", "-m", stories, "-p", "Once", "-c", "2", "-n", "100", "--temp", "0"},
+         "error: the context of 2 tokens is full after 1 generated token (raise it with -c, up to the model's 2048)"},
+        {{"run", "-m", stories, "-p", "", "-c", "1", "-n", "100", "--temp", "0"},
+         "error: the context of 1 token is full after 1 generated token (raise it with -c, up to the model's 2048)"},
         {{"run", "-p", "x"}, "--model"},
         {{"tokenize", "-m", "/nonexistent/v.gguf", "-p", "x"}, "/nonexistent/v.gguf"},
     };
