@@ -122,16 +122,15 @@ void pack_a(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, in
     }
 }
 
-// The same panels from a matrix of M rows in the repacked float layout
-// (repack.hpp: groups of 16 rows, [k][16] within a group, in super-groups;
-// m0 and rows multiples of 16): each panel column k is the k-th steps of
-// k_mr / 16 consecutive groups, widened to F32 without transposes; groups
-// past `rows` are zero.
+// The same panels from a matrix in the repacked float layout (repack.hpp:
+// groups of 16 rows, [k][16] within a group; m0 and rows multiples of 16):
+// each panel column k is the k-th steps of k_mr / 16 consecutive groups,
+// widened to F32 without transposes; groups past `rows` are zero.
 template <int32_t T>
-void pack_a_repacked(const char * a, int64_t K, int64_t M, int64_t m0, int64_t rows, int64_t k0, int64_t kc, float * ap) {
+void pack_a_repacked(const char * a, int64_t K, int64_t m0, int64_t rows, int64_t k0, int64_t kc, float * ap) {
     static_assert(k_mr % k_repack_float_rows == 0, "a micro-panel holds whole groups");
     constexpr int64_t G = k_repack_float_rows;
-    const int64_t n_groups = M / G;
+    constexpr size_t step = G * esize<T>();
     const int64_t n_panels = (rows + k_mr - 1) / k_mr;
     for (int64_t pnl = 0; pnl < n_panels; ++pnl) {
         float * dst = ap + pnl * kc * k_mr;
@@ -144,12 +143,10 @@ void pack_a_repacked(const char * a, int64_t K, int64_t M, int64_t m0, int64_t r
                 }
                 continue;
             }
-            const float_group_stream gs = repack_float_group(K, n_groups, (m0 + r0) / G);
-            const size_t kstep = gs.step * esize<T>();
-            const char * src = a + gs.start * esize<T>() + static_cast<size_t>(k0) * kstep;
+            const char * src = a + static_cast<size_t>((m0 + r0) / G * K + k0) * step;
             for (int64_t k = 0; k < kc; ++k) {
-                _mm256_store_ps(out + k * k_mr, load8<T>(src + static_cast<size_t>(k) * kstep));
-                _mm256_store_ps(out + k * k_mr + 8, load8<T>(src + static_cast<size_t>(k) * kstep + 8 * esize<T>()));
+                _mm256_store_ps(out + k * k_mr, load8<T>(src + static_cast<size_t>(k) * step));
+                _mm256_store_ps(out + k * k_mr + 8, load8<T>(src + static_cast<size_t>(k) * step + 8 * esize<T>()));
             }
         }
     }
@@ -201,14 +198,12 @@ struct tile_to_scratch {
 // skips the packing and keeps half the bytes in L2 (2048 x 2048 x 512
 // F16 on 2 threads: 323-351 against 305-336 GFLOP/s, four interleaved
 // pairs).
-// A panel is one super-group (k_mr rows from a multiple of k_mr: the row
-// granule), so its groups share the step between k.
-static_assert(k_mr == k_repack_float_rows * k_repack_float_groups, "an AVX-512 micro-panel is one super-group");
 template <int32_t T>
 struct group_panel {
     const char * g[k_mr / k_repack_float_rows]; // step 0 of each group's chunk
-    size_t kstep;                                // bytes from step k to k + 1
-    __m512 load(int64_t k, int v) const { return load16<T>(g[v] + static_cast<size_t>(k) * kstep); }
+    __m512 load(int64_t k, int v) const {
+        return load16<T>(g[v] + static_cast<size_t>(k) * k_repack_float_rows * esize<T>());
+    }
 };
 
 // t[j][0..16 MV-1] = sum over k < kc of a[k][0..16 MV-1] * bp[k][j],
@@ -368,9 +363,7 @@ void run(const compute_params & p, const mm_dims & d) {
 #ifdef TSR_CPU_AVX512
     const bool in_place = repacked && tuning().gemm_float_in_place; // else widened into ap_block
 #endif
-    constexpr int64_t sg_rows = k_repack_float_rows * k_repack_float_groups; // rows of a repacked super-group
-    constexpr size_t sg_step = sg_rows * esize<T>();                          // its bytes per k (when whole)
-    [[maybe_unused]] const int64_t n_groups = d.M / k_repack_float_rows; // in-place panels (AVX-512)
+    constexpr size_t group_step = k_repack_float_rows * esize<T>(); // bytes per k of a repacked group
     alignas(64) float ctile[k_nr * k_mr];
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
@@ -388,14 +381,14 @@ void run(const compute_params & p, const mm_dims & d) {
                     if constexpr (T != TSR_TYPE_F32) {
                         if (repacked) {
 #ifdef TSR_CPU_AVX512
-                            if (!in_place) pack_a_repacked<T>(a, d.K, d.M, mb, rows, k0, kc, ap_block);
+                            if (!in_place) pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
 #else
-                            pack_a_repacked<T>(a, d.K, d.M, mb, rows, k0, kc, ap_block);
+                            pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
 #endif
-                            if (next_k0 < d.K) { // per super-group (a short last one: its first lines)
-                                next_a = a_prefetch(a + static_cast<size_t>(mb * d.K + next_k0 * sg_rows) * esize<T>(),
-                                                    static_cast<size_t>(d.K) * sg_step, static_cast<size_t>(next_kc) * sg_step,
-                                                    (rows + sg_rows - 1) / sg_rows, slices);
+                            if (next_k0 < d.K) {
+                                next_a = a_prefetch(a + static_cast<size_t>(mb / k_repack_float_rows * d.K + next_k0) * group_step,
+                                                    static_cast<size_t>(d.K) * group_step, static_cast<size_t>(next_kc) * group_step,
+                                                    rows / k_repack_float_rows, slices);
                             }
                         }
                     }
@@ -449,9 +442,7 @@ void run(const compute_params & p, const mm_dims & d) {
                                     const int64_t last = (valid - 1) / k_repack_float_rows;
                                     for (int64_t v = 0; v < k_mr / k_repack_float_rows; ++v) {
                                         const int64_t grp = (mb + r) / k_repack_float_rows + std::min(v, last);
-                                        const float_group_stream gs = repack_float_group(d.K, n_groups, grp);
-                                        gp.kstep = gs.step * esize<T>();
-                                        gp.g[v] = a + gs.start * esize<T>() + static_cast<size_t>(k0) * gp.kstep;
+                                        gp.g[v] = a + static_cast<size_t>(grp * d.K + k0) * group_step;
                                     }
                                     tile(gp);
                                     continue;

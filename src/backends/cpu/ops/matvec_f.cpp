@@ -4,10 +4,9 @@
 //
 // Three weight layouts:
 //   repacked (F16/BF16 in the CPU_REPACK buffer, repack.hpp: groups of 16
-//     rows, k-major, in super-groups): each super-group one contiguous
-//     stream, 16 rows per vector, one FMA chain per group; per row the
-//     GEMM's operations (chains over its K chunks), so a column gets the
-//     same bits from both paths.
+//     rows, k-major): each group one contiguous stream, 16 rows per
+//     vector; per row the GEMM's operations (chains over its K chunks), so
+//     a column gets the same bits from both paths.
 //   row-contiguous (nb[0] = element size; weight matrices, the K view of a
 //     KV cache): dst[m, n] is a dot product in 16 lanes, element k in lane
 //     k % 16 (FMA); the lanes are summed in a fixed 4-level tree (lane j +
@@ -44,21 +43,18 @@ constexpr int64_t k_strip = 64;  // m-contiguous layout: elements per strip (one
 // the 1B model's rows (4-11 KiB) to the next-group prefetch, gave 0.84 and
 // 1B F16 token generation 17.5 -> 21.9 t/s on 2 threads.
 constexpr int64_t k_prefetch = 4096;
-// Repacked float weights in single-group super-groups (AVX2 builds,
-// repack.hpp: S = 1): groups per item (4: 64 rows).
+// Repacked float weights: groups per item (4: 64 rows).
 constexpr int64_t k_item_groups = 4;
-// There, groups of at most this many bytes (F16: K <= 1024) are computed
-// one after the other, so an item's groups are read as one contiguous
-// stream; longer groups are read as k_item_groups streams side by side
-// (four independent FMA chains). Short streams that restart every group
-// cost more than the single chain's latency: the 135M preset's F16 token
+// Groups of at most this many bytes (F16: K <= 1024) are computed one
+// after the other, so an item's groups are read as one contiguous stream;
+// longer groups are read as k_item_groups streams side by side (four
+// independent FMA chains). Short streams that restart every group cost
+// more than the single chain's latency: the 135M preset's F16 token
 // generation (K = 576, 18 KiB groups), tessera bench -p 0 -n 128, three
-// interleaved runs on Zen 4: 1 thread 74-79 -> 86-88 t/s, 2 threads
-// 111-114 -> 113-115; while 2048 x 2048 and larger (64 KiB groups and up)
-// read faster as four streams (BM_mul_mat_repack F16, one column: 4096 x
-// 4096 21.7-24.6 GFLOP/s as four streams against 17.1-20.0 as one).
-// (AVX-512 builds interleave three groups per super-group, which is one
-// stream with three chains whatever K.)
+// interleaved runs on Zen 4: 1 thread 74-79 -> 86-88 t/s, 2 threads 111-114
+// -> 113-115; while 2048 x 2048 and larger (64 KiB groups and up) read
+// faster as four streams (BM_mul_mat_repack F16, one column: 4096 x 4096
+// 21.7-24.6 GFLOP/s as four streams against 17.1-20.0 as one).
 constexpr size_t k_one_stream_bytes = 32 * 1024;
 
 // Lane r = the sum of the 8 lanes of h[r], the four rows reduced together:
@@ -334,25 +330,23 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
     }
 }
 
-// Repacked float weights (repack.hpp): NG groups of 16 rows, group g's
-// step k (16 weights) at g0 + g gstride + k kstride bytes: the groups of
-// one super-group (gstride 32 bytes for F16, kstride ng * 32) or NG
-// single-group super-groups side by side (gstride their size, kstride 32).
-// y[16 g + r] = row r of group g . x, with the GEMM's operations
+// Repacked float weights (repack.hpp): NG consecutive groups of 16 rows,
+// group g's stream at g0 + g group_bytes, step k (16 weights) at k * 16
+// elements. y[16 g + r] = row r of group g . x, with the GEMM's operations
 // (gemm_f.cpp): per K chunk of k_gemm_f_kc a sequential FMA chain from
-// zero, the chunk sums added to the first in order. PF: each group's steps
-// are prefetched `pf` bytes ahead, a line per 64 bytes of its steps
-// (tuning.hpp: on Intel; on Zen 4 the hardware prefetcher alone read
-// faster, BM_mul_mat_repack F16 4096 x 4096, one column, GFLOP/s with
-// prefetch 2048 bytes ahead -> none: AVX-512 1 thread 17.8 -> 24.4, 2
-// threads 27.8 -> 32.0; the AVX2 build 18.0 -> 22.2 and 26.5 -> 29.7).
+// zero, the chunk sums added to the first in order. PF: each stream is
+// prefetched `pf` bytes ahead, a line per 64 bytes of steps (tuning.hpp:
+// on Intel; on Zen 4 the hardware prefetcher alone read faster, BM_mul_mat_repack
+// F16 4096 x 4096, one column, GFLOP/s with prefetch 2048 bytes ahead ->
+// none: AVX-512 1 thread 17.8 -> 24.4, 2 threads 27.8 -> 32.0; the AVX2
+// build 18.0 -> 22.2 and 26.5 -> 29.7).
 template <int32_t T, int NG, bool PF>
-void groups(const char * g0, size_t gstride, size_t kstride, const float * x, int64_t K, float * y, [[maybe_unused]] size_t pf) {
+void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, float * y, [[maybe_unused]] size_t pf) {
     constexpr int64_t G = k_repack_float_rows;
     constexpr size_t step = G * esize<T>();
     constexpr int64_t steps_per_line = 64 / static_cast<int64_t>(step);
     const char * g[NG];
-    for (int i = 0; i < NG; ++i) g[i] = g0 + static_cast<size_t>(i) * gstride;
+    for (int i = 0; i < NG; ++i) g[i] = g0 + static_cast<size_t>(i) * group_bytes;
 #ifdef TSR_CPU_AVX512
     __m512 total[NG], acc[NG];
     for (int64_t k0 = 0; k0 < K; k0 += k_gemm_f_kc) {
@@ -361,7 +355,7 @@ void groups(const char * g0, size_t gstride, size_t kstride, const float * x, in
         for (int64_t k = k0; k < k1; ++k) {
             const __m512 xv = _mm512_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
-                const char * w = g[i] + static_cast<size_t>(k) * kstride;
+                const char * w = g[i] + static_cast<size_t>(k) * step;
                 if constexpr (PF) {
                     if (k % steps_per_line == 0) _mm_prefetch(w + pf, _MM_HINT_T0);
                 }
@@ -379,7 +373,7 @@ void groups(const char * g0, size_t gstride, size_t kstride, const float * x, in
         for (int64_t k = k0; k < k1; ++k) {
             const __m256 xv = _mm256_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
-                const char * w = g[i] + static_cast<size_t>(k) * kstride;
+                const char * w = g[i] + static_cast<size_t>(k) * step;
                 if constexpr (PF) {
                     if (k % steps_per_line == 0) _mm_prefetch(w + pf, _MM_HINT_T0);
                 }
@@ -398,68 +392,54 @@ void groups(const char * g0, size_t gstride, size_t kstride, const float * x, in
 #endif
 }
 
-// groups<T, ng, PF> for ng in 1..4.
+// groups<T, ng, PF> for ng in 1..k_item_groups, or groups<T, 1, PF> ng
+// times in a row for groups of at most k_one_stream_bytes (the same
+// operations per row either way).
 template <int32_t T, bool PF>
-void groups_of(int64_t ng, const char * w, size_t gstride, size_t kstride, const float * x, int64_t K, float * y, size_t pf) {
-    static_assert(k_item_groups == 4 && k_repack_float_groups <= 4, "one case per group count");
-    switch (ng) {
-    case 1: groups<T, 1, PF>(w, gstride, kstride, x, K, y, pf); break;
-    case 2: groups<T, 2, PF>(w, gstride, kstride, x, K, y, pf); break;
-    case 3: groups<T, 3, PF>(w, gstride, kstride, x, K, y, pf); break;
-    default: groups<T, 4, PF>(w, gstride, kstride, x, K, y, pf); break;
-    }
-}
-
-// Products of `ng` groups from group g0 on (whole super-groups, or the
-// k_item_groups groups of an item in single-group builds) with column x.
-template <int32_t T, bool PF>
-void item_groups(const char * a, int64_t K, int64_t n_groups, int64_t g0, int64_t ng, const float * x, float * y, size_t pf) {
-    constexpr int64_t G = k_repack_float_rows, S = k_repack_float_groups;
-    const size_t group_bytes = static_cast<size_t>(K) * G * esize<T>();
-    if constexpr (S > 1) { // one stream per super-group, its groups' chains side by side
-        for (int64_t grp = g0; grp < g0 + ng; grp += S) {
-            const float_group_stream gs = repack_float_group(K, n_groups, grp);
-            const int64_t in_sg = std::min(S, n_groups - grp);
-            groups_of<T, PF>(in_sg, a + gs.start * esize<T>(), G * esize<T>(), gs.step * esize<T>(), x, K, y + (grp - g0) * G, pf);
-        }
-    } else if (group_bytes <= k_one_stream_bytes) { // short groups: one after the other
+void groups_of(int64_t ng, const char * w, size_t group_bytes, const float * x, int64_t K, float * y, size_t pf) {
+    static_assert(k_item_groups == 4, "one case per group count");
+    if (group_bytes <= k_one_stream_bytes) {
         for (int64_t i = 0; i < ng; ++i) {
-            groups<T, 1, PF>(a + static_cast<size_t>(g0 + i) * group_bytes, 0, G * esize<T>(), x, K, y + i * G, pf);
+            groups<T, 1, PF>(w + static_cast<size_t>(i) * group_bytes, group_bytes, x, K, y + i * k_repack_float_rows, pf);
         }
-    } else { // long groups: side by side
-        groups_of<T, PF>(ng, a + static_cast<size_t>(g0) * group_bytes, group_bytes, G * esize<T>(), x, K, y, pf);
+        return;
+    }
+    switch (ng) {
+    case 1: groups<T, 1, PF>(w, group_bytes, x, K, y, pf); break;
+    case 2: groups<T, 2, PF>(w, group_bytes, x, K, y, pf); break;
+    case 3: groups<T, 3, PF>(w, group_bytes, x, K, y, pf); break;
+    default: groups<T, 4, PF>(w, group_bytes, x, K, y, pf); break;
     }
 }
 
-// Repacked float weights: items of whole super-groups (AVX-512 builds: one
-// of k_repack_float_groups groups) or of up to k_item_groups groups.
+// Repacked float weights: items of up to k_item_groups groups of 16 rows.
 template <int32_t T>
 void groups_path(const compute_params & p, const mm_dims & d, float * xbuf) {
     constexpr int64_t G = k_repack_float_rows;
-    constexpr int64_t per_item = k_repack_float_groups > 1 ? k_repack_float_groups : k_item_groups;
     const bool in_place = b_in_place(d);
     const int64_t n_groups = d.M / G; // repack_eligible: M is a multiple of G
-    const int64_t per_batch = (n_groups + per_item - 1) / per_item;
+    const int64_t per_batch = (n_groups + k_item_groups - 1) / k_item_groups;
     const int64_t n_items = d.n_batch * per_batch;
     const size_t group_bytes = static_cast<size_t>(d.K) * G * esize<T>();
-    work_queue queue(p, n_items, chunk_for_bytes(per_item * group_bytes, n_items, p.nth));
+    work_queue queue(p, n_items, chunk_for_bytes(k_item_groups * group_bytes, n_items, p.nth));
     batch_view bv;
     int64_t loaded = -1;
     const size_t pf = tuning().stream_prefetch;
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
-            const int64_t batch = it / per_batch, g0 = it % per_batch * per_item;
+            const int64_t batch = it / per_batch, g0 = it % per_batch * k_item_groups;
             if (batch != loaded) {
                 bv.load(d, in_place, batch, xbuf);
                 loaded = batch;
             }
-            const int64_t ng = std::min(per_item, n_groups - g0);
+            const int64_t ng = std::min(k_item_groups, n_groups - g0);
+            const char * w = bv.a + static_cast<size_t>(g0) * group_bytes;
             for (int64_t n = 0; n < d.N; ++n) {
                 float * y = bv.y[n] + g0 * G;
                 if (pf != 0) {
-                    item_groups<T, true>(bv.a, d.K, n_groups, g0, ng, bv.x[n], y, pf);
+                    groups_of<T, true>(ng, w, group_bytes, bv.x[n], d.K, y, pf);
                 } else {
-                    item_groups<T, false>(bv.a, d.K, n_groups, g0, ng, bv.x[n], y, 0);
+                    groups_of<T, false>(ng, w, group_bytes, bv.x[n], d.K, y, 0);
                 }
             }
         }

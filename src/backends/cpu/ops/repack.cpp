@@ -82,7 +82,6 @@ void transfer_float(const tsr_tensor * t, char * plain, size_t offset, size_t si
     constexpr size_t es = 2;
     constexpr auto G = static_cast<size_t>(k_repack_float_rows);
     const auto K = static_cast<size_t>(t->ne[0]);
-    const int64_t M = t->ne[1];
     const size_t row_bytes = K * es, group_bytes = G * row_bytes;
     char * packed = static_cast<char *>(t->data);
     size_t done = 0;
@@ -90,23 +89,21 @@ void transfer_float(const tsr_tensor * t, char * plain, size_t offset, size_t si
         const size_t o = offset + done;
         const size_t row = o / row_bytes, k = o % row_bytes / es, byte = o % es;
         if (row % G == 0 && k == 0 && byte == 0 && size - done >= group_bytes) {
-            const float_group_stream gs = repack_float_group(t->ne[0], M / static_cast<int64_t>(G), static_cast<int64_t>(row / G));
-            char * grp = packed + gs.start * es;
-            const size_t step_bytes = gs.step * es;
+            char * grp = packed + row / G * group_bytes;
             char * src = plain + done;
             size_t kk = 0;
 #ifdef __SSE2__
             if constexpr (Store) {
                 static_assert(G == 16);
                 for (; kk + 8 <= K; kk += 8) {
-                    char * step = grp + kk * step_bytes;
-                    transpose_8x8_u16(src + kk * es, row_bytes, step, step_bytes);
-                    transpose_8x8_u16(src + 8 * row_bytes + kk * es, row_bytes, step + 8 * es, step_bytes);
+                    char * step = grp + kk * G * es;
+                    transpose_8x8_u16(src + kk * es, row_bytes, step, G * es);
+                    transpose_8x8_u16(src + 8 * row_bytes + kk * es, row_bytes, step + 8 * es, G * es);
                 }
             }
 #endif
             for (; kk < K; ++kk) {
-                char * step = grp + kk * step_bytes;
+                char * step = grp + kk * G * es;
                 for (size_t r = 0; r < G; ++r) {
                     if constexpr (Store) {
                         std::memcpy(step + r * es, src + r * row_bytes + kk * es, es);
@@ -118,7 +115,7 @@ void transfer_float(const tsr_tensor * t, char * plain, size_t offset, size_t si
             done += group_bytes;
             continue;
         }
-        char * at = packed + repack_float_offset(t->ne[0], M, static_cast<int64_t>(k), static_cast<int64_t>(row)) * es + byte;
+        char * at = packed + ((row / G * K + k) * G + row % G) * es + byte;
         const size_t n = std::min(es - byte, size - done);
         if constexpr (Store) {
             std::memcpy(at, plain + done, n);
@@ -262,20 +259,6 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
 } // namespace
 
 const void * repack_tag() { return &k_repack_tag; }
-
-float_group_stream repack_float_group(int64_t K, int64_t n_groups, int64_t grp) {
-    constexpr int64_t S = k_repack_float_groups, G = k_repack_float_rows;
-    const int64_t sg = grp / S, ng = std::min(S, n_groups - sg * S);
-    return {static_cast<size_t>(sg * S * G * K + grp % S * G), static_cast<size_t>(ng * G)};
-}
-
-size_t repack_float_offset(int64_t K, int64_t M, int64_t k, int64_t row) {
-    const int64_t G = k_repack_float_rows;
-    const float_group_stream gs = repack_float_group(K, M / G, row / G);
-    return gs.start + static_cast<size_t>(k) * gs.step + static_cast<size_t>(row % G);
-}
-
-int64_t repack_float_groups() { return k_repack_float_groups; }
 
 int64_t repack_group_rows(int32_t type) {
     if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q5_0 || type == TSR_TYPE_Q5_1 || type == TSR_TYPE_Q8_0) return k_repack_rows;

@@ -86,24 +86,14 @@
 // the groups.
 //
 // Float layout (F16, BF16; this project's own design): groups of
-// k_repack_float_rows = 16 consecutive rows, and S = k_repack_float_groups
-// consecutive groups (16 S rows; the last super-group of a matrix may have
-// fewer groups, ng = min(S, groups left)) interleaved k-major: element
-// (k, row) of super-group s = row / (16 S), group i = row % (16 S) / 16,
-// r = row % 16, lies at element 16 S s K + (k ng + i) 16 + r
-// (repack_float_offset). A super-group is one contiguous stream of K steps
-// of ng * 32 bytes, step k holding its rows' weights at k: the AVX-512
-// float GEMM (S = 3) widens one step into its 48-row micro-panel column
-// without transposes, and the one-token product reads a super-group as
-// one stream with ng independent FMA chains (one vector each) per step.
-// (With S = 1, four groups read side by side were four streams: 1B F16
-// token generation on Zen 4, 1 thread, stayed at 0.79 of the read
-// bandwidth, 11.4 t/s against llama.cpp's 12.4 in the same run; with S = 3
-// 12.8-14.2 t/s against its 10.7-11.1, two interleaved runs, about 0.97
-// of the bandwidth at best; the F16 GEMM unchanged.) AVX2 builds
-// keep S = 1 (their GEMM's 16-row panels are single groups). Only builds
-// with F16C (TSR_CPU_AVX2) store floats this way (the portable kernels
-// read plain rows only).
+// k_repack_float_rows = 16 consecutive rows, each group k-major: element
+// (k, row) of group g = row / 16, r = row % 16, lies at element
+// (g * K + k) * 16 + r. A group is one contiguous stream of K steps of 32
+// bytes, step k holding the 16 rows' weights at k: the float GEMM widens
+// three steps into its 48-row micro-panel column without transposes, and
+// the one-token product reads a group as one stream with one vector per
+// step. Only builds with F16C (TSR_CPU_AVX2) store floats this way (the
+// portable kernels read plain rows only).
 //
 // A tensor is "repacked" when it lives in a CPU_REPACK buffer and that
 // buffer type's init_tensor found it eligible: t->extra == repack_tag() and
@@ -118,7 +108,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/cpu/ops/isa.hpp"
 #include "tessera/tensor.h"
 
 namespace tessera::cpu {
@@ -129,28 +118,6 @@ namespace tessera::cpu {
 // k_lanes.hpp.)
 inline constexpr int64_t k_repack_rows = 8;
 inline constexpr int64_t k_repack_float_rows = 16;
-// Groups per super-group of the float layout (internal linkage: the value
-// is this build's; repack_float_groups() says it out of line).
-#ifdef TSR_CPU_AVX512
-constexpr int64_t k_repack_float_groups = 3;
-#else
-constexpr int64_t k_repack_float_groups = 1;
-#endif
-
-// Where group `grp` (rows 16 grp .. 16 grp + 15) of a repacked float
-// matrix with K columns and n_groups groups lies, in elements: step 0 at
-// `start`, step k at start + k * step (step = 16 ng of its super-group).
-struct float_group_stream {
-    size_t start, step;
-};
-float_group_stream repack_float_group(int64_t K, int64_t n_groups, int64_t grp);
-
-// Element index of (k, row) in a repacked float matrix of K columns and M
-// rows (M a multiple of 16); the layout above.
-size_t repack_float_offset(int64_t K, int64_t M, int64_t k, int64_t row);
-
-// k_repack_float_groups of this build.
-int64_t repack_float_groups();
 
 // Where the units of the repacked Q6_K layout above sit in a super-block's
 // body, in units of G bytes: ql step j (0..31), qh step i (0..15) and
