@@ -34,6 +34,18 @@ std::vector<uint8_t> f32_bytes(std::initializer_list<float> v) {
     return b;
 }
 
+// A writer with one tensor "t" of 64 F32 elements computed while writing
+// (every byte `byte`); `filled` turns true when that fill runs.
+gguf::writer writer_with_fill(bool & filled, uint8_t byte) {
+    gguf::writer w;
+    const int64_t ne[1] = {64};
+    w.add_tensor_fill("t", TSR_TYPE_F32, ne, [&filled, byte](std::span<uint8_t> b) {
+        filled = true;
+        std::fill(b.begin(), b.end(), byte);
+    });
+    return w;
+}
+
 } // namespace
 
 TEST(GgufWriter, ExactBytesOfASmallFile) {
@@ -250,13 +262,8 @@ TEST(GgufWriter, AtomicReplace) {
 
     // An empty path, an existing directory and a path ending in '/' are
     // refused before the tensors' fill functions run; nothing is created.
-    gguf::writer w3;
     bool filled = false;
-    const int64_t ne_fill[1] = {64};
-    w3.add_tensor_fill("t", TSR_TYPE_F32, ne_fill, [&](std::span<uint8_t> b) {
-        filled = true;
-        std::fill(b.begin(), b.end(), uint8_t{0});
-    });
+    gguf::writer w3 = writer_with_fill(filled, 0);
     const std::pair<std::filesystem::path, std::string> bad[] = {
         {"", "the output path is empty"},
         {dir.path, dir.path.string() + ": is a directory"},
@@ -280,13 +287,8 @@ TEST(GgufWriter, AtomicReplace) {
 // and a replaced file keeps its permissions.
 TEST(GgufWriter, SpecialFilesLinksAndPermissions) {
     temp_dir dir;
-    gguf::writer w;
     bool filled = false;
-    const int64_t ne[1] = {64};
-    w.add_tensor_fill("t", TSR_TYPE_F32, ne, [&](std::span<uint8_t> b) {
-        filled = true;
-        std::fill(b.begin(), b.end(), uint8_t{7});
-    });
+    gguf::writer w = writer_with_fill(filled, 7);
     const fs::path fifo = dir.path / "fifo.gguf";
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     const std::string fifo_error = error_of([&] { w.write(fifo); });
