@@ -40,14 +40,20 @@ struct temp_dir : tessera::test::temp_dir {
     std::string operator/(const std::string & s) const { return (path / s).string(); }
 };
 
-// Runs the program with `args` (split at spaces; no shell), stdout and
-// stderr captured apart.
-tessera::test::process_result run_tessera(const std::string & args) {
-    auto r = tessera::test::run_process(std::string(TESSERA_BINARY_DIR) + "/tessera", tessera::test::split_args(args));
+// Runs the program with `args` (no shell), stdout and stderr captured apart.
+tessera::test::process_result run_tessera(const std::vector<std::string> & args) {
+    auto r = tessera::test::run_process(std::string(TESSERA_BINARY_DIR) + "/tessera", args);
     // In sanitizer builds a report (which may also exit 1) must fail the test.
-    EXPECT_EQ(r.err.find("Sanitizer"), std::string::npos) << args << "\n" << r.err;
-    EXPECT_EQ(r.err.find("runtime error:"), std::string::npos) << args << "\n" << r.err;
+    std::string cmd;
+    for (const auto & a : args) cmd += "'" + a + "' ";
+    EXPECT_EQ(r.err.find("Sanitizer"), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_EQ(r.err.find("runtime error:"), std::string::npos) << cmd << "\n" << r.err;
     return r;
+}
+
+// The same with `args` split at spaces.
+tessera::test::process_result run_tessera(const std::string & args) {
+    return run_tessera(tessera::test::split_args(args));
 }
 
 bool contains(const std::string & s, const std::string & needle) { return s.find(needle) != std::string::npos; }
@@ -501,7 +507,7 @@ TEST(BenchCli, BadListSeedAndDeviceNameTheOption) {
         std::vector<std::string> args{"bench", "-m", d / "a.gguf", "-n", "0", "-r", "1", "-t", "1"};
         if (extra[0] != "-n" && extra[0] != "-t") args.insert(args.end(), {"-p", "4"}); // a -p is the one checked
         args.insert(args.end(), extra.begin(), extra.end());
-        const auto r = tessera::test::run_process(std::string(TESSERA_BINARY_DIR) + "/tessera", args);
+        const auto r = run_tessera(args);
         std::string cmd;
         for (const auto & a : args) cmd += "'" + a + "' ";
         EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.err;
@@ -510,9 +516,8 @@ TEST(BenchCli, BadListSeedAndDeviceNameTheOption) {
     }
     // Well-formed lists (spaces around entries allowed, repeated options
     // add up) and the largest seed run.
-    const auto r = tessera::test::run_process(std::string(TESSERA_BINARY_DIR) + "/tessera",
-                                              {"bench", "-m", d / "a.gguf", "-p", "4, 8", "-p", "2", "-n", "0", "-r", "1",
-                                               "-t", "1", "-o", "json", "--seed", "18446744073709551615"});
+    const auto r = run_tessera(std::vector<std::string>{"bench", "-m", d / "a.gguf", "-p", "4, 8", "-p", "2", "-n", "0", "-r",
+                                                        "1", "-t", "1", "-o", "json", "--seed", "18446744073709551615"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = json::parse(r.out);
     ASSERT_EQ(j.size(), 3u) << r.out;
