@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <thread>
@@ -135,6 +136,70 @@ TEST(Rope, TableIsRecomputedWhenAnyParameterChanges) {
                     ASSERT_NEAR(got, want, i < n_dims ? 2e-6 : 0.0) << "node " << k << " i=" << i << " head " << h;
                 }
             }
+        }
+    }
+}
+
+// Each thread keeps a table per position below a cap (1 MiB of tables:
+// 4096 positions at n_dims 64, 16384 at 16) across nodes, and the last one
+// computed for any other position (rope.cpp). Nodes with n_dims 16 (whose
+// tables are laid out at a quarter of the stride), then 64 with base A, B, A again
+// over the same positions, in an order a prompt never has (repeats,
+// negative, at and past the caps): every node matches the double
+// reference, and both 64/A nodes give exactly the bytes of a 64/A node
+// computed alone on a fresh thread (tables are kept, never approximated).
+TEST(Rope, TablesKeptAcrossNodesGiveTheSameBits) {
+    const int64_t head_dim = 64, n_head = 2;
+    const std::vector<int32_t> positions = {5000, 3, -2, 3, 0, 4095, 4096, 5000, 70000, 8191, 8192, 1};
+    const auto n_tokens = static_cast<int64_t>(positions.size());
+    context ctx(data_ctx());
+    std::mt19937 rng(12);
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {head_dim, n_head, n_tokens});
+    fill_uniform(x, rng, -2.0f, 2.0f);
+    tsr_tensor * pos = ctx.new_tensor(TSR_TYPE_I32, {n_tokens});
+    for (int64_t t = 0; t < n_tokens; ++t) set_i32(pos, positions[static_cast<size_t>(t)], t);
+    struct params {
+        int n_dims;
+        float base;
+    };
+    const params ps[] = {{16, 10000.0f}, {64, 10000.0f}, {64, 500000.0f}, {64, 10000.0f}};
+    std::vector<tsr_tensor *> outs;
+    graph g;
+    for (const params & p : ps) {
+        outs.push_back(rope(ctx, x, pos, p.n_dims, ROPE_NORMAL, p.base, 1.0f));
+        g.build_forward(outs.back());
+    }
+    tsr_tensor * alone_out = rope(ctx, x, pos, static_cast<int>(head_dim), ROPE_NORMAL, 10000.0f, 1.0f);
+    graph alone;
+    alone.build_forward(alone_out);
+    tsr_status st = TSR_STATUS_FAILED;
+    std::thread([&] { st = graph_compute(alone.view(), 1); }).join();
+    ASSERT_EQ(st, TSR_STATUS_SUCCESS);
+    const size_t bytes = static_cast<size_t>(nelements(x)) * sizeof(float);
+    for (int nth : thread_counts()) {
+        for (int rep = 0; rep < 2; ++rep) { // the second time, every table is already kept
+            ASSERT_EQ(graph_compute(g.view(), nth), TSR_STATUS_SUCCESS);
+            for (size_t k = 0; k < outs.size(); ++k) {
+                const int64_t n_dims = ps[k].n_dims;
+                for (int64_t t = 0; t < n_tokens; ++t) {
+                    for (int64_t h = 0; h < n_head; ++h) {
+                        for (int64_t i = 0; i < n_dims / 2; ++i) {
+                            const double theta = positions[static_cast<size_t>(t)] *
+                                                 std::pow(static_cast<double>(ps[k].base), -2.0 * i / n_dims);
+                            const double x0 = get(x, 2 * i, h, t), x1 = get(x, 2 * i + 1, h, t);
+                            ASSERT_NEAR(get(outs[k], 2 * i, h, t), x0 * std::cos(theta) - x1 * std::sin(theta), 2e-6)
+                                << "node " << k << " token " << t << " pair " << i;
+                            ASSERT_NEAR(get(outs[k], 2 * i + 1, h, t), x0 * std::sin(theta) + x1 * std::cos(theta), 2e-6)
+                                << "node " << k << " token " << t << " pair " << i;
+                        }
+                        for (int64_t i = n_dims; i < head_dim; ++i) {
+                            ASSERT_EQ(get(outs[k], i, h, t), get(x, i, h, t)) << "node " << k << " token " << t << " i=" << i;
+                        }
+                    }
+                }
+            }
+            EXPECT_EQ(std::memcmp(outs[1]->data, alone_out->data, bytes), 0) << nth << " threads";
+            EXPECT_EQ(std::memcmp(outs[3]->data, alone_out->data, bytes), 0) << nth << " threads";
         }
     }
 }

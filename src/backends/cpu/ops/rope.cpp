@@ -7,7 +7,9 @@
 //   theta_i = pos * freq_scale * freq_base^(-2i/n_dims);
 // ROPE_NORMAL pairs (x[2i], x[2i+1]), ROPE_NEOX pairs (x[i], x[i + n_dims/2]).
 // Elements n_dims..head_dim-1 are copied.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -46,48 +48,87 @@ bool rope_supported(const tsr_tensor * node) {
 
 namespace {
 
-// The last table of cos and sin this thread computed, with what it was
-// computed for: a decode graph ropes Q and K of every layer at the same
-// position, so each thread computes the table once per graph instead of
-// once per node (135M: 60 nodes a token).
-struct rope_table {
-    int32_t position = 0;
-    int64_t n_dims = -1;
+// Bytes of cos/sin tables a thread keeps (rope_cos_sin): positions
+// 0 .. k_table_bytes / (4 n_dims) - 1, 4096 positions at n_dims 64.
+constexpr size_t k_table_bytes = size_t(1) << 20;
+
+// cos theta_i (i < n_dims / 2) followed by sin theta_i, theta_i as in the
+// header, into out[0 .. n_dims).
+void fill_cos_sin(int32_t position, int64_t n_dims, double freq_base, double freq_scale, float * out) {
+    const int64_t half = n_dims / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const double theta = position * freq_scale *
+                             std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims));
+        out[i] = static_cast<float>(std::cos(theta));
+        out[half + i] = static_cast<float>(std::sin(theta));
+    }
+}
+
+// The cos/sin tables this thread computed, with the parameters they were
+// computed for. Every layer ropes Q and K at the same positions, so each
+// thread computes a position's table once per graph instead of once per
+// node (135M: 60 nodes; a 512-token prompt spent 2% of its time in pow,
+// cos and sin): positions below `cap` keep one table each (computed on
+// first use), any other position the last one computed.
+struct rope_tables {
+    int64_t n_dims = -1; // -1: nothing valid
     double freq_base = 0, freq_scale = 0;
-    std::vector<float> cs; // cos_0 .. cos_{half-1}, sin_0 .. sin_{half-1}
+    std::vector<float> cs;       // position p's table at p n_dims (p < have.size())
+    std::vector<uint8_t> have;   // have[p]: cs holds p's table
+    int32_t last_position = 0;   // the table in `last`, when last_valid
+    bool last_valid = false;
+    std::vector<float> last;
 
     // Parameters compared bit for bit (+0 and -0 give tables that differ
     // in the sign of sin 0).
-    bool matches(int32_t pos, int64_t nd, double base, double scale) const {
-        return n_dims == nd && position == pos && std::memcmp(&freq_base, &base, sizeof base) == 0 &&
+    bool matches(int64_t nd, double base, double scale) const {
+        return n_dims == nd && std::memcmp(&freq_base, &base, sizeof base) == 0 &&
                std::memcmp(&freq_scale, &scale, sizeof scale) == 0;
     }
 };
 
-// cos theta_i (i < n_dims / 2) followed by sin theta_i, theta_i as in the
-// header; nullptr when the table cannot be allocated.
+// Position `position`'s table (fill_cos_sin), valid until the next call on
+// this thread; nullptr when memory for it cannot be allocated.
 const float * rope_cos_sin(int32_t position, int64_t n_dims, double freq_base, double freq_scale) {
-    thread_local rope_table t;
-    if (!t.matches(position, n_dims, freq_base, freq_scale)) {
-        const int64_t half = n_dims / 2;
-        t.n_dims = -1; // invalid until filled
-        try {
-            t.cs.resize(static_cast<size_t>(n_dims));
-        } catch (const std::bad_alloc &) {
-            return nullptr;
+    thread_local rope_tables t;
+    try {
+        if (!t.matches(n_dims, freq_base, freq_scale)) {
+            t.n_dims = -1; // invalid until the parameters are stored
+            t.have.clear(); // cs's layout depends on n_dims: start it again
+            t.cs.clear();
+            t.last_valid = false;
+            t.last.resize(static_cast<size_t>(n_dims));
+            t.freq_base = freq_base;
+            t.freq_scale = freq_scale;
+            t.n_dims = n_dims;
         }
-        for (int64_t i = 0; i < half; ++i) {
-            const double theta = position * freq_scale *
-                                 std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims));
-            t.cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(theta));
-            t.cs[static_cast<size_t>(half + i)] = static_cast<float>(std::sin(theta));
+        const auto nd = static_cast<size_t>(n_dims);
+        const size_t cap = std::max<size_t>(1, k_table_bytes / (sizeof(float) * std::max<size_t>(nd, 1)));
+        if (position >= 0 && static_cast<size_t>(position) < cap) {
+            const auto p = static_cast<size_t>(position);
+            if (p >= t.have.size()) { // grow geometrically, up to cap
+                const size_t n = std::min(cap, std::max(p + 1, 2 * t.have.size()));
+                t.cs.resize(n * nd);
+                t.have.resize(n, 0);
+            }
+            float * out = t.cs.data() + p * nd;
+            if (t.have[p] == 0) {
+                fill_cos_sin(position, n_dims, freq_base, freq_scale, out);
+                t.have[p] = 1;
+            }
+            return out;
         }
-        t.position = position;
-        t.n_dims = n_dims;
-        t.freq_base = freq_base;
-        t.freq_scale = freq_scale;
+        if (!t.last_valid || t.last_position != position) {
+            t.last_valid = false;
+            fill_cos_sin(position, n_dims, freq_base, freq_scale, t.last.data());
+            t.last_position = position;
+            t.last_valid = true;
+        }
+        return t.last.data();
+    } catch (const std::bad_alloc &) {
+        t.n_dims = -1; // parameters stored, tables maybe not: start again next time
+        return nullptr;
     }
-    return t.cs.data();
 }
 
 } // namespace
@@ -109,7 +150,7 @@ bool compute_rope(const compute_params & p, tsr_tensor * dst) {
     const item_range rows = split_items(count_rows(dst), p.ith, p.nth);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
         const row_index ri = unravel_row(dst, r);
-        if (half > 0 && ri.i2 != cached_token) { // n_dims 0: nothing rotates, no table // n_dims 0: nothing rotates, no table
+        if (half > 0 && ri.i2 != cached_token) { // n_dims 0: nothing rotates, no table
             int32_t position;
             std::memcpy(&position, static_cast<const char *>(pos->data) + static_cast<size_t>(ri.i2) * pos->nb[0],
                         sizeof position);
