@@ -5,7 +5,10 @@
 //   ppP: a fresh (empty) cache, one decode call of P random tokens (BOS first
 //        when the model asks for it), split into micro-batches of -b tokens;
 //   tgN: a fresh cache, N decode calls of one token each (BOS first, then
-//        random tokens).
+//        random tokens);
+//   with -d D > 0 ("pp512 @ d1024", "tg128 @ d1024"): the cache first holds
+//        D tokens (one untimed decode of a random prompt, BOS first), and
+//        the test's tokens (random, no BOS) follow them: speed at depth.
 // Each test runs once untimed (warm-up), then -r times timed; tokens/s of a
 // repetition = tokens / seconds; the table shows mean ± sample standard
 // deviation (n - 1) of those rates.
@@ -42,7 +45,7 @@ using clock_type = std::chrono::steady_clock;
 // The comma-separated list options as given, one string per occurrence
 // (CLI11's own ',' delimiter silently drops empty entries: int_list checks them).
 struct list_args {
-    std::vector<std::string> n_prompt{"512"}, n_gen{"128"}, threads, flash_attn, repack;
+    std::vector<std::string> n_prompt{"512"}, n_gen{"128"}, n_depth{"0"}, threads, flash_attn, repack;
 };
 
 struct options {
@@ -50,6 +53,7 @@ struct options {
     list_args lists;
     std::vector<int> n_prompt;   // parsed from lists by check_options
     std::vector<int> n_gen;
+    std::vector<int> n_depth;    // -d: tokens in the cache before each test
     std::vector<int> threads;    // empty = all hardware threads
     std::vector<int> flash_attn; // -fa values (0/1); empty = the session's automatic choice
     std::vector<int> repack;     // --rp values (0/1): repacked weight layout; empty = on
@@ -70,7 +74,7 @@ struct result {
     std::string filename, model_type, backend, cpu_info;
     uint64_t model_size = 0;
     int64_t n_params = 0;
-    int n_threads = 0, n_prompt = 0, n_gen = 0, n_batch = 0;
+    int n_threads = 0, n_prompt = 0, n_gen = 0, n_depth = 0, n_batch = 0;
     std::string kv_type, test_time;
     bool flash_attn = false; // fused attention used (as resolved by the session)
     bool repack = true;      // weight matrices in CPU_REPACK: asked for (--rp) and the device had it
@@ -137,15 +141,20 @@ std::string params_text(int64_t n) {
     return fmt::format("{:.2f} M", double(n) / 1e6);
 }
 
-std::string test_name(const result & r) {
-    if (r.n_gen == 0) return fmt::format("pp{}", r.n_prompt);
-    if (r.n_prompt == 0) return fmt::format("tg{}", r.n_gen);
-    return fmt::format("pp{}+tg{}", r.n_prompt, r.n_gen);
+// "pp512", "tg128", "tg128 @ d1024": the reference's test names.
+std::string test_name(int n_prompt, int n_gen, int n_depth) {
+    const std::string at = n_depth > 0 ? fmt::format(" @ d{}", n_depth) : "";
+    if (n_gen == 0) return fmt::format("pp{}{}", n_prompt, at);
+    if (n_prompt == 0) return fmt::format("tg{}{}", n_gen, at);
+    return fmt::format("pp{}+tg{}{}", n_prompt, n_gen, at);
 }
+
+std::string test_name(const result & r) { return test_name(r.n_prompt, r.n_gen, r.n_depth); }
 
 // Markdown table, one row per test, printed as results arrive.
 struct md_printer {
-    static constexpr int w_model = 24, w_size = 10, w_params = 10, w_backend = 7, w_threads = 7, w_test = 12, w_ts = 20;
+    static constexpr int w_model = 24, w_size = 10, w_params = 10, w_backend = 7, w_threads = 7, w_ts = 20;
+    int w_test = 12; // widened to the longest test name ("tg128 @ d1024")
     bool show_fa = false; // an "fa" column after "threads" (only when -fa was given)
     bool show_rp = false; // an "rp" column after that (only when --rp was given)
     void header() const {
@@ -194,7 +203,7 @@ json to_json(const result & r) {
     j["n_gpu_layers"] = 0;
     j["n_prompt"] = r.n_prompt;
     j["n_gen"] = r.n_gen;
-    j["n_depth"] = 0;
+    j["n_depth"] = r.n_depth;
     j["test"] = test_name(r);
     j["test_time"] = r.test_time;
     j["avg_ns"] = static_cast<uint64_t>(std::llround(mean(ns)));
@@ -220,18 +229,26 @@ struct token_source {
     }
 };
 
-uint64_t run_pp(llm::session & s, token_source & src, int n) {
-    const std::vector<int32_t> tokens = src.prompt(n);
+// Empties the cache, then fills it with `depth` tokens (a prompt: BOS
+// first), untimed.
+void start_at_depth(llm::session & s, token_source & src, int depth) {
     s.reset();
+    if (depth > 0) s.decode(src.prompt(depth));
+}
+
+uint64_t run_pp(llm::session & s, token_source & src, int n, int depth) {
+    start_at_depth(s, src, depth);
+    std::vector<int32_t> tokens = src.prompt(n);
+    if (depth > 0 && src.bos >= 0) tokens[0] = src.next(); // BOS opened the depth prompt
     const auto t0 = clock_type::now();
     s.decode(tokens);
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
 }
 
-uint64_t run_tg(llm::session & s, token_source & src, int n) {
-    s.reset();
+uint64_t run_tg(llm::session & s, token_source & src, int n, int depth) {
+    start_at_depth(s, src, depth);
     const auto t0 = clock_type::now();
-    int32_t tok = src.bos >= 0 ? src.bos : src.next();
+    int32_t tok = depth == 0 && src.bos >= 0 ? src.bos : src.next();
     for (int i = 0; i < n; ++i) {
         s.decode(std::span<const int32_t>(&tok, 1));
         tok = src.next();
@@ -288,6 +305,7 @@ void check_options(options & o) {
     check_device_option(o.device_given, o.device);
     o.n_prompt = int_list(o.lists.n_prompt, "-p");
     o.n_gen = int_list(o.lists.n_gen, "-n");
+    o.n_depth = int_list(o.lists.n_depth, "-d");
     o.threads = int_list(o.lists.threads, "-t");
     o.flash_attn = int_list(o.lists.flash_attn, "-fa");
     o.repack = int_list(o.lists.repack, "--rp");
@@ -300,6 +318,9 @@ void check_options(options & o) {
     }
     for (int n : o.n_gen) {
         if (n < 0) throw error(fmt::format("-n {}: must not be negative", n));
+    }
+    for (int d : o.n_depth) {
+        if (d < 0) throw error(fmt::format("-d {}: must not be negative", d));
     }
     for (int t : o.threads) {
         if (t < 0 || t > k_max_threads) throw error(fmt::format("-t {}: expected 0 (all cores) to {}", t, k_max_threads));
@@ -327,10 +348,15 @@ int run_bench(options o) {
     }
     const int max_p = *std::max_element(o.n_prompt.begin(), o.n_prompt.end());
     const int max_n = *std::max_element(o.n_gen.begin(), o.n_gen.end());
+    const int max_d = *std::max_element(o.n_depth.begin(), o.n_depth.end());
 
     md_printer md;
     md.show_fa = !o.flash_attn.empty();
     md.show_rp = !o.repack.empty();
+    for (int d : o.n_depth) { // the longest name the tests will have
+        for (int p : o.n_prompt) md.w_test = std::max(md.w_test, int(test_name(p, 0, d).size()));
+        for (int n : o.n_gen) md.w_test = std::max(md.w_test, int(test_name(0, n, d).size()));
+    }
     if (o.output == "md") md.header();
     std::vector<int> fa_values = o.flash_attn; // -1: automatic
     if (fa_values.empty()) fa_values.push_back(-1);
@@ -354,6 +380,10 @@ int run_bench(options o) {
                 throw error(fmt::format("{}: {} {}: more than the model's context length of {} tokens", path, flag, most,
                                         hp.n_ctx_train));
             }
+            if (max_d > 0 && most > 0 && uint64_t(max_d) + uint64_t(most) > hp.n_ctx_train) {
+                throw error(fmt::format("{}: -d {} with {} {}: {} tokens, more than the model's context length of {}", path,
+                                        max_d, flag, most, uint64_t(max_d) + uint64_t(most), hp.n_ctx_train));
+            }
         }
         token_source src{std::mt19937_64(o.seed), int32_t(hp.n_vocab)};
         const bool add_bos = m->file().find_bool("tokenizer.ggml.add_bos_token").value_or(true);
@@ -364,7 +394,7 @@ int run_bench(options o) {
         }
         for (int nt : threads) for (int fa : fa_values) for (int rp : rp_values) {
             llm::session_params sp;
-            sp.n_ctx = uint32_t(std::max({max_p, max_n, 1}));
+            sp.n_ctx = uint32_t(max_d + std::max({max_p, max_n, 1}));
             sp.n_batch = uint32_t(o.n_batch);
             sp.n_threads = nt;
             sp.device = o.device;
@@ -374,7 +404,7 @@ int run_bench(options o) {
             sp.repack = rp != 0;
             llm::session s(*m, sp);
 
-            auto run_test = [&](int p, int n) {
+            auto run_test = [&](int p, int n, int depth) {
                 result r;
                 r.filename = path;
                 r.model_type = model_type(*m);
@@ -385,6 +415,7 @@ int run_bench(options o) {
                 r.n_threads = nt;
                 r.n_prompt = p;
                 r.n_gen = n;
+                r.n_depth = depth;
                 r.n_batch = o.n_batch;
                 r.kv_type = o.kv_type;
                 r.flash_attn = s.flash_attn();
@@ -392,24 +423,26 @@ int run_bench(options o) {
                 r.test_time = utc_now();
                 if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
-                    if (p > 0) run_pp(s, src, p);
-                    if (n > 0) run_tg(s, src, 1);
+                    if (p > 0) run_pp(s, src, p, depth);
+                    if (n > 0) run_tg(s, src, 1, depth);
                 }
                 for (int rep = 0; rep < o.reps; ++rep) {
                     if (o.progress) {
-                        fmt::print(stderr, "bench: {} threads {} {}: repetition {}/{}\n", path, nt, test_name(r), rep + 1,
-                                   o.reps);
+                        fmt::print(stderr, "bench: {} threads {} {}: repetition {}/{}{}\n", path, nt, test_name(r), rep + 1,
+                                   o.reps, depth > 0 ? fmt::format(" (after {} tokens of depth, untimed)", depth) : "");
                     }
-                    r.samples_ns.push_back(p > 0 ? run_pp(s, src, p) : run_tg(s, src, n));
+                    r.samples_ns.push_back(p > 0 ? run_pp(s, src, p, depth) : run_tg(s, src, n, depth));
                 }
                 if (o.output == "md") md.row(r);
                 all.push_back(to_json(r));
             };
-            for (int p : o.n_prompt) {
-                if (p > 0) run_test(p, 0);
-            }
-            for (int n : o.n_gen) {
-                if (n > 0) run_test(0, n);
+            for (int d : o.n_depth) {
+                for (int p : o.n_prompt) {
+                    if (p > 0) run_test(p, 0, d);
+                }
+                for (int n : o.n_gen) {
+                    if (n > 0) run_test(0, n, d);
+                }
             }
         }
     } catch (const std::exception & e) {
@@ -435,6 +468,10 @@ command register_bench(CLI::App & app) {
         ->type_name("INT")
         ->capture_default_str();
     sub->add_option("-n,--n-gen", o->lists.n_gen, "token counts for the tg tests (comma-separated; 0 = none)")
+        ->type_name("INT")
+        ->capture_default_str();
+    sub->add_option("-d,--n-depth", o->lists.n_depth,
+                    "tokens already in the cache when each test starts (comma-separated; filled untimed)")
         ->type_name("INT")
         ->capture_default_str();
     sub->add_option("-t,--threads", o->lists.threads,

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -546,6 +547,52 @@ TEST(BenchCli, TestLongerThanTheContextNamesTheOption) {
         << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 2048 -n 0 -r 1 -t 1 --no-warmup -o json"); // exactly the context: runs
     EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// -d: each test runs after its depth's tokens are decoded, untimed, into
+// the cache; names and JSON as the reference's bench tool ("tg2 @ d8",
+// n_depth). The depth counts against the context; a bad -d is refused
+// naming the option before any model is loaded.
+TEST(BenchCli, DepthFillsTheCacheFirst) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
+    const std::string base = "bench -m " + (d / "a.gguf") + " -t 1 -r 1 ";
+    auto r = run_tessera(base + "-p 4 -n 2 -d 0,8 -o json --progress");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j.size(), 4u) << r.out;
+    const std::vector<std::tuple<std::string, int, int, int>> want = {
+        {"pp4", 4, 0, 0}, {"tg2", 0, 2, 0}, {"pp4 @ d8", 4, 0, 8}, {"tg2 @ d8", 0, 2, 8}};
+    for (size_t i = 0; i < want.size(); ++i) {
+        const auto & [name, p, n, depth] = want[i];
+        EXPECT_EQ(j[i]["test"], name) << i;
+        EXPECT_EQ(j[i]["n_prompt"], p) << i;
+        EXPECT_EQ(j[i]["n_gen"], n) << i;
+        EXPECT_EQ(j[i]["n_depth"], depth) << i;
+        EXPECT_GT(j[i]["avg_ts"].get<double>(), 0.0) << i;
+    }
+    EXPECT_TRUE(contains(r.err, "tg2 @ d8: repetition 1/1 (after 8 tokens of depth, untimed)")) << r.err;
+    EXPECT_FALSE(contains(r.err, "tg2: repetition 1/1 (after")) << r.err;
+    // The table's test column widens to the longest name.
+    r = run_tessera(base + "-p 4 -n 0 -d 16");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(cells(line_with(r.out, "pp4 @ d16")).at(5), "pp4 @ d16") << r.out;
+    // Depth plus the test fills the 2048-token context exactly: runs; one more: refused, naming -d.
+    r = run_tessera(base + "-p 0 -n 8 -d 2040 --no-warmup -o json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    r = run_tessera(base + "-p 0 -n 9 -d 2040 --no-warmup");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, ": -d 2040 with -n 9: 2049 tokens, more than the model's context length of 2048")) << r.err;
+    for (const auto & [arg, msg] : std::vector<std::pair<std::string, std::string>>{
+             {"-d -1", "error: -d -1: must not be negative"},
+             {"-d 8,,8", "error: -d '8,,8': empty entry in the comma-separated list"},
+             {"-d x", "error: -d 'x': 'x' is not a whole number"}}) {
+        r = run_tessera(base + "-p 4 -n 0 " + arg);
+        EXPECT_EQ(r.exit_code, 1) << arg;
+        EXPECT_TRUE(contains(r.err, msg)) << arg << ": " << r.err;
+        EXPECT_EQ(r.out, "") << arg;
+    }
 }
 
 // gguf synth's --seed takes every 64-bit value and refuses others, naming
