@@ -241,6 +241,62 @@ TEST(MulMatGemmShared, ComputeForwardChecksTheSharedScratch) {
 // Weights whose Q8_0 quants hit the extremes (-128, 127, 0) and Q4_0
 // nibbles 0 and 15 everywhere: the unsigned-offset and sign-transfer tricks
 // of the integer kernels must still be exact.
+// BF16 weights: a build either multiplies the exact F32 activations (F32
+// FMA chains) or, on AVX512-BF16, activations rounded to BF16 to nearest
+// even (vdpbf16ps, bf16_dot.hpp). Every element must match one of the two
+// double products within the F32 tolerance, the same one for a whole
+// product; the data make the two differ by far more than that (so a
+// truncating conversion, or a mix of the two, fails). One column (the
+// one-token kernel), several (the GEMM), K odd (a last pair with one
+// element) and over a 256-chunk.
+TEST(MulMatBf16, ActivationsExactOrRoundedToNearestEven) {
+    const auto bf16_rne = [](float x) {
+        uint32_t u;
+        std::memcpy(&u, &x, sizeof u);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        float r;
+        std::memcpy(&r, &u, sizeof r);
+        return r;
+    };
+    for (const int64_t K : {int64_t{301}, int64_t{600}}) {
+        for (const int64_t N : {int64_t{1}, int64_t{35}}) {
+            SCOPED_TRACE("K " + std::to_string(K) + " N " + std::to_string(N));
+            context ctx(data_ctx());
+            std::mt19937 rng(static_cast<unsigned>(K + N));
+            const int64_t M = 40;
+            tsr_tensor * a = ctx.new_tensor(TSR_TYPE_BF16, {K, M});
+            fill_weights(a, rng);
+            tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+            fill_uniform(b, rng, 0.5f, 1.0f); // one sign: rounding errors do not cancel
+            tsr_tensor * out = mul_mat(ctx, a, b);
+            ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
+            int rounded = -1; // which product the first distinguishable element matched
+            int distinguishable = 0;
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t m = 0; m < M; ++m) {
+                    double exact = 0, rne = 0, abs_sum = 0;
+                    for (int64_t k = 0; k < K; ++k) {
+                        const double w = get(a, k, m), x = get(b, k, n);
+                        exact += w * x;
+                        rne += w * bf16_rne(static_cast<float>(x));
+                        abs_sum += std::fabs(w * x);
+                    }
+                    const double tol = 1.2e-7 * static_cast<double>(std::min<int64_t>(K, 256) + (K + 255) / 256 + 6) * abs_sum;
+                    const double got = get(out, m, n);
+                    const bool is_exact = std::fabs(got - exact) <= tol, is_rne = std::fabs(got - rne) <= tol;
+                    ASSERT_TRUE(is_exact || is_rne) << "m " << m << " n " << n << ": got " << got << ", exact " << exact
+                                                    << ", with BF16 activations " << rne << ", tolerance " << tol;
+                    if (is_exact == is_rne) continue;
+                    ++distinguishable;
+                    if (rounded < 0) rounded = is_rne ? 1 : 0;
+                    ASSERT_EQ(rounded, is_rne ? 1 : 0) << "m " << m << " n " << n << ": a mix of the two";
+                }
+            }
+            EXPECT_GE(distinguishable, M * N / 2); // about 80% here (the weights have both signs)
+        }
+    }
+}
+
 TEST(MulMatQuantExtremes, ExtremeQuantsStayExact) {
     for (int32_t ty : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0}) {
         for (int64_t N : {1, 6}) {

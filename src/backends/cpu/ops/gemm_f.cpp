@@ -31,10 +31,18 @@
 //   - Each dst element is the sum, over K in chunks of k_kc, of a chunk
 //     computed as a sequential FMA chain from zero, the chunk sums added
 //     to dst in order: the same operations whatever the tile or thread.
+//   - BF16 weights on AVX512-BF16 builds (bf16_dot.hpp): the same blocks
+//     and tiles, but the weights packed as BF16 pairs ([k/2][k_mr] 32-bit
+//     words, from the repacked groups or plain rows alike), the
+//     activations as BF16 pairs ([k/2][k_nr]), and the micro-kernel's
+//     chain is vdpbf16ps: two products per lane and instruction, twice the
+//     F32 FMA rate. 135M BF16 prompt, 512 tokens, 1 thread on Zen 4: see
+//     run_bf16.
 #include <algorithm>
 #include <stdexcept>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/bf16_dot.hpp"
 #include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
@@ -353,6 +361,197 @@ struct a_prefetch {
     }
 };
 
+#ifdef TSR_CPU_BF16DOT
+// Pair panels (bf16_dot.hpp) of rows [m0, m0 + rows) x k [k0, k0 + kc) of
+// a BF16 matrix with byte strides nb0 along k, nb1 along m: panel p at ap +
+// p kc2 k_mr words (kc2 = (kc + 1) / 2), pair q of row r at [q k_mr + r];
+// rows past `rows` and the element past an odd kc are 0. Row-contiguous
+// rows: a row's pairs are its own consecutive 32-bit words, moved by 8 x 8
+// transposes of words; any other layout element by element.
+void pack_a_pairs(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, int64_t k0, int64_t kc, uint32_t * ap) {
+    const int64_t kc2 = (kc + 1) / 2, full = kc / 2; // pairs, and those with both elements
+    const int64_t n_panels = (rows + k_mr - 1) / k_mr;
+    for (int64_t pnl = 0; pnl < n_panels; ++pnl) {
+        uint32_t * dst = ap + pnl * kc2 * k_mr;
+        const int64_t r0 = pnl * k_mr;
+        for (int64_t r = 0; r < k_mr; ++r) {
+            const bool valid = r0 + r < rows;
+            const char * row = a + static_cast<size_t>(m0 + r0 + std::min(r, rows - 1 - r0)) * nb1 + static_cast<size_t>(k0) * nb0;
+            int64_t q = 0;
+            if (valid && nb0 == 2) {
+                // 8 rows x 8 pairs at a time where the next 7 rows are valid too
+                if (r % 8 == 0 && r0 + r + 8 <= rows) {
+                    for (; q + 8 <= full; q += 8) {
+                        __m256 v[8];
+                        for (int i = 0; i < 8; ++i) {
+                            v[i] = _mm256_loadu_ps(reinterpret_cast<const float *>(row + static_cast<size_t>(i) * nb1 + static_cast<size_t>(q) * 4));
+                        }
+                        simd::transpose8x8(v); // moves 32-bit words: the pairs' bits are kept
+                        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(reinterpret_cast<float *>(dst + (q + j) * k_mr + r), v[j]);
+                    }
+                    for (int64_t rr = r; rr < r + 8; ++rr) { // the rest of the 8 rows' pairs
+                        const char * rw = a + static_cast<size_t>(m0 + r0 + rr) * nb1 + static_cast<size_t>(k0) * nb0;
+                        for (int64_t qq = q; qq < kc2; ++qq) {
+                            const uint32_t lo = read_u16(rw + static_cast<size_t>(2 * qq) * 2);
+                            const uint32_t hi = 2 * qq + 1 < kc ? read_u16(rw + static_cast<size_t>(2 * qq + 1) * 2) : 0u;
+                            dst[qq * k_mr + rr] = lo | hi << 16;
+                        }
+                    }
+                    r += 7;
+                    continue;
+                }
+            }
+            for (; q < kc2; ++q) {
+                uint32_t w = 0;
+                if (valid) {
+                    const uint32_t lo = read_u16(row + static_cast<size_t>(2 * q) * nb0);
+                    const uint32_t hi = 2 * q + 1 < kc ? read_u16(row + static_cast<size_t>(2 * q + 1) * nb0) : 0u;
+                    w = lo | hi << 16;
+                }
+                dst[q * k_mr + r] = w;
+            }
+        }
+    }
+}
+
+// The same panels from a repacked BF16 matrix (repack.hpp: groups of 16
+// rows, [k][16]; m0 and rows multiples of 16): one vpermw per group and
+// pair of steps (bf16_dot::group_pairs); groups past `rows` are 0.
+void pack_a_pairs_repacked(const char * a, int64_t K, int64_t m0, int64_t rows, int64_t k0, int64_t kc, uint32_t * ap) {
+    constexpr int64_t G = k_repack_float_rows;
+    constexpr size_t step = G * 2;
+    const int64_t kc2 = (kc + 1) / 2;
+    const int64_t n_panels = (rows + k_mr - 1) / k_mr;
+    for (int64_t pnl = 0; pnl < n_panels; ++pnl) {
+        uint32_t * dst = ap + pnl * kc2 * k_mr;
+        for (int gi = 0; gi < k_mr / G; ++gi) {
+            const int64_t r0 = pnl * k_mr + gi * G;
+            uint32_t * out = dst + gi * G;
+            if (r0 >= rows) {
+                for (int64_t q = 0; q < kc2; ++q) _mm512_storeu_si512(out + q * k_mr, _mm512_setzero_si512());
+                continue;
+            }
+            const char * src = a + static_cast<size_t>((m0 + r0) / G * K + k0) * step;
+            for (int64_t q = 0; q < kc2; ++q) {
+                _mm512_storeu_si512(out + q * k_mr, bf16_dot::group_pairs(src + static_cast<size_t>(2 * q) * step, 2 * q + 1 < kc));
+            }
+        }
+    }
+}
+
+// t[j][rows] = the vdpbf16ps chain over the kc2 pairs of panel ap and
+// activation pair tile bp ([q][k_nr] words), from zero; then out.put (as
+// micro_kernel, MV zmm of 16 rows per panel column).
+template <int MV = k_mr / 16, class Out>
+void micro_kernel_pairs(const uint32_t * ap, const uint32_t * bp, int64_t kc2, const Out & out) {
+    __m512 acc[k_nr][MV];
+#pragma GCC unroll 16
+    for (int j = 0; j < k_nr; ++j) {
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) acc[j][v] = _mm512_setzero_ps();
+    }
+    for (int64_t q = 0; q < kc2; ++q) {
+        __m512i w[MV];
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) w[v] = _mm512_loadu_si512(ap + q * k_mr + 16 * v);
+#pragma GCC unroll 16
+        for (int j = 0; j < k_nr; ++j) {
+            const __m512i xv = _mm512_set1_epi32(static_cast<int>(bp[q * k_nr + j]));
+#pragma GCC unroll 4
+            for (int v = 0; v < MV; ++v) acc[j][v] = bf16_dot::dot(acc[j][v], w[v], xv);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < k_nr; ++j) {
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) out.put(j, 16 * v, acc[j][v]);
+    }
+}
+
+// Activation pair tiles: tile t at shared + t K2 k_nr words ([q][k_nr],
+// K2 = (K + 1) / 2; within the F32 tiles' space, gemm_f_shared_size).
+uint32_t * b_pair_tile(const compute_params & p, const mm_dims & d, int64_t batch, int64_t n) {
+    const int64_t t = batch * n_tiles_of(d) + n / k_nr;
+    return static_cast<uint32_t *>(p.shared) + t * ((d.K + 1) / 2) * k_nr;
+}
+
+// Packs k_nr activation columns (col[j]: element k at col[j] + k nb0
+// bytes) into a pair tile: each column's pairs by bf16_dot::to_pairs (32
+// values at a time, gathered first when strided), then spread to
+// [q][k_nr].
+void pack_b_pairs(const char * const * col, size_t nb0, int64_t K, uint32_t * bp) {
+    alignas(64) float xs[32];
+    alignas(64) uint32_t pairs[16];
+    for (int j = 0; j < k_nr; ++j) {
+        for (int64_t k = 0; k < K; k += 32) {
+            const int64_t n = std::min<int64_t>(32, K - k);
+            const float * x = reinterpret_cast<const float *>(col[j] + static_cast<size_t>(k) * nb0);
+            if (nb0 != sizeof(float)) {
+                for (int64_t i = 0; i < n; ++i) xs[i] = read_f32(col[j] + static_cast<size_t>(k + i) * nb0);
+                x = xs;
+            }
+            bf16_dot::to_pairs(x, n, pairs);
+            for (int64_t q = 0; q < (n + 1) / 2; ++q) bp[(k / 2 + q) * k_nr + j] = pairs[q];
+        }
+    }
+}
+
+// gemm_f for BF16 weights on AVX512-BF16 builds: run's blocks, items and
+// tiles with pair panels (pack_a_pairs, pack_a_pairs_repacked) and pair
+// tiles (gemm_f_prepare) through micro_kernel_pairs. (No in-place reading
+// of the repacked groups: they need vpermw to become pairs, done once per
+// block by the packing rather than once per activation tile.)
+void run_bf16(const compute_params & p, const mm_dims & d) {
+    auto * ap_block = static_cast<uint32_t *>(p.wdata); // k_mc x k_kc / 2 pairs: within k_mc x k_kc floats
+    const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, d.N);
+    work_queue queue(p, g.n_items, 1);
+    const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
+    const bool repacked = is_repacked(d.a);
+    alignas(64) float ctile[k_nr * k_mr];
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            const int64_t batch = item.batch;
+            const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
+            const char * a = a_matrix(d, batch);
+            for (int64_t mb = m0; mb < m1; mb += k_mc) {
+                const int64_t rows = std::min(k_mc, m1 - mb);
+                for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
+                    const int64_t kc = std::min(k_kc, d.K - k0), kc2 = (kc + 1) / 2;
+                    if (repacked) {
+                        pack_a_pairs_repacked(a, d.K, mb, rows, k0, kc, ap_block);
+                    } else {
+                        pack_a_pairs(a, nb0, nb1, mb, rows, k0, kc, ap_block);
+                    }
+                    for (int64_t n = n0; n < n1; n += k_nr) {
+                        const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
+                        const uint32_t * bp = b_pair_tile(p, d, batch, n) + (k0 / 2) * k_nr;
+                        float * y[k_nr];
+                        for (int j = 0; j < k_nr; ++j) y[j] = dst_column(d, batch, n + std::min(j, cols - 1));
+                        for (int64_t r = 0; r < rows; r += k_mr) {
+                            const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
+                            const uint32_t * ap = ap_block + (r / k_mr) * kc2 * k_mr;
+                            if (valid == k_mr && cols == k_nr) {
+                                micro_kernel_pairs(ap, bp, kc2, tile_to_dst{y, mb + r, k0 == 0});
+                                continue;
+                            }
+                            if (valid <= 16) {
+                                micro_kernel_pairs<1>(ap, bp, kc2, tile_to_scratch{ctile});
+                            } else if (valid <= 32) {
+                                micro_kernel_pairs<2>(ap, bp, kc2, tile_to_scratch{ctile});
+                            } else {
+                                micro_kernel_pairs(ap, bp, kc2, tile_to_scratch{ctile});
+                            }
+                            store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+#endif // TSR_CPU_BF16DOT
+
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
     auto * ap_block = static_cast<float *>(p.wdata); // k_mc x k_kc packed weights
@@ -485,6 +684,12 @@ bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
         for (int j = 0; j < k_nr; ++j) {
             col[j] = row_ptr(d.b, std::min(n + j, d.N - 1), batch % d.B2, batch / d.B2);
         }
+#ifdef TSR_CPU_BF16DOT
+        if (d.a->type == TSR_TYPE_BF16) {
+            pack_b_pairs(col, d.b->nb[0], d.K, b_pair_tile(p, d, batch, n));
+            continue;
+        }
+#endif
         if (in_place) {
             const float * c[k_nr];
             for (int j = 0; j < k_nr; ++j) c[j] = reinterpret_cast<const float *>(col[j]);
@@ -506,7 +711,11 @@ bool gemm_f(const compute_params & p, const mm_dims & d) {
     switch (d.a->type) {
     case TSR_TYPE_F32: run<TSR_TYPE_F32>(p, d); return true;
     case TSR_TYPE_F16: run<TSR_TYPE_F16>(p, d); return true;
+#ifdef TSR_CPU_BF16DOT
+    case TSR_TYPE_BF16: run_bf16(p, d); return true;
+#else
     case TSR_TYPE_BF16: run<TSR_TYPE_BF16>(p, d); return true;
+#endif
     default: return false;
     }
 }

@@ -6,7 +6,8 @@
 //   repacked (F16/BF16 in the CPU_REPACK buffer, repack.hpp: groups of 16
 //     rows, k-major): each group one contiguous stream, 16 rows per
 //     vector; per row the GEMM's operations (chains over its K chunks), so
-//     a column gets the same bits from both paths.
+//     a column gets the same bits from both paths (BF16 on AVX512-BF16
+//     builds: vdpbf16ps chains over BF16 pairs, bf16_dot.hpp, as the GEMM).
 //   row-contiguous (nb[0] = element size; weight matrices, the K view of a
 //     KV cache): dst[m, n] is a dot product in 16 lanes, element k in lane
 //     k % 16 (FMA); the lanes are summed in a fixed 4-level tree (lane j +
@@ -22,6 +23,7 @@
 #include <cmath>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/bf16_dot.hpp"
 #include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
@@ -392,29 +394,70 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
 #endif
 }
 
+#ifdef TSR_CPU_BF16DOT
+// groups<TSR_TYPE_BF16, NG, PF> on AVX512-BF16 builds: the GEMM's
+// operations there (gemm_f.cpp run_bf16): per K chunk a vdpbf16ps chain
+// from zero over the pairs of two steps (bf16_dot::group_pairs) and the
+// column's pairs xp (bf16_dot::to_pairs), the chunk sums added in order.
+template <int NG, bool PF>
+void groups_pairs(const char * g0, size_t group_bytes, const uint32_t * xp, int64_t K, float * y, [[maybe_unused]] size_t pf) {
+    constexpr int64_t G = k_repack_float_rows;
+    constexpr size_t step = G * 2;
+    const char * g[NG];
+    for (int i = 0; i < NG; ++i) g[i] = g0 + static_cast<size_t>(i) * group_bytes;
+    __m512 total[NG], acc[NG];
+    for (int64_t k0 = 0; k0 < K; k0 += k_gemm_f_kc) {
+        const int64_t k1 = std::min(K, k0 + k_gemm_f_kc);
+        for (int i = 0; i < NG; ++i) acc[i] = _mm512_setzero_ps();
+        for (int64_t k = k0; k < k1; k += 2) {
+            const __m512i xv = _mm512_set1_epi32(static_cast<int>(xp[k / 2]));
+            for (int i = 0; i < NG; ++i) {
+                const char * w = g[i] + static_cast<size_t>(k) * step;
+                if constexpr (PF) {
+                    if (k % 2 == 0) _mm_prefetch(w + pf, _MM_HINT_T0); // a line per two steps
+                }
+                acc[i] = bf16_dot::dot(acc[i], bf16_dot::group_pairs(w, k + 1 < k1), xv);
+            }
+        }
+        for (int i = 0; i < NG; ++i) total[i] = k0 == 0 ? acc[i] : _mm512_add_ps(total[i], acc[i]);
+    }
+    for (int i = 0; i < NG; ++i) _mm512_storeu_ps(y + G * i, total[i]);
+}
+#endif
+
 // groups<T, ng, PF> for ng in 1..k_item_groups, or groups<T, 1, PF> ng
 // times in a row for groups of at most k_one_stream_bytes (the same
 // operations per row either way).
+// (BF16 on AVX512-BF16 builds: groups_pairs over the column's pairs xp.)
 template <int32_t T, bool PF>
-void groups_of(int64_t ng, const char * w, size_t group_bytes, const float * x, int64_t K, float * y, size_t pf) {
+void groups_of(int64_t ng, const char * w, size_t group_bytes, const float * x, [[maybe_unused]] const uint32_t * xp,
+               int64_t K, float * y, size_t pf) {
     static_assert(k_item_groups == 4, "one case per group count");
+    auto run_groups = [&]<int NG>(const char * wg, float * yg) {
+#ifdef TSR_CPU_BF16DOT
+        if constexpr (T == TSR_TYPE_BF16) return groups_pairs<NG, PF>(wg, group_bytes, xp, K, yg, pf);
+#endif
+        groups<T, NG, PF>(wg, group_bytes, x, K, yg, pf);
+    };
     if (group_bytes <= k_one_stream_bytes) {
         for (int64_t i = 0; i < ng; ++i) {
-            groups<T, 1, PF>(w + static_cast<size_t>(i) * group_bytes, group_bytes, x, K, y + i * k_repack_float_rows, pf);
+            run_groups.template operator()<1>(w + static_cast<size_t>(i) * group_bytes, y + i * k_repack_float_rows);
         }
         return;
     }
     switch (ng) {
-    case 1: groups<T, 1, PF>(w, group_bytes, x, K, y, pf); break;
-    case 2: groups<T, 2, PF>(w, group_bytes, x, K, y, pf); break;
-    case 3: groups<T, 3, PF>(w, group_bytes, x, K, y, pf); break;
-    default: groups<T, 4, PF>(w, group_bytes, x, K, y, pf); break;
+    case 1: run_groups.template operator()<1>(w, y); break;
+    case 2: run_groups.template operator()<2>(w, y); break;
+    case 3: run_groups.template operator()<3>(w, y); break;
+    default: run_groups.template operator()<4>(w, y); break;
     }
 }
 
 // Repacked float weights: items of up to k_item_groups groups of 16 rows.
+// xpairs: scratch for the columns' BF16 pairs (BF16 on AVX512-BF16
+// builds), (K + 1) / 2 words a column.
 template <int32_t T>
-void groups_path(const compute_params & p, const mm_dims & d, float * xbuf) {
+void groups_path(const compute_params & p, const mm_dims & d, float * xbuf, [[maybe_unused]] uint32_t * xpairs) {
     constexpr int64_t G = k_repack_float_rows;
     const bool in_place = b_in_place(d);
     const int64_t n_groups = d.M / G; // repack_eligible: M is a multiple of G
@@ -430,16 +473,22 @@ void groups_path(const compute_params & p, const mm_dims & d, float * xbuf) {
             const int64_t batch = it / per_batch, g0 = it % per_batch * k_item_groups;
             if (batch != loaded) {
                 bv.load(d, in_place, batch, xbuf);
+#ifdef TSR_CPU_BF16DOT
+                if constexpr (T == TSR_TYPE_BF16) {
+                    for (int64_t n = 0; n < d.N; ++n) bf16_dot::to_pairs(bv.x[n], d.K, xpairs + n * ((d.K + 1) / 2));
+                }
+#endif
                 loaded = batch;
             }
             const int64_t ng = std::min(k_item_groups, n_groups - g0);
             const char * w = bv.a + static_cast<size_t>(g0) * group_bytes;
             for (int64_t n = 0; n < d.N; ++n) {
                 float * y = bv.y[n] + g0 * G;
+                const uint32_t * xp = xpairs + n * ((d.K + 1) / 2);
                 if (pf != 0) {
-                    groups_of<T, true>(ng, w, group_bytes, bv.x[n], d.K, y, pf);
+                    groups_of<T, true>(ng, w, group_bytes, bv.x[n], xp, d.K, y, pf);
                 } else {
-                    groups_of<T, false>(ng, w, group_bytes, bv.x[n], d.K, y, 0);
+                    groups_of<T, false>(ng, w, group_bytes, bv.x[n], xp, d.K, y, 0);
                 }
             }
         }
@@ -451,11 +500,12 @@ void run(const compute_params & p, const mm_dims & d) {
     char * base = static_cast<char *>(p.wdata);
     auto * xbuf = reinterpret_cast<float *>(base);
     auto * rowbuf = reinterpret_cast<float *>(base + align64(static_cast<size_t>(k_gemm_min_n * d.K) * sizeof(float)));
+    auto * xpairs = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(rowbuf) + align64(static_cast<size_t>(d.K) * sizeof(float)));
     const size_t es = esize<T>();
     const bool aligned = reinterpret_cast<uintptr_t>(d.a->data) % es == 0 &&
                          (d.a->nb[0] | d.a->nb[1] | d.a->nb[2] | d.a->nb[3]) % es == 0;
     if (is_repacked(d.a)) {
-        if constexpr (T != TSR_TYPE_F32) groups_path<T>(p, d, xbuf);
+        if constexpr (T != TSR_TYPE_F32) groups_path<T>(p, d, xbuf, xpairs);
     } else if (aligned && d.a->nb[0] == es) {
         rows_path<T>(p, d, false, xbuf, rowbuf);
     } else if (aligned && d.a->nb[1] == es) {
@@ -467,9 +517,11 @@ void run(const compute_params & p, const mm_dims & d) {
 
 } // namespace
 
+// Columns (F32), a gathered row, the columns' BF16 pairs (groups_path).
 size_t matvec_f_work_size(const mm_dims & d) {
     return align64(static_cast<size_t>(k_gemm_min_n * d.K) * sizeof(float)) +
-           align64(static_cast<size_t>(d.K) * sizeof(float));
+           align64(static_cast<size_t>(d.K) * sizeof(float)) +
+           align64(static_cast<size_t>(k_gemm_min_n * ((d.K + 1) / 2)) * sizeof(uint32_t));
 }
 
 bool matvec_f(const compute_params & p, const mm_dims & d) {

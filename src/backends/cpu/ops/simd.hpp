@@ -11,6 +11,9 @@
 //   TSR_CPU_VNNI256    vpdpbusd on 256-bit vectors: AVX-VNNI (alderlake) or
 //                      AVX512-VNNI + VL (icelake, zen4, sapphirerapids)
 //   TSR_CPU_VNNI512    vpdpbusd on 512-bit vectors (AVX512-VNNI)
+//   TSR_CPU_BF16DOT    vdpbf16ps (AVX512-BF16: zen4, sapphirerapids): BF16
+//                      weights times activations rounded to BF16
+//                      (bf16_dot.hpp)
 // Without TSR_CPU_AVX2 the portable kernels are used.
 //
 // Nothing here has static storage or runs at load time. Internal to the
@@ -42,6 +45,10 @@
 #define TSR_CPU_VNNI256 1
 #elif defined(TSR_CPU_AVX2) && defined(__AVXVNNI__)
 #define TSR_CPU_VNNI256 1
+#endif
+
+#if defined(TSR_CPU_AVX512) && defined(__AVX512BF16__)
+#define TSR_CPU_BF16DOT 1
 #endif
 
 #include <cstdint>
