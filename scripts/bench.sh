@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU speed report (issue 6), reproducible: builds the release preset,
 # writes the random-weight synth models (135m and 1b shapes; F16, Q8_0,
-# Q4_0, Q4_K_M) if they are missing, then runs
+# Q4_0, BF16, Q4_K_M) if they are missing, then runs
 #   1. tessera bench: pp512/tg128 tokens/s on 1 and 2 threads per model
 #      (markdown table, and JSON with the reference bench tool's field names);
 #   2. bench_ops: the machine's FMA peak, int8 peak and read bandwidth, and
@@ -31,7 +31,7 @@ if [[ $mode == quick ]]; then presets="135m"; reps=1; fi
 
 models=()
 for preset in $presets; do
-    for type in Q4_0 Q8_0 F16 Q4_K_M; do
+    for type in Q4_0 Q8_0 F16 BF16 Q4_K_M; do
         f=$SYNTH/synth-$preset-$type.gguf
         [[ -f $f ]] || "$bin" gguf synth --preset "$preset" --type "$type" --vocab "$VOCAB" -o "$f"
         models+=(-m "$f")
