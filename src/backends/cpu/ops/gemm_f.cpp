@@ -360,6 +360,27 @@ struct a_prefetch {
     }
 };
 
+// The GEMM's loop nest, shared by run and run_bf16: the threads' items
+// (make_mm_grid, work_queue), each item's blocks of up to k_mc rows, each
+// block's K chunks of up to k_kc in order; block(item, a, mb, rows, k0, kc)
+// packs the block's chunk and runs the micro-kernels over the item's
+// column tiles (a: the item's weight matrix).
+template <class Block>
+void for_each_block(const compute_params & p, const mm_dims & d, const Block & block) {
+    const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, d.N);
+    work_queue queue(p, g.n_items, 1);
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            const char * a = a_matrix(d, item.batch);
+            for (int64_t mb = item.m0; mb < item.m1; mb += k_mc) {
+                const int64_t rows = std::min(k_mc, item.m1 - mb);
+                for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) block(item, a, mb, rows, k0, std::min(k_kc, d.K - k0));
+            }
+        }
+    }
+}
+
 #ifdef TSR_CPU_BF16DOT
 // Pair panels (bf16_dot.hpp) of rows [m0, m0 + rows) x k [k0, k0 + kc) of
 // a BF16 matrix with byte strides nb0 along k, nb1 along m: panel p at ap +
@@ -505,60 +526,45 @@ void pack_b_pairs(const char * const * col, size_t nb0, int64_t K, uint32_t * bp
 // 135M BF16 pp512, 1 thread: 407-416 -> 647-656 t/s.
 void run_bf16(const compute_params & p, const mm_dims & d) {
     auto * ap_block = static_cast<uint32_t *>(p.wdata); // k_mc x k_kc / 2 pairs: within k_mc x k_kc floats
-    const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, d.N);
-    work_queue queue(p, g.n_items, 1);
     const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
     const bool repacked = is_repacked(d.a);
     alignas(64) float ctile[k_nr * k_mr];
-    for (item_range items{}; queue.next(items);) {
-        for (int64_t it = items.begin; it < items.end; ++it) {
-            const mm_item item = item_of(g, d, it);
-            const int64_t batch = item.batch;
-            const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
-            const char * a = a_matrix(d, batch);
-            for (int64_t mb = m0; mb < m1; mb += k_mc) {
-                const int64_t rows = std::min(k_mc, m1 - mb);
-                for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
-                    const int64_t kc = std::min(k_kc, d.K - k0), kc2 = (kc + 1) / 2;
-                    if (repacked) {
-                        pack_a_pairs_repacked(a, d.K, mb, rows, k0, kc, ap_block);
-                    } else {
-                        pack_a_pairs(a, nb0, nb1, mb, rows, k0, kc, ap_block);
-                    }
-                    for (int64_t n = n0; n < n1; n += k_nr) {
-                        const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
-                        const uint32_t * bp = b_pair_tile(p, d, batch, n) + (k0 / 2) * k_nr;
-                        float * y[k_nr];
-                        for (int j = 0; j < k_nr; ++j) y[j] = dst_column(d, batch, n + std::min(j, cols - 1));
-                        for (int64_t r = 0; r < rows; r += k_mr) {
-                            const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
-                            const uint32_t * ap = ap_block + (r / k_mr) * kc2 * k_mr;
-                            if (valid == k_mr && cols == k_nr) {
-                                micro_kernel_pairs(ap, bp, kc2, tile_to_dst{y, mb + r, k0 == 0});
-                                continue;
-                            }
-                            if (valid <= 16) {
-                                micro_kernel_pairs<1>(ap, bp, kc2, tile_to_scratch{ctile});
-                            } else if (valid <= 32) {
-                                micro_kernel_pairs<2>(ap, bp, kc2, tile_to_scratch{ctile});
-                            } else {
-                                micro_kernel_pairs(ap, bp, kc2, tile_to_scratch{ctile});
-                            }
-                            store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
-                        }
-                    }
+    for_each_block(p, d, [&](const mm_item & item, const char * a, int64_t mb, int64_t rows, int64_t k0, int64_t kc) {
+        const int64_t kc2 = (kc + 1) / 2;
+        if (repacked) {
+            pack_a_pairs_repacked(a, d.K, mb, rows, k0, kc, ap_block);
+        } else {
+            pack_a_pairs(a, nb0, nb1, mb, rows, k0, kc, ap_block);
+        }
+        for (int64_t n = item.n0; n < item.n1; n += k_nr) {
+            const int cols = static_cast<int>(std::min<int64_t>(k_nr, item.n1 - n));
+            const uint32_t * bp = b_pair_tile(p, d, item.batch, n) + (k0 / 2) * k_nr;
+            float * y[k_nr];
+            for (int j = 0; j < k_nr; ++j) y[j] = dst_column(d, item.batch, n + std::min(j, cols - 1));
+            for (int64_t r = 0; r < rows; r += k_mr) {
+                const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
+                const uint32_t * ap = ap_block + (r / k_mr) * kc2 * k_mr;
+                if (valid == k_mr && cols == k_nr) {
+                    micro_kernel_pairs(ap, bp, kc2, tile_to_dst{y, mb + r, k0 == 0});
+                    continue;
                 }
+                if (valid <= 16) {
+                    micro_kernel_pairs<1>(ap, bp, kc2, tile_to_scratch{ctile});
+                } else if (valid <= 32) {
+                    micro_kernel_pairs<2>(ap, bp, kc2, tile_to_scratch{ctile});
+                } else {
+                    micro_kernel_pairs(ap, bp, kc2, tile_to_scratch{ctile});
+                }
+                store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
             }
         }
-    }
+    });
 }
 #endif // TSR_CPU_BF16DOT
 
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
     auto * ap_block = static_cast<float *>(p.wdata); // k_mc x k_kc packed weights
-    const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, d.N);
-    work_queue queue(p, g.n_items, 1);
     const size_t nb0 = d.a->nb[0], nb1 = d.a->nb[1];
     const bool repacked = is_repacked(d.a); // 2-D, rows a multiple of 16 (repack_eligible)
 #ifdef TSR_CPU_AVX512
@@ -566,97 +572,86 @@ void run(const compute_params & p, const mm_dims & d) {
 #endif
     constexpr size_t group_step = k_repack_float_rows * esize<T>(); // bytes per k of a repacked group
     alignas(64) float ctile[k_nr * k_mr];
-    for (item_range items{}; queue.next(items);) {
-        for (int64_t it = items.begin; it < items.end; ++it) {
-            const mm_item item = item_of(g, d, it);
-            const int64_t batch = item.batch;
-            const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
-            const char * a = a_matrix(d, batch);
-            for (int64_t mb = m0; mb < m1; mb += k_mc) {
-                const int64_t rows = std::min(k_mc, m1 - mb);
-                for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) {
-                    const int64_t kc = std::min(k_kc, d.K - k0);
-                    a_prefetch next_a; // the next K chunk of these rows
-                    const int64_t next_k0 = k0 + kc, next_kc = std::min(k_kc, d.K - next_k0);
-                    const int64_t slices = (n1 - n0 + k_nr - 1) / k_nr;
-                    if constexpr (T != TSR_TYPE_F32) {
-                        if (repacked) {
+    for_each_block(p, d, [&](const mm_item & item, const char * a, int64_t mb, int64_t rows, int64_t k0, int64_t kc) {
+        const int64_t batch = item.batch, n0 = item.n0, n1 = item.n1;
+        a_prefetch next_a; // the next K chunk of these rows
+        const int64_t next_k0 = k0 + kc, next_kc = std::min(k_kc, d.K - next_k0);
+        const int64_t slices = (n1 - n0 + k_nr - 1) / k_nr;
+        if constexpr (T != TSR_TYPE_F32) {
+            if (repacked) {
 #ifdef TSR_CPU_AVX512
-                            if (!in_place) pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
+                if (!in_place) pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
 #else
-                            pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
+                pack_a_repacked<T>(a, d.K, mb, rows, k0, kc, ap_block);
 #endif
-                            if (next_k0 < d.K) {
-                                next_a = a_prefetch(a + static_cast<size_t>(mb / k_repack_float_rows * d.K + next_k0) * group_step,
-                                                    static_cast<size_t>(d.K) * group_step, static_cast<size_t>(next_kc) * group_step,
-                                                    rows / k_repack_float_rows, slices);
-                            }
-                        }
-                    }
-                    if (!repacked) {
-                        pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, ap_block);
-                        if (nb0 == esize<T>() && next_k0 < d.K) {
-                            next_a = a_prefetch(a + static_cast<size_t>(mb) * nb1 + static_cast<size_t>(next_k0) * esize<T>(), nb1,
-                                                static_cast<size_t>(next_kc) * esize<T>(), rows, slices);
-                        }
-                    }
-                    for (int64_t n = n0; n < n1; n += k_nr) {
-                        next_a.slice((n - n0) / k_nr);
-                        const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
-                        const float * bp = b_tile(p, d, batch, n) + k0 * k_nr;
-                        float * y[k_nr];
-                        for (int j = 0; j < k_nr; ++j) y[j] = dst_column(d, batch, n + std::min(j, cols - 1));
-                        // The next tile's chunk, a slice per panel, into L1.
-                        const char * next_b =
-                            n + k_nr < n1 ? reinterpret_cast<const char *>(b_tile(p, d, batch, n + k_nr) + k0 * k_nr) : nullptr;
-                        const int64_t b_lines = kc * k_nr * 4 / 64, n_panels = (rows + k_mr - 1) / k_mr;
-                        for (int64_t r = 0; r < rows; r += k_mr) {
-                            if (next_b != nullptr) {
-                                const int64_t pi = r / k_mr;
-                                for (int64_t l = b_lines * pi / n_panels; l < b_lines * (pi + 1) / n_panels; ++l) {
-                                    _mm_prefetch(next_b + l * 64, _MM_HINT_T0);
-                                }
-                            }
-                            const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
-                            auto tile = [&](const auto & panel) {
-                                if (valid == k_mr && cols == k_nr) {
-                                    micro_kernel(panel, bp, kc, tile_to_dst{y, mb + r, k0 == 0});
-                                } else {
-#ifdef TSR_CPU_AVX512
-                                    if (valid <= 16) {
-                                        micro_kernel<1>(panel, bp, kc, tile_to_scratch{ctile});
-                                    } else if (valid <= 32) {
-                                        micro_kernel<2>(panel, bp, kc, tile_to_scratch{ctile});
-                                    } else {
-                                        micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
-                                    }
-#else
-                                    micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
-#endif
-                                    store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
-                                }
-                            };
-#ifdef TSR_CPU_AVX512
-                            if constexpr (T != TSR_TYPE_F32) {
-                                if (in_place) { // the panel's groups; a short panel repeats its last group
-                                    group_panel<T> gp;
-                                    const int64_t last = (valid - 1) / k_repack_float_rows;
-                                    for (int64_t v = 0; v < k_mr / k_repack_float_rows; ++v) {
-                                        const int64_t grp = (mb + r) / k_repack_float_rows + std::min(v, last);
-                                        gp.g[v] = a + static_cast<size_t>(grp * d.K + k0) * group_step;
-                                    }
-                                    tile(gp);
-                                    continue;
-                                }
-                            }
-#endif
-                            tile(packed_panel{ap_block + (r / k_mr) * kc * k_mr});
-                        }
-                    }
+                if (next_k0 < d.K) {
+                    next_a = a_prefetch(a + static_cast<size_t>(mb / k_repack_float_rows * d.K + next_k0) * group_step,
+                                        static_cast<size_t>(d.K) * group_step, static_cast<size_t>(next_kc) * group_step,
+                                        rows / k_repack_float_rows, slices);
                 }
             }
         }
-    }
+        if (!repacked) {
+            pack_a<T>(a, nb0, nb1, mb, rows, k0, kc, ap_block);
+            if (nb0 == esize<T>() && next_k0 < d.K) {
+                next_a = a_prefetch(a + static_cast<size_t>(mb) * nb1 + static_cast<size_t>(next_k0) * esize<T>(), nb1,
+                                    static_cast<size_t>(next_kc) * esize<T>(), rows, slices);
+            }
+        }
+        for (int64_t n = n0; n < n1; n += k_nr) {
+            next_a.slice((n - n0) / k_nr);
+            const int cols = static_cast<int>(std::min<int64_t>(k_nr, n1 - n));
+            const float * bp = b_tile(p, d, batch, n) + k0 * k_nr;
+            float * y[k_nr];
+            for (int j = 0; j < k_nr; ++j) y[j] = dst_column(d, batch, n + std::min(j, cols - 1));
+            // The next tile's chunk, a slice per panel, into L1.
+            const char * next_b =
+                n + k_nr < n1 ? reinterpret_cast<const char *>(b_tile(p, d, batch, n + k_nr) + k0 * k_nr) : nullptr;
+            const int64_t b_lines = kc * k_nr * 4 / 64, n_panels = (rows + k_mr - 1) / k_mr;
+            for (int64_t r = 0; r < rows; r += k_mr) {
+                if (next_b != nullptr) {
+                    const int64_t pi = r / k_mr;
+                    for (int64_t l = b_lines * pi / n_panels; l < b_lines * (pi + 1) / n_panels; ++l) {
+                        _mm_prefetch(next_b + l * 64, _MM_HINT_T0);
+                    }
+                }
+                const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
+                auto tile = [&](const auto & panel) {
+                    if (valid == k_mr && cols == k_nr) {
+                        micro_kernel(panel, bp, kc, tile_to_dst{y, mb + r, k0 == 0});
+                    } else {
+#ifdef TSR_CPU_AVX512
+                        if (valid <= 16) {
+                            micro_kernel<1>(panel, bp, kc, tile_to_scratch{ctile});
+                        } else if (valid <= 32) {
+                            micro_kernel<2>(panel, bp, kc, tile_to_scratch{ctile});
+                        } else {
+                            micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
+                        }
+#else
+                        micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
+#endif
+                        store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
+                    }
+                };
+#ifdef TSR_CPU_AVX512
+                if constexpr (T != TSR_TYPE_F32) {
+                    if (in_place) { // the panel's groups; a short panel repeats its last group
+                        group_panel<T> gp;
+                        const int64_t last = (valid - 1) / k_repack_float_rows;
+                        for (int64_t v = 0; v < k_mr / k_repack_float_rows; ++v) {
+                            const int64_t grp = (mb + r) / k_repack_float_rows + std::min(v, last);
+                            gp.g[v] = a + static_cast<size_t>(grp * d.K + k0) * group_step;
+                        }
+                        tile(gp);
+                        continue;
+                    }
+                }
+#endif
+                tile(packed_panel{ap_block + (r / k_mr) * kc * k_mr});
+            }
+        }
+    });
 }
 
 } // namespace
