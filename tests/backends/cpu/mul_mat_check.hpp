@@ -40,8 +40,8 @@ inline void check_mul_mat(const tsr_tensor * a, const tsr_tensor * b, const tsr_
                         if (quant) q_err += std::fabs(w[k]) * 0.6 * amax[k] / 127.0;
                     }
                     // BF16 weights: AVX512-BF16 builds round the activations to BF16
-                    // (bf16_dot.hpp), 2^-9 relative each, doubled.
-                    const double act = a->type == TSR_TYPE_BF16 ? std::ldexp(abs_sum, -8) : 0.0;
+                    // (bf16_dot.hpp): 8 significant bits, 2^-8 relative each, doubled.
+                    const double act = a->type == TSR_TYPE_BF16 ? std::ldexp(abs_sum, -7) : 0.0;
                     const double tol = exact_q8 ? 1.2e-7 * (static_cast<double>(K) / 128 + 6) * abs_sum
                                        : quant ? q_err + 1e-5 * abs_sum
                                              : 1.2e-7 * static_cast<double>(std::min<int64_t>(K, 256) + (K + 255) / 256 + 6) * abs_sum + act + 1e-30;

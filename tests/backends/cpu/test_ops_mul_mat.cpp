@@ -13,7 +13,7 @@
 //     + 6 terms (>= K/16 + 6), doubled:
 //     tol = 1.2e-7 * (min(K, 256) + ceil(K/256) + 6) * sum_k |a_k b_k|.
 //     BF16 weights on AVX512-BF16 builds multiply activations rounded to
-//     BF16 (bf16_dot.hpp: 2^-9 relative each): + 2^-8 * sum_k |a_k b_k|.
+//     BF16 (bf16_dot.hpp: 2^-8 relative each): + 2^-7 * sum_k |a_k b_k|.
 //   Q8_0/Q4_0 weights: the kernel quantizes each activation block to Q8_0
 //     (d = amax/127 stored as F16, q = round(x/d)), so each activation is off
 //     by at most d/2 + 127 * |d - f16(d)| <= 0.6 * amax_block / 127:

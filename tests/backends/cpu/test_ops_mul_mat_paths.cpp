@@ -146,7 +146,8 @@ std::string gemm_name(const ::testing::TestParamInfo<gemm_case> & info) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MulMatGemmEdges,
     ::testing::Values(gemm_case{TSR_TYPE_F32, 600, 150, 13}, gemm_case{TSR_TYPE_F16, 520, 135, 100},
-                      gemm_case{TSR_TYPE_BF16, 257, 33, 4}, gemm_case{TSR_TYPE_F32, 8, 40, 26},
+                      gemm_case{TSR_TYPE_BF16, 257, 33, 4}, gemm_case{TSR_TYPE_BF16, 301, 70, 9},
+                      gemm_case{TSR_TYPE_BF16, 300, 64, 12}, gemm_case{TSR_TYPE_F32, 8, 40, 26},
                       gemm_case{TSR_TYPE_Q4_0, 544, 45, 11}, gemm_case{TSR_TYPE_Q8_0, 544, 37, 9},
                       gemm_case{TSR_TYPE_Q4_0, 64, 17, 4}, gemm_case{TSR_TYPE_Q8_0, 1024, 23, 1},
                       gemm_case{TSR_TYPE_Q4_0, 1024, 9, 3}, gemm_case{TSR_TYPE_Q8_0, 32, 130, 5},

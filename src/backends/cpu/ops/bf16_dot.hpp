@@ -4,14 +4,20 @@
 // compute a column with the same operations, bit for bit.
 //
 // vdpbf16ps (Intel SDM, "VDPBF16PS") multiplies pairs of BF16 values and
-// adds both products to an F32 lane: lane i of acc gets a[2i] b[2i] +
-// a[2i+1] b[2i+1]. With the weights already BF16, the activations are
-// rounded to BF16 (round to nearest even, vcvtne2ps2bf16), as the
-// reference implementation does for BF16 weights; the products are then
-// exact in F32 and each K chunk (k_gemm_f_kc) is a chain of vdpbf16ps over
-// its pairs (k, k + 1), k even, from zero, the chunk sums added in order.
-// A pair is one 32-bit word: element k in the low half, k + 1 in the high
-// half (0 past K), the order both operands share.
+// adds both products to an F32 lane: by the SDM, lane i of acc gets
+// a[2i+1] b[2i+1] added, then a[2i] b[2i], each add rounded to nearest
+// even, ignoring MXCSR, with subnormal inputs, accumulator and results
+// flushed to zero (other processors may round differently: bits compare
+// only within one machine). With the weights already BF16, the
+// activations are rounded to BF16 (vcvtne2ps2bf16: to nearest even,
+// subnormals to zero), as the reference implementation does for BF16
+// weights; the products are then exact in F32 and each K chunk
+// (k_gemm_f_kc) is a chain of vdpbf16ps over its pairs (k, k + 1), k even,
+// from zero, the chunk sums added in order (matvec_f.cpp's rows path: 16
+// lanes of pairs, summed as its F32 lanes). A pair is one 32-bit word:
+// element k in the low half, k + 1 in the high half (0 past K), the order
+// both operands share. Weights read along m (matvec_f.cpp's strips, the
+// transposed views of a KV cache) keep F32 activations.
 //
 // Included by gemm_f.cpp and matvec_f.cpp only; everything is in an
 // unnamed namespace (internal linkage, one copy per instruction-set

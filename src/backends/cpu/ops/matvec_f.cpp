@@ -21,6 +21,7 @@
 // the row-contiguous kernel.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/bf16_dot.hpp"
@@ -147,6 +148,33 @@ void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, f
 }
 #endif
 
+#ifdef TSR_CPU_BF16DOT
+// BF16 rows on AVX512-BF16 builds (bf16_dot.hpp): out[r] = row r . x for
+// four rows of k BF16 weights, x given as its pairs xp. A row's 32
+// consecutive weights are 16 pairs as they lie, one vdpbf16ps each (the
+// element past an odd k read as 0); the 16 lanes reduced as dot4's.
+void dot4_pairs(const char * const * w, const uint32_t * xp, int64_t k, size_t prefetch, float * out) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+        const __m512i xv = _mm512_loadu_si512(xp + i / 2);
+        for (int r = 0; r < 4; ++r) {
+            if (prefetch != 0) _mm_prefetch(w[r] + i * 2 + prefetch, _MM_HINT_T0);
+            acc[r] = bf16_dot::dot(acc[r], _mm512_loadu_si512(w[r] + i * 2), xv);
+        }
+    }
+    if (i < k) {
+        const int n = static_cast<int>(k - i), pairs = (n + 1) / 2;
+        const __m512i xv = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << pairs) - 1), xp + i / 2);
+        const auto m = static_cast<__mmask32>((uint64_t{1} << n) - 1);
+        for (int r = 0; r < 4; ++r) acc[r] = bf16_dot::dot(acc[r], _mm512_maskz_loadu_epi16(m, w[r] + i * 2), xv);
+    }
+    __m256 h[4];
+    for (int r = 0; r < 4; ++r) h[r] = _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1));
+    _mm_storeu_ps(out, hsum4x8(h));
+}
+#endif
+
 // One batch's columns (gathered to xbuf when strided), destination columns
 // and weight matrix.
 struct batch_view {
@@ -164,9 +192,15 @@ struct batch_view {
 
 // Row-contiguous weights (or rows gathered to F32): items of 4 rows, walked
 // in order without divisions per item (they cost more than a short row's
-// dot product, e.g. a K row of an attention head).
+// dot product, e.g. a K row of an attention head). BF16 on AVX512-BF16
+// builds: dot4_pairs over the columns' pairs (xpairs), strided rows
+// gathered as BF16.
 template <int32_t T>
-void rows_path(const compute_params & p, const mm_dims & d, bool gather, float * xbuf, float * rowbuf) {
+void rows_path(const compute_params & p, const mm_dims & d, bool gather, float * xbuf, float * rowbuf,
+               [[maybe_unused]] uint32_t * xpairs) {
+#ifdef TSR_CPU_BF16DOT
+    constexpr bool pairs = T == TSR_TYPE_BF16;
+#endif
     const bool in_place = b_in_place(d);
     const int64_t n_groups = (d.M + 3) / 4;
     const int64_t n_items = d.n_batch * n_groups;
@@ -188,6 +222,11 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
         for (int64_t it = items.begin; it < items.end; ++it) {
             if (new_batch) {
                 bv.load(d, in_place, batch, xbuf);
+#ifdef TSR_CPU_BF16DOT
+                if constexpr (pairs) {
+                    for (int64_t n = 0; n < d.N; ++n) bf16_dot::to_pairs(bv.x[n], d.K, xpairs + n * ((d.K + 1) / 2));
+                }
+#endif
                 new_batch = false;
             }
             const char * w[4];
@@ -198,6 +237,29 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
             const bool full = m0 + 4 <= d.M;
             alignas(16) float out[4];
             for (int64_t n = 0; n < d.N; ++n) {
+#ifdef TSR_CPU_BF16DOT
+                if constexpr (pairs) {
+                    const uint32_t * xp = xpairs + n * ((d.K + 1) / 2);
+                    if (gather) { // strided rows: one row at a time through rowbuf (BF16 bits)
+                        auto * rb = reinterpret_cast<char *>(rowbuf);
+                        for (int r = 0; r < 4 && m0 + r < d.M; ++r) {
+                            for (int64_t i = 0; i < d.K; ++i) std::memcpy(rb + 2 * i, w[r] + static_cast<size_t>(i) * d.a->nb[0], 2);
+                            const char * wr[4] = {rb, rb, rb, rb};
+                            float o[4];
+                            dot4_pairs(wr, xp, d.K, 0, o);
+                            out[r] = o[0];
+                        }
+                    } else {
+                        dot4_pairs(w, xp, d.K, prefetch, out);
+                    }
+                    if (full) {
+                        _mm_storeu_ps(bv.y[n] + m0, _mm_load_ps(out));
+                    } else {
+                        for (int r = 0; m0 + r < d.M; ++r) bv.y[n][m0 + r] = out[r];
+                    }
+                    continue;
+                }
+#endif
                 if (gather) { // strided rows: one row at a time through rowbuf (F32)
                     for (int r = 0; r < 4 && m0 + r < d.M; ++r) {
                         for (int64_t i = 0; i < d.K; ++i) {
@@ -507,11 +569,11 @@ void run(const compute_params & p, const mm_dims & d) {
     if (is_repacked(d.a)) {
         if constexpr (T != TSR_TYPE_F32) groups_path<T>(p, d, xbuf, xpairs);
     } else if (aligned && d.a->nb[0] == es) {
-        rows_path<T>(p, d, false, xbuf, rowbuf);
+        rows_path<T>(p, d, false, xbuf, rowbuf, xpairs);
     } else if (aligned && d.a->nb[1] == es) {
         strips_path<T>(p, d, xbuf);
     } else {
-        rows_path<T>(p, d, true, xbuf, rowbuf);
+        rows_path<T>(p, d, true, xbuf, rowbuf, xpairs);
     }
 }
 
