@@ -252,13 +252,7 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
                     } else {
                         dot4_pairs(w, xp, d.K, prefetch, out);
                     }
-                    if (full) {
-                        _mm_storeu_ps(bv.y[n] + m0, _mm_load_ps(out));
-                    } else {
-                        for (int r = 0; m0 + r < d.M; ++r) bv.y[n][m0 + r] = out[r];
-                    }
-                    continue;
-                }
+                } else
 #endif
                 if (gather) { // strided rows: one row at a time through rowbuf (F32)
                     for (int r = 0; r < 4 && m0 + r < d.M; ++r) {
