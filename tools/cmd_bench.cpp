@@ -260,7 +260,8 @@ uint64_t run_tg(llm::session & s, token_source & src, int n, int depth) {
 // it was given ("-p 8,16 -p 32": 8, 16, 32; spaces around an entry are
 // allowed). Throws tessera::error naming the flag and the list for an empty
 // entry ("8,,8", "8,", "") or one that is not a decimal int (or is out of
-// int's range).
+// int's range, named as 0 to INT_MAX: no list option takes a negative value,
+// and each option's own check refuses one in int's range).
 std::vector<int> int_list(const std::vector<std::string> & given, const char * flag) {
     std::vector<int> out;
     for (const std::string & list : given) {
@@ -277,8 +278,8 @@ std::vector<int> int_list(const std::vector<std::string> & given, const char * f
             int v = 0;
             const auto [end, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), v);
             if (ec == std::errc::result_out_of_range) {
-                throw error(fmt::format("{} '{}': {} is out of range ({} to {})", flag, list, entry,
-                                        std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+                throw error(fmt::format("{} '{}': {} is out of range (0 to {})", flag, list, entry,
+                                        std::numeric_limits<int>::max()));
             }
             if (ec != std::errc() || end != entry.data() + entry.size()) {
                 throw error(fmt::format("{} '{}': '{}' is not a whole number", flag, list, entry));
