@@ -209,7 +209,7 @@ command register_run(CLI::App & app) {
         ->type_name("UINT64")
         ->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
-    sub->add_option("--kv-type", o->kv_type, "KV cache type")->check(CLI::IsMember({"F32", "F16"}));
+    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")->check(CLI::IsMember({"F32", "F16"}))->capture_default_str();
     sub->add_option("--repack", o->repack, "repacked weight layout where the device has one (CPU_REPACK)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
