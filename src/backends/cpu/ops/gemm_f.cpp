@@ -39,6 +39,7 @@
 //     F32 FMA rate (run_bf16).
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/bf16_dot.hpp"
@@ -159,10 +160,20 @@ void pack_a_repacked(const char * a, int64_t K, int64_t m0, int64_t rows, int64_
     }
 }
 
+#ifdef TSR_CPU_AVX512
+// The micro-kernel's step for F32 panels (micro_kernel): an activation
+// value broadcast, then acc + a * b by FMA.
+struct f32_madd {
+    static __m512 bcast(float b) { return _mm512_set1_ps(b); }
+    static __m512 madd(__m512 acc, __m512 a, __m512 b) { return _mm512_fmadd_ps(a, b, acc); }
+};
+#endif
+
 // A micro-panel packed by pack_a: [k][k_mr] F32.
 struct packed_panel {
     const float * ap;
 #ifdef TSR_CPU_AVX512
+    using step = f32_madd;
     __m512 load(int64_t k, int v) const { return _mm512_load_ps(ap + k * k_mr + 16 * v); }
 #endif
 };
@@ -207,6 +218,7 @@ struct tile_to_scratch {
 // pairs).
 template <int32_t T>
 struct group_panel {
+    using step = f32_madd;
     const char * g[k_mr / k_repack_float_rows]; // step 0 of each group's chunk
     __m512 load(int64_t k, int v) const {
         return load16<T>(g[v] + static_cast<size_t>(k) * k_repack_float_rows * esize<T>());
@@ -214,14 +226,18 @@ struct group_panel {
 };
 
 // t[j][0..16 MV-1] = sum over k < kc of a[k][0..16 MV-1] * bp[k][j],
-// j < k_nr; then out.put(...) (see tile_to_dst). MV zmm per panel column:
+// j < k_nr; then out.put(...) (see tile_to_dst). The Panel gives the
+// weights (load(k, v): zmm v of panel column k) and its step type (bcast
+// of an activation element of bp, madd(acc, a, b)): F32 FMA for the float panels,
+// vdpbf16ps for pair_panel, whose columns and activation elements are BF16
+// pairs (run_bf16). MV zmm per panel column:
 // k_mr / 16 for a full panel; fewer for the last panel of M when it has at
 // most 16 or 32 valid rows, which then costs 1/3 or 2/3 of a full one.
 // (Cutting the threads' shares at 16 rows as well, to balance 2048 rows on
 // 2 threads, made 2048x256x512 F16 on 2 threads 12% slower: 8 items of 32
 // rows, each reading all of the packed activations.)
-template <int MV = k_mr / 16, class Panel, class Out>
-void micro_kernel(const Panel & pa, const float * bp, int64_t kc, const Out & out) {
+template <int MV = k_mr / 16, class Panel, class B, class Out>
+void micro_kernel(const Panel & pa, const B * bp, int64_t kc, const Out & out) {
     static_assert(MV >= 1 && MV <= k_mr / 16, "MV zmm of a k_mr-row panel");
     constexpr int k_mv = MV; // zmm per panel column
     __m512 acc[k_nr][k_mv];
@@ -231,14 +247,14 @@ void micro_kernel(const Panel & pa, const float * bp, int64_t kc, const Out & ou
         for (int v = 0; v < k_mv; ++v) acc[j][v] = _mm512_setzero_ps();
     }
     for (int64_t k = 0; k < kc; ++k) {
-        __m512 a[k_mv];
+        decltype(pa.load(0, 0)) a[k_mv];
 #pragma GCC unroll 4
         for (int v = 0; v < k_mv; ++v) a[v] = pa.load(k, v);
 #pragma GCC unroll 16
         for (int j = 0; j < k_nr; ++j) {
-            const __m512 bv = _mm512_set1_ps(bp[k * k_nr + j]);
+            const auto bv = Panel::step::bcast(bp[k * k_nr + j]);
 #pragma GCC unroll 4
-            for (int v = 0; v < k_mv; ++v) acc[j][v] = _mm512_fmadd_ps(a[v], bv, acc[j][v]);
+            for (int v = 0; v < k_mv; ++v) acc[j][v] = Panel::step::madd(acc[j][v], a[v], bv);
         }
     }
 #pragma GCC unroll 16
@@ -381,6 +397,27 @@ void for_each_block(const compute_params & p, const mm_dims & d, const Block & b
     }
 }
 
+#ifdef TSR_CPU_AVX512
+// One micro-tile of `valid` rows and `cols` columns at dst rows m of
+// columns y, shared by run and run_bf16: kernel(MV, out) runs the
+// micro-kernel with MV zmm per panel column into `out`. A full tile goes
+// straight to dst (tile_to_dst); an edge tile, with as few zmm as its rows
+// need (1/3 or 2/3 of the work for at most 16 or 32 rows), through ctile
+// and store_tile. `first`: the block's first K chunk (store, not add).
+template <class Kernel>
+void full_or_edge_tile(int valid, int cols, float * const * y, int64_t m, bool first, float * ctile, const Kernel & kernel) {
+    if (valid == k_mr && cols == k_nr) return kernel(std::integral_constant<int, k_mr / 16>{}, tile_to_dst{y, m, first});
+    if (valid <= 16) {
+        kernel(std::integral_constant<int, 1>{}, tile_to_scratch{ctile});
+    } else if (valid <= 32) {
+        kernel(std::integral_constant<int, 2>{}, tile_to_scratch{ctile});
+    } else {
+        kernel(std::integral_constant<int, k_mr / 16>{}, tile_to_scratch{ctile});
+    }
+    store_tile(ctile, y, m, valid, cols, first);
+}
+#endif
+
 #ifdef TSR_CPU_BF16DOT
 // Pair panels (bf16_dot.hpp) of rows [m0, m0 + rows) x k [k0, k0 + kc) of
 // a BF16 matrix with byte strides nb0 along k, nb1 along m: panel p at ap +
@@ -391,6 +428,12 @@ void for_each_block(const compute_params & p, const mm_dims & d, const Block & b
 void pack_a_pairs(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t rows, int64_t k0, int64_t kc, uint32_t * ap) {
     const int64_t kc2 = (kc + 1) / 2, full = kc / 2; // pairs, and those with both elements
     const int64_t n_panels = (rows + k_mr - 1) / k_mr;
+    // Pair q of the row at `row` (its element k0): two elements nb0 apart.
+    const auto pair_at = [&](const char * row, int64_t q) {
+        const uint32_t lo = read_u16(row + static_cast<size_t>(2 * q) * nb0);
+        const uint32_t hi = 2 * q + 1 < kc ? read_u16(row + static_cast<size_t>(2 * q + 1) * nb0) : 0u;
+        return lo | hi << 16;
+    };
     for (int64_t pnl = 0; pnl < n_panels; ++pnl) {
         uint32_t * dst = ap + pnl * kc2 * k_mr;
         const int64_t r0 = pnl * k_mr;
@@ -409,27 +452,14 @@ void pack_a_pairs(const char * a, size_t nb0, size_t nb1, int64_t m0, int64_t ro
                         simd::transpose8x8(v); // moves 32-bit words: the pairs' bits are kept
                         for (int j = 0; j < 8; ++j) _mm256_storeu_ps(reinterpret_cast<float *>(dst + (q + j) * k_mr + r), v[j]);
                     }
-                    for (int64_t rr = r; rr < r + 8; ++rr) { // the rest of the 8 rows' pairs
-                        const char * rw = a + static_cast<size_t>(m0 + r0 + rr) * nb1 + static_cast<size_t>(k0) * nb0;
-                        for (int64_t qq = q; qq < kc2; ++qq) {
-                            const uint32_t lo = read_u16(rw + static_cast<size_t>(2 * qq) * 2);
-                            const uint32_t hi = 2 * qq + 1 < kc ? read_u16(rw + static_cast<size_t>(2 * qq + 1) * 2) : 0u;
-                            dst[qq * k_mr + rr] = lo | hi << 16;
-                        }
+                    for (int i = 0; i < 8; ++i) { // the rest of the 8 rows' pairs
+                        for (int64_t qq = q; qq < kc2; ++qq) dst[qq * k_mr + r + i] = pair_at(row + static_cast<size_t>(i) * nb1, qq);
                     }
                     r += 7;
                     continue;
                 }
             }
-            for (; q < kc2; ++q) {
-                uint32_t w = 0;
-                if (valid) {
-                    const uint32_t lo = read_u16(row + static_cast<size_t>(2 * q) * nb0);
-                    const uint32_t hi = 2 * q + 1 < kc ? read_u16(row + static_cast<size_t>(2 * q + 1) * nb0) : 0u;
-                    w = lo | hi << 16;
-                }
-                dst[q * k_mr + r] = w;
-            }
+            for (; q < kc2; ++q) dst[q * k_mr + r] = valid ? pair_at(row, q) : 0u;
         }
     }
 }
@@ -459,34 +489,18 @@ void pack_a_pairs_repacked(const char * a, int64_t K, int64_t m0, int64_t rows, 
     }
 }
 
-// t[j][rows] = the vdpbf16ps chain over the kc2 pairs of panel ap and
-// activation pair tile bp ([q][k_nr] words), from zero; then out.put (as
-// micro_kernel, MV zmm of 16 rows per panel column).
-template <int MV = k_mr / 16, class Out>
-void micro_kernel_pairs(const uint32_t * ap, const uint32_t * bp, int64_t kc2, const Out & out) {
-    __m512 acc[k_nr][MV];
-#pragma GCC unroll 16
-    for (int j = 0; j < k_nr; ++j) {
-#pragma GCC unroll 4
-        for (int v = 0; v < MV; ++v) acc[j][v] = _mm512_setzero_ps();
-    }
-    for (int64_t q = 0; q < kc2; ++q) {
-        __m512i w[MV];
-#pragma GCC unroll 4
-        for (int v = 0; v < MV; ++v) w[v] = _mm512_loadu_si512(ap + q * k_mr + 16 * v);
-#pragma GCC unroll 16
-        for (int j = 0; j < k_nr; ++j) {
-            const __m512i xv = _mm512_set1_epi32(static_cast<int>(bp[q * k_nr + j]));
-#pragma GCC unroll 4
-            for (int v = 0; v < MV; ++v) acc[j][v] = bf16_dot::dot(acc[j][v], w[v], xv);
-        }
-    }
-#pragma GCC unroll 16
-    for (int j = 0; j < k_nr; ++j) {
-#pragma GCC unroll 4
-        for (int v = 0; v < MV; ++v) out.put(j, 16 * v, acc[j][v]);
-    }
-}
+// A pair panel (pack_a_pairs, pack_a_pairs_repacked): column q holds the
+// pairs (k0 + 2q, k0 + 2q + 1) of k_mr rows, [q][k_mr] words; the
+// micro-kernel's step is vdpbf16ps with a broadcast activation pair.
+struct pair_madd {
+    static __m512i bcast(uint32_t b) { return _mm512_set1_epi32(static_cast<int>(b)); }
+    static __m512 madd(__m512 acc, __m512i a, __m512i b) { return bf16_dot::dot(acc, a, b); }
+};
+struct pair_panel {
+    using step = pair_madd;
+    const uint32_t * ap;
+    __m512i load(int64_t q, int v) const { return _mm512_loadu_si512(ap + q * k_mr + 16 * v); }
+};
 
 // Activation pair tiles: tile t at shared + t K2 k_nr words ([q][k_nr],
 // K2 = (K + 1) / 2; within the F32 tiles' space, gemm_f_shared_size).
@@ -518,7 +532,7 @@ void pack_b_pairs(const char * const * col, size_t nb0, int64_t K, uint32_t * bp
 
 // gemm_f for BF16 weights on AVX512-BF16 builds: run's blocks, items and
 // tiles with pair panels (pack_a_pairs, pack_a_pairs_repacked) and pair
-// tiles (gemm_f_prepare) through micro_kernel_pairs. (No in-place reading
+// tiles (gemm_f_prepare) through micro_kernel (pair_panel). (No in-place reading
 // of the repacked groups: they need vpermw to become pairs, done once per
 // block by the packing rather than once per activation tile.) bench_ops
 // BM_mul_mat_repack BF16 2048 x 2048 x 512, 1 thread on Zen 4: 151.6-206.5
@@ -544,18 +558,9 @@ void run_bf16(const compute_params & p, const mm_dims & d) {
             for (int64_t r = 0; r < rows; r += k_mr) {
                 const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
                 const uint32_t * ap = ap_block + (r / k_mr) * kc2 * k_mr;
-                if (valid == k_mr && cols == k_nr) {
-                    micro_kernel_pairs(ap, bp, kc2, tile_to_dst{y, mb + r, k0 == 0});
-                    continue;
-                }
-                if (valid <= 16) {
-                    micro_kernel_pairs<1>(ap, bp, kc2, tile_to_scratch{ctile});
-                } else if (valid <= 32) {
-                    micro_kernel_pairs<2>(ap, bp, kc2, tile_to_scratch{ctile});
-                } else {
-                    micro_kernel_pairs(ap, bp, kc2, tile_to_scratch{ctile});
-                }
-                store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
+                full_or_edge_tile(valid, cols, y, mb + r, k0 == 0, ctile, [&](auto mv, const auto & out) {
+                    micro_kernel<decltype(mv)::value>(pair_panel{ap}, bp, kc2, out);
+                });
             }
         }
     });
@@ -617,22 +622,18 @@ void run(const compute_params & p, const mm_dims & d) {
                 }
                 const int valid = static_cast<int>(std::min<int64_t>(k_mr, rows - r));
                 auto tile = [&](const auto & panel) {
+#ifdef TSR_CPU_AVX512
+                    full_or_edge_tile(valid, cols, y, mb + r, k0 == 0, ctile, [&](auto mv, const auto & out) {
+                        micro_kernel<decltype(mv)::value>(panel, bp, kc, out);
+                    });
+#else
                     if (valid == k_mr && cols == k_nr) {
                         micro_kernel(panel, bp, kc, tile_to_dst{y, mb + r, k0 == 0});
                     } else {
-#ifdef TSR_CPU_AVX512
-                        if (valid <= 16) {
-                            micro_kernel<1>(panel, bp, kc, tile_to_scratch{ctile});
-                        } else if (valid <= 32) {
-                            micro_kernel<2>(panel, bp, kc, tile_to_scratch{ctile});
-                        } else {
-                            micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
-                        }
-#else
                         micro_kernel(panel, bp, kc, tile_to_scratch{ctile});
-#endif
                         store_tile(ctile, y, mb + r, valid, cols, k0 == 0);
                     }
+#endif
                 };
 #ifdef TSR_CPU_AVX512
                 if constexpr (T != TSR_TYPE_F32) {
@@ -676,7 +677,6 @@ bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
     const bool in_place = b_in_place(d);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t batch = t / n_tiles, n = (t % n_tiles) * k_nr;
-        float * tile = b_tile(p, d, batch, n);
         const char * col[k_nr];
         for (int j = 0; j < k_nr; ++j) {
             col[j] = row_ptr(d.b, std::min(n + j, d.N - 1), batch % d.B2, batch / d.B2);
@@ -687,6 +687,7 @@ bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
             continue;
         }
 #endif
+        float * tile = b_tile(p, d, batch, n);
         if (in_place) {
             const float * c[k_nr];
             for (int j = 0; j < k_nr; ++j) c[j] = reinterpret_cast<const float *>(col[j]);
