@@ -179,6 +179,7 @@ void dot4_pairs(const char * const * w, const uint32_t * xp, int64_t k, size_t p
 // and weight matrix.
 struct batch_view {
     const float * x[k_gemm_min_n] = {};
+    const uint32_t * xp[k_gemm_min_n] = {}; // x's BF16 pairs, after load_pairs
     float * y[k_gemm_min_n] = {};
     const char * a = nullptr;
     void load(const mm_dims & d, bool in_place, int64_t batch, float * xbuf) {
@@ -188,6 +189,17 @@ struct batch_view {
         }
         a = a_matrix(d, batch);
     }
+#ifdef TSR_CPU_BF16DOT
+    // The loaded columns' BF16 pairs (bf16_dot::to_pairs) into xpairs,
+    // (K + 1) / 2 words a column, for the BF16 kernels.
+    void load_pairs(const mm_dims & d, uint32_t * xpairs) {
+        for (int64_t n = 0; n < d.N; ++n) {
+            uint32_t * out = xpairs + n * ((d.K + 1) / 2);
+            bf16_dot::to_pairs(x[n], d.K, out);
+            xp[n] = out;
+        }
+    }
+#endif
 };
 
 // Row-contiguous weights (or rows gathered to F32): items of 4 rows, walked
@@ -223,9 +235,7 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
             if (new_batch) {
                 bv.load(d, in_place, batch, xbuf);
 #ifdef TSR_CPU_BF16DOT
-                if constexpr (pairs) {
-                    for (int64_t n = 0; n < d.N; ++n) bf16_dot::to_pairs(bv.x[n], d.K, xpairs + n * ((d.K + 1) / 2));
-                }
+                if constexpr (pairs) bv.load_pairs(d, xpairs);
 #endif
                 new_batch = false;
             }
@@ -239,7 +249,7 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
             for (int64_t n = 0; n < d.N; ++n) {
 #ifdef TSR_CPU_BF16DOT
                 if constexpr (pairs) {
-                    const uint32_t * xp = xpairs + n * ((d.K + 1) / 2);
+                    const uint32_t * xp = bv.xp[n];
                     if (gather) { // strided rows: one row at a time through rowbuf (BF16 bits)
                         auto * rb = reinterpret_cast<char *>(rowbuf);
                         for (int r = 0; r < 4 && m0 + r < d.M; ++r) {
@@ -530,9 +540,7 @@ void groups_path(const compute_params & p, const mm_dims & d, float * xbuf, [[ma
             if (batch != loaded) {
                 bv.load(d, in_place, batch, xbuf);
 #ifdef TSR_CPU_BF16DOT
-                if constexpr (T == TSR_TYPE_BF16) {
-                    for (int64_t n = 0; n < d.N; ++n) bf16_dot::to_pairs(bv.x[n], d.K, xpairs + n * ((d.K + 1) / 2));
-                }
+                if constexpr (T == TSR_TYPE_BF16) bv.load_pairs(d, xpairs);
 #endif
                 loaded = batch;
             }
@@ -540,11 +548,10 @@ void groups_path(const compute_params & p, const mm_dims & d, float * xbuf, [[ma
             const char * w = bv.a + static_cast<size_t>(g0) * group_bytes;
             for (int64_t n = 0; n < d.N; ++n) {
                 float * y = bv.y[n] + g0 * G;
-                const uint32_t * xp = xpairs + n * ((d.K + 1) / 2);
                 if (pf != 0) {
-                    groups_of<T, true>(ng, w, group_bytes, bv.x[n], xp, d.K, y, pf);
+                    groups_of<T, true>(ng, w, group_bytes, bv.x[n], bv.xp[n], d.K, y, pf);
                 } else {
-                    groups_of<T, false>(ng, w, group_bytes, bv.x[n], xp, d.K, y, 0);
+                    groups_of<T, false>(ng, w, group_bytes, bv.x[n], bv.xp[n], d.K, y, 0);
                 }
             }
         }
@@ -573,7 +580,7 @@ void run(const compute_params & p, const mm_dims & d) {
 
 } // namespace
 
-// Columns (F32), a gathered row, the columns' BF16 pairs (groups_path).
+// Columns (F32), a gathered row, the columns' BF16 pairs (batch_view::load_pairs).
 size_t matvec_f_work_size(const mm_dims & d) {
     return align64(static_cast<size_t>(k_gemm_min_n * d.K) * sizeof(float)) +
            align64(static_cast<size_t>(d.K) * sizeof(float)) +
