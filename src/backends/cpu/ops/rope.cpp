@@ -119,7 +119,6 @@ const float * rope_cos_sin(int32_t position, int64_t n_dims, double freq_base, d
             return out;
         }
         if (!t.last_valid || t.last_position != position) {
-            t.last_valid = false;
             fill_cos_sin(position, n_dims, freq_base, freq_scale, t.last.data());
             t.last_position = position;
             t.last_valid = true;
