@@ -60,6 +60,12 @@ if(TARGET test_backend)
   endif()
 endif()
 
+# The huge-page advice of weight buffers switched off (ops/tuning.hpp).
+if(TARGET test_backend AND TARGET tessera_cpu_backend)
+  add_test(NAME test_backend.huge_pages_off COMMAND test_backend "--gtest_filter=CpuRepack.LargeBuffersAreAdvisedOntoHugePages:CpuCompiledIn.DeviceProperties")
+  set_tests_properties(test_backend.huge_pages_off PROPERTIES ENVIRONMENT "TESSERA_CPU_HUGE_PAGES=0")
+endif()
+
 # The variant probe run under qemu-x86_64 by cpu_qemu_test.cpp.
 if(TARGET test_backend AND TARGET tessera_cpu_backend)
   add_executable(cpu_variant_probe ${CMAKE_CURRENT_LIST_DIR}/programs/cpu_variant_probe.cpp)

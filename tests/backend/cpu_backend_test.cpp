@@ -82,6 +82,7 @@ TEST_F(CpuCompiledIn, DeviceProperties) {
     EXPECT_EQ(feature(cpu, "THREAD_POOL"), "1");
     EXPECT_EQ(feature(cpu, "OPENMP"), "0");
     EXPECT_EQ(feature(cpu, "STREAM_PREFETCH"), std::to_string(tessera::cpu::tuning().stream_prefetch));
+    EXPECT_EQ(feature(cpu, "HUGE_PAGES"), tessera::cpu::tuning().huge_pages ? "1" : "0");
     char hex[16];
     std::snprintf(hex, sizeof hex, "0x%x", tessera::cpu::detect_cpu_model().family);
     EXPECT_EQ(feature(cpu, "CPU_FAMILY"), hex);

@@ -27,12 +27,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu_graph.hpp"
 #include "backend/test_support.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 #include "tessera/backend/cpu.hpp"
 
 namespace tessera::test {
@@ -233,6 +238,60 @@ TEST(CpuRepack, CompiledInBackend) {
     registry reg;
     backend_reg cpu = reg.register_backend(tessera::cpu::backend_reg());
     check_device(cpu.devices().at(0));
+}
+
+// The kernel's THP mode ("always", "madvise" or "never": the bracketed
+// word of /sys/kernel/mm/transparent_hugepage/enabled), or "" when unknown.
+std::string thp_mode() {
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string line;
+    if (!std::getline(in, line)) return "";
+    const size_t open = line.find('['), close = line.find(']');
+    return open != std::string::npos && close > open ? line.substr(open + 1, close - open - 1) : "";
+}
+
+// The THPeligible value (0 or 1) that /proc/self/smaps gives the mapping
+// holding address p, or -1 when there is none (or no such line).
+int thp_eligible(const void * p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    std::ifstream in("/proc/self/smaps");
+    bool inside = false;
+    for (std::string line; std::getline(in, line);) {
+        unsigned long lo = 0, hi = 0;
+        char tail = 0;
+        // A mapping's header line, "lo-hi perms offset dev inode path", vs
+        // its "Key: value" lines (keys start with a capital letter).
+        if (!line.empty() && !(line[0] >= 'A' && line[0] <= 'Z') && std::sscanf(line.c_str(), "%lx-%lx%c", &lo, &hi, &tail) == 3) {
+            inside = lo <= a && a < hi;
+        } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+            return std::stoi(line.substr(12));
+        }
+    }
+    return -1;
+}
+
+// Weight buffers of 4 MiB or more are advised onto huge pages when
+// cpu_tuning::huge_pages is on (TESSERA_CPU_HUGE_PAGES; ctest runs this
+// test once more with it 0): under THP mode "madvise" their mapping is
+// eligible exactly then; a small buffer is not advised. (The allocator
+// maps large blocks with mmap, so the buffer's mapping is its own.)
+TEST(CpuRepack, LargeBuffersAreAdvisedOntoHugePages) {
+    const std::string mode = thp_mode();
+    if (mode != "always" && mode != "madvise") GTEST_SKIP() << "transparent huge pages: '" << mode << "'";
+    registry reg;
+    backend_reg cpu = reg.register_backend(tessera::cpu::backend_reg());
+    const auto rbt = find_repack(cpu.devices().at(0));
+    ASSERT_TRUE(rbt.has_value());
+    const buffer big = rbt->alloc(size_t{8} << 20);
+    ASSERT_TRUE(big);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big.base()) % (size_t{2} << 20), 0u);
+    const bool advised = tessera::cpu::tuning().huge_pages;
+    EXPECT_EQ(thp_eligible(big.base()), mode == "always" || advised ? 1 : 0) << "mode " << mode << ", advice " << advised;
+    if (mode == "madvise") {
+        const buffer small = rbt->alloc(size_t{1} << 20);
+        ASSERT_TRUE(small);
+        EXPECT_EQ(thp_eligible(small.base()), 0);
+    }
 }
 
 TEST(CpuRepack, EveryVariantPluginThisMachineRuns) {

@@ -35,9 +35,9 @@ tsr_buffer * buffer_from_host_ptr(void * ptr, size_t size);
 // Shared by the buffers that own their memory (context = the memory from
 // aligned_alloc): a new buffer of `size` bytes with table `iface`, aligned
 // to buffer_alignment; with huge_pages, one of 4 MiB or more is aligned to
-// 2 MiB, so that it can sit on transparent huge pages where the system
-// gives them without being asked (no madvise: see the definition). Null
-// when the size overflows or memory is short.
+// 2 MiB and, where cpu_tuning::huge_pages (ops/tuning.hpp) is on, advised
+// onto transparent huge pages (madvise MADV_HUGEPAGE, Linux). Null when
+// the size overflows or memory is short.
 tsr_buffer * alloc_owned_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt, size_t size, bool huge_pages);
 // The matching tsr_buffer_i slots: the base pointer, free (memory and
 // buffer), and clear (every byte of the buffer's size).

@@ -6,7 +6,12 @@
 #include <cstring>
 #include <new>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "backends/cpu/cpu_adapter.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera::cpu {
@@ -132,13 +137,13 @@ tsr_buffer * alloc_owned_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt
     if (rounded == 0) rounded = align;
     void * mem = std::aligned_alloc(align, rounded);
     if (mem == nullptr) return nullptr;
-    // No MADV_HUGEPAGE: with the usual THP setting (defrag "madvise")
-    // that makes every fault of the buffer compact memory until a free
-    // 2 MiB page exists, and loading 1B Q8_0 with the advice took 2.3-7.5 s
-    // against 1.0-1.3 s without (2 vCPUs, model files in the page cache),
-    // while token generation and prompts measured the same either way
-    // within the noise. Aligned, the buffer still gets huge pages where the
-    // system hands them out unasked (THP "always").
+    // Advised onto transparent huge pages (cpu_tuning::huge_pages: weights
+    // read on every token cross no 4 KiB page boundaries, where the hardware
+    // prefetchers stop, and take fewer TLB misses; measurements in
+    // tuning.cpp). Only advice: a system without THP ignores it (EINVAL).
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == k_huge_page && tuning().huge_pages) (void)::madvise(mem, rounded, MADV_HUGEPAGE);
+#endif
     tsr_buffer * b = new_buffer(iface, bt, mem, size);
     if (b == nullptr) std::free(mem);
     return b;

@@ -134,7 +134,8 @@ tsr_device * reg_device(tsr_reg *, size_t i) { return i == 0 ? &cpu_device_objec
 
 // (name, value) pairs: each feature, "1" when this processor has it and
 // this build's code uses it; then the variant, the processor's family and
-// model, the mat-vec kernels' software prefetch distance and the threading.
+// model, the mat-vec kernels' software prefetch distance, the huge-page
+// advice for weights and the threading.
 const tsr_feature * reg_features(tsr_reg *) {
     static std::vector<std::string> storage;
     static std::vector<tsr_feature> list;
@@ -170,6 +171,8 @@ const tsr_feature * reg_features(tsr_reg *) {
         storage.emplace_back(hex);
         storage.emplace_back("STREAM_PREFETCH"); // ops/tuning.hpp: bytes, 0 = none
         storage.emplace_back(std::to_string(tuning().stream_prefetch));
+        storage.emplace_back("HUGE_PAGES"); // ops/tuning.hpp: weight buffers advised onto huge pages
+        storage.emplace_back(tuning().huge_pages ? "1" : "0");
         storage.emplace_back("OPENMP");
         storage.emplace_back("0");
         storage.emplace_back("THREAD_POOL");

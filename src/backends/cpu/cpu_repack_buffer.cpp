@@ -89,8 +89,8 @@ constexpr tsr_buffer_i repack_buffer_iface = {
 
 const char * rt_name(tsr_buffer_type *) { return "CPU_REPACK"; }
 
-// Large buffers are 2 MiB-aligned (alloc_owned_buffer): on huge pages where
-// the system gives them unasked.
+// Large buffers are 2 MiB-aligned and advised onto huge pages
+// (alloc_owned_buffer, cpu_tuning::huge_pages).
 tsr_buffer * rt_alloc(tsr_buffer_type * bt, size_t size) {
     return alloc_owned_buffer(&repack_buffer_iface, bt, size, true);
 }

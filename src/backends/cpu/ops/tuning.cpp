@@ -48,6 +48,19 @@ cpu_model detect_cpu_model() {
 // thread and 59.6 -> 81.3 on 2; Q4_0, Q8_0 and F16 within the noise.
 // 8192 bytes measured like 4096. So Zen 5 prefetches like Intel, and
 // Zen 4 and older AMD do not.
+//
+// Huge pages for the weights (CPU_REPACK buffers advised MADV_HUGEPAGE).
+// AMD Zen 4 (EPYC Genoa, 2 vCPUs under KVM, THP mode "madvise"), synth
+// models, `tessera bench -r 1`, the advice toggled in one build, medians of
+// 4-6 alternating processes, without -> with: 135M Q4_0 tg64 326 -> 336
+// t/s (1 thread) and 323 -> 343 (2), Q8_0 157 -> 162, F16 88 -> 96; 1B
+// Q4_0 tg32 38.2 -> 38.8, F16 tg16 10.1 -> 11.3; 135M Q8_0 pp512 715 -> 787.
+// The KV cache and compute buffers on huge pages as well measured no better
+// than without. Loading 1B Q8_0 took 0.70-2.63 s with the advice against
+// 0.87-3.52 s without (fewer page faults); an earlier session had measured
+// 2.3-7.5 s against 1.0-1.3 s on a host whose memory was fragmented, where
+// each fault of an advised region compacts memory first (THP defrag
+// "madvise"), hence the switch.
 cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string & warning) {
     cpu_tuning t;
     const bool amd_zen5_or_later = cpu.vendor == cpu_vendor::amd && cpu.family >= 0x1A;
@@ -68,18 +81,22 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
             refuse(k_stream_prefetch_env, v, "a byte count that is a multiple of 64 in [0, 65536]", std::to_string(t.stream_prefetch));
         }
     }
-    if (const char * v = env.gemm_float_in_place; v != nullptr) {
+    // A 0-or-1 variable `name` with value v (null: unset) over `flag`.
+    const auto switch_var = [&](const char * name, const char * v, bool & flag) {
+        if (v == nullptr) return;
         if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) {
-            t.gemm_float_in_place = v[0] == '1';
+            flag = v[0] == '1';
         } else {
-            refuse(k_gemm_float_in_place_env, v, "0 or 1", t.gemm_float_in_place ? "1" : "0");
+            refuse(name, v, "0 or 1", flag ? "1" : "0");
         }
-    }
+    };
+    switch_var(k_gemm_float_in_place_env, env.gemm_float_in_place, t.gemm_float_in_place);
+    switch_var(k_huge_pages_env, env.huge_pages, t.huge_pages);
     return t;
 }
 
 tuning_env process_tuning_env() {
-    return {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env)};
+    return {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env), std::getenv(k_huge_pages_env)};
 }
 
 const cpu_tuning & tuning() {

@@ -43,18 +43,25 @@ struct cpu_tuning {
     // a block of them into an F32 panel, as the AVX2 one does (false). AMD:
     // true; others: false (on Intel the widening shares the two FMA ports).
     bool gemm_float_in_place = false;
+    // Large weight buffers (CPU_REPACK, 4 MiB or more) are advised onto
+    // transparent huge pages (madvise MADV_HUGEPAGE, Linux): every vendor
+    // (see tuning.cpp for the measurements). Without the advice they get
+    // huge pages only where the system's THP mode is "always".
+    bool huge_pages = true;
 };
 
 // Environment variables overriding the defaults: cpu_tuning::stream_prefetch
-// (a byte count, a multiple of 64 in [0, 65536]) and
-// cpu_tuning::gemm_float_in_place (0 or 1).
+// (a byte count, a multiple of 64 in [0, 65536]),
+// cpu_tuning::gemm_float_in_place and cpu_tuning::huge_pages (0 or 1).
 inline constexpr const char * k_stream_prefetch_env = "TESSERA_CPU_STREAM_PREFETCH";
 inline constexpr const char * k_gemm_float_in_place_env = "TESSERA_CPU_GEMM_FLOAT_IN_PLACE";
+inline constexpr const char * k_huge_pages_env = "TESSERA_CPU_HUGE_PAGES";
 
 // The variables' values (null: not set).
 struct tuning_env {
     const char * stream_prefetch = nullptr;
     const char * gemm_float_in_place = nullptr;
+    const char * huge_pages = nullptr;
 };
 
 // The variables as this process's environment has them (getenv).
