@@ -112,8 +112,19 @@ std::optional<buffer_type> find_repack(const device & d) {
     return std::nullopt;
 }
 
-// All checks on one device (of a registered CPU family).
-void check_device(const device & d) {
+// The value of feature `name` of r, or "" when it has none.
+std::string reg_feature(const backend_reg & r, const std::string & name) {
+    for (const auto & [k, v] : r.features()) {
+        if (k == name) return v;
+    }
+    return "";
+}
+
+// All checks on the device of a registered CPU family.
+void check_device(const backend_reg & r) {
+    const device d = r.devices().at(0);
+    // Q4_0 groups: 16 rows where the kernels use AVX512-VNNI, else 8 (repack.hpp).
+    const int64_t q4_rows = reg_feature(r, "AVX512_VNNI") == "1" ? 16 : 8;
     const auto rbt = find_repack(d);
     ASSERT_TRUE(rbt.has_value()) << "no CPU_REPACK buffer type";
     EXPECT_FALSE(rbt->is_host());
@@ -127,6 +138,7 @@ void check_device(const device & d) {
     const shape shapes[] = {{TSR_TYPE_Q8_0, 64, 8},   {TSR_TYPE_Q4_0, 64, 8},     {TSR_TYPE_Q8_0, 256, 24},
                             {TSR_TYPE_Q4_0, 256, 24}, {TSR_TYPE_Q8_0, 4096, 40},  {TSR_TYPE_Q4_0, 4096, 40},
                             {TSR_TYPE_Q8_0, 64, 12},  {TSR_TYPE_Q4_0, 256, 20}, // rows not a multiple of 8
+                            {TSR_TYPE_Q4_0, 576, 32}, {TSR_TYPE_Q4_0, 64, 16},  // whole groups of 16
                             {TSR_TYPE_Q5_0, 64, 8},   {TSR_TYPE_Q5_0, 576, 24},   {TSR_TYPE_Q5_0, 256, 20},
                             {TSR_TYPE_Q5_1, 64, 8},   {TSR_TYPE_Q5_1, 576, 24},   {TSR_TYPE_Q5_1, 256, 20},
                             // K-quants: groups of 8 (AVX2) or 16 (AVX-512) rows; 24 rows are whole groups of 8 only
@@ -146,12 +158,16 @@ void check_device(const device & d) {
         std::vector<uint8_t> back(n);
         tensor_get(ar, back.data(), 0, n);
         ASSERT_EQ(back, orig) << "get_tensor does not return the bytes set";
-        // Random bytes: a plain copy would be identical. Q4_0, Q5_0 and
-        // Q8_0 with whole groups of 8 rows are interleaved in every build
-        // (src/backends/cpu/ops/repack.hpp).
+        // Random bytes: a plain copy would be identical. Q5_0, Q5_1 and
+        // Q8_0 with whole groups of 8 rows are interleaved in every build,
+        // Q4_0 with whole groups of q4_rows (src/backends/cpu/ops/repack.hpp).
         const bool interleaved = std::memcmp(ar->data, orig.data(), n) != 0;
         if (s.M % 8 != 0) EXPECT_FALSE(interleaved);
-        if (!is_k_quant(s.type) && s.M % 8 == 0) EXPECT_TRUE(interleaved);
+        if (s.type == TSR_TYPE_Q4_0) {
+            EXPECT_EQ(interleaved, s.M % q4_rows == 0);
+        } else if (!is_k_quant(s.type) && s.M % 8 == 0) {
+            EXPECT_TRUE(interleaved);
+        }
         // partial reads at odd offsets
         for (size_t off : {size_t(1), size_t(35), n / 3, n - 7}) {
             const size_t len = std::min<size_t>(n - off, 101);
@@ -237,7 +253,7 @@ void check_device(const device & d) {
 TEST(CpuRepack, CompiledInBackend) {
     registry reg;
     backend_reg cpu = reg.register_backend(tessera::cpu::backend_reg());
-    check_device(cpu.devices().at(0));
+    check_device(cpu);
 }
 
 // The kernel's THP mode ("always", "madvise" or "never": the bracketed
@@ -316,7 +332,7 @@ TEST(CpuRepack, EveryVariantPluginThisMachineRuns) {
             std::printf("[ skipped  ] %s: %s\n", f.filename().c_str(), e.what());
             continue;
         }
-        check_device(r.devices().at(0));
+        check_device(r);
         ++ran;
     }
     EXPECT_GT(ran, 0);

@@ -1,7 +1,8 @@
 // backends/cpu/cpu_repack_buffer.cpp — "CPU_REPACK", the CPU device's extra
 // buffer type for weights: host memory in which every Q8_0/Q4_0/Q5_0/Q5_1 matrix
-// that qualifies (ops/repack.hpp: 2-D, rows a multiple of 8, packed) is stored
-// with its rows interleaved for the MUL_MAT kernels (ops/mul_mat_repack.cpp),
+// that qualifies (ops/repack.hpp: 2-D, rows a multiple of 8, packed; Q4_0
+// in AVX512-VNNI builds of 16) is stored with its rows interleaved in groups
+// of 8 (those Q4_0: 16) for the MUL_MAT kernels (ops/mul_mat_repack.cpp),
 // and in builds with F16C every such F16/BF16 matrix (rows a multiple of
 // 16) in groups of 16 rows for the float kernels (matvec_f.cpp, gemm_f.cpp),
 // every Q4_K and Q5_K matrix in groups of 8 or 16 rows (AVX-512), with

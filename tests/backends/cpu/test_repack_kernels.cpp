@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/compute.hpp"
@@ -76,12 +77,21 @@ TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
     context ctx(data_ctx());
     EXPECT_TRUE(repack_type_supported(TSR_TYPE_Q4_0));
     EXPECT_TRUE(repack_type_supported(TSR_TYPE_Q8_0));
-    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8})));
-    // Q8_0: every build but the AVX-512 ones (repack.hpp)
-    EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_Q8_0, {4096, 40})), repack_type_supported(TSR_TYPE_Q8_0));
+    // Q4_0: groups of 16 rows in AVX512-VNNI builds, else 8 (repack.hpp);
+    // exactly so where this program's kernels were built for a known ISA.
+    const int64_t q4 = repack_group_rows(TSR_TYPE_Q4_0);
+#ifdef TESSERA_REQUIRE_ISA
+    EXPECT_EQ(q4, std::string(TESSERA_REQUIRE_ISA).find("avx512vnni") != std::string::npos ? 16 : 8);
+#else
+    EXPECT_TRUE(q4 == 8 || q4 == 16) << q4;
+#endif
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 16})));
+    EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8})), q4 == 8);
+    EXPECT_EQ(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 40})), q4 == 8);
+    EXPECT_EQ(repack_group_rows(TSR_TYPE_Q8_0), 8);
+    EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q8_0, {4096, 40})));
     EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 12})));     // rows not a multiple of 8
-    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 8, 2})));   // 3-D
-    EXPECT_EQ(repack_group_rows(TSR_TYPE_Q4_0), 8);
+    EXPECT_FALSE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q4_0, {64, 16, 2})));  // 3-D
     EXPECT_EQ(repack_group_rows(TSR_TYPE_Q5_0), 8); // every build, as Q4_0
     EXPECT_EQ(repack_group_rows(TSR_TYPE_Q5_1), 8);
     EXPECT_TRUE(repack_eligible(ctx.new_tensor(TSR_TYPE_Q5_0, {576, 192})));
@@ -108,8 +118,9 @@ TEST(RepackLayout, EligibilityFollowsTypeShapeAndRows) {
 }
 
 // The documented mapping: original byte (row, block b, byte i) of a group
-// g = row / 8, r = row % 8 lies at (g * nblk + b) * 8 * bb + (i < 2 ? 2r + i
-// : 16 + 32 ((i-2)/4) + 4r + (i-2)%4); Q5_0: d as above, qh byte i (2..5)
+// g = row / G, r = row % G (G = repack_group_rows: Q4_0 16 or 8, the others
+// 8) lies at (g * nblk + b) * G * bb + (i < 2 ? 2r + i : 2G + 4G ((i-2)/4)
+// + 4r + (i-2)%4); Q5_0: d as above, qh byte i (2..5)
 // at 16 + 4r + (i-2), quant byte i (6..21) at 48 + 32 ((i-6)/4) + 4r + (i-6)%4;
 // Q5_1: d as above, m byte i (2, 3) at 16 + 2r + (i-2), qh byte i (4..7) at
 // 32 + 4r + (i-4), quant byte i (8..23) at 64 + 32 ((i-8)/4) + 4r + (i-8)%4.
@@ -117,9 +128,11 @@ TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
     for (int32_t type : {TSR_TYPE_Q8_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q5_1}) {
         SCOPED_TRACE(type_name(type));
         context ctx(data_ctx());
-        const int64_t K = 96, M = 16;
+        const int64_t K = 96, M = 32;
         tsr_tensor * t = ctx.new_tensor(static_cast<tessera::type>(type), {K, M});
         const size_t bb = block_bytes(type), nblk = K / 32, n = nbytes(t);
+        const auto G = static_cast<size_t>(repack_group_rows(type));
+        if (type != TSR_TYPE_Q4_0) ASSERT_EQ(G, 8u);
         std::vector<uint8_t> orig(n);
         std::mt19937 rng(7);
         for (auto & v : orig) v = static_cast<uint8_t>(rng());
@@ -128,8 +141,8 @@ TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
         for (size_t row = 0; row < static_cast<size_t>(M); ++row) {
             for (size_t b = 0; b < nblk; ++b) {
                 for (size_t i = 0; i < bb; ++i) {
-                    const size_t g = row / 8, r = row % 8;
-                    size_t in_block = i < 2 ? 2 * r + i : 16 + 32 * ((i - 2) / 4) + 4 * r + (i - 2) % 4;
+                    const size_t g = row / G, r = row % G;
+                    size_t in_block = i < 2 ? 2 * r + i : 2 * G + 4 * G * ((i - 2) / 4) + 4 * r + (i - 2) % 4;
                     if (type == TSR_TYPE_Q5_0 && i >= 2) {
                         in_block = i < 6 ? 16 + 4 * r + (i - 2) : 48 + 32 * ((i - 6) / 4) + 4 * r + (i - 6) % 4;
                     }
@@ -138,7 +151,7 @@ TEST(RepackLayout, BytesLandWhereTheLayoutSays) {
                                    : i < 8 ? 32 + 4 * r + (i - 4)
                                            : 64 + 32 * ((i - 8) / 4) + 4 * r + (i - 8) % 4;
                     }
-                    const size_t at = (g * nblk + b) * 8 * bb + in_block;
+                    const size_t at = (g * nblk + b) * G * bb + in_block;
                     ASSERT_EQ(packed[at], orig[row * nblk * bb + b * bb + i]) << "row " << row << " block " << b << " byte " << i;
                 }
             }
@@ -330,6 +343,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                                            rp_case{TSR_TYPE_Q8_0, 4096, 40}, rp_case{TSR_TYPE_Q8_0, 64, 12},
                                            rp_case{TSR_TYPE_Q4_0, 64, 8}, rp_case{TSR_TYPE_Q4_0, 256, 24},
                                            rp_case{TSR_TYPE_Q4_0, 4096, 40}, rp_case{TSR_TYPE_Q4_0, 64, 12},
+                                           // whole groups of 16 (AVX512-VNNI builds): one, three, five
+                                           rp_case{TSR_TYPE_Q4_0, 64, 16}, rp_case{TSR_TYPE_Q4_0, 576, 48},
+                                           rp_case{TSR_TYPE_Q4_0, 1024, 80},
                                            rp_case{TSR_TYPE_Q5_0, 64, 8}, rp_case{TSR_TYPE_Q5_0, 576, 24},
                                            rp_case{TSR_TYPE_Q5_0, 4096, 40}, rp_case{TSR_TYPE_Q5_0, 64, 12},
                                            rp_case{TSR_TYPE_Q5_1, 64, 8}, rp_case{TSR_TYPE_Q5_1, 576, 24},

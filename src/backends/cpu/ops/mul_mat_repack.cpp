@@ -44,7 +44,10 @@
 // weights once, front to back, one stream per thread. AVX512-VNNI builds
 // compute a single column with matvec_kernel512 instead: the 8-row
 // kernel's operations per lane in half the instructions (16-row pairs of
-// groups would be two streams per thread, which measured slower).
+// groups would be two streams per thread, which measured slower: 0.5 of
+// the single stream in a stand-alone test). Their Q4_0 is interleaved in
+// groups of 16 rows (group_rows): micro_kernel16 reads one group in place
+// of a pair, and one column takes matvec16_kernel512.
 #include "backends/cpu/ops/mul_mat_repack.hpp"
 
 #include <algorithm>
@@ -66,6 +69,19 @@ constexpr int k_pair = 2; // groups per 512-bit micro-kernel call (16 rows)
 constexpr int k_c = 4;
 constexpr int k_pair = 1;
 #endif
+// Rows per group of type T in this build's layout: repack_group_rows(T)
+// (repack.cpp; keep the two in step). AVX512-VNNI builds interleave Q4_0 in
+// groups of 16 rows, so that one 512-bit load holds a step of all 16 rows
+// and the one-token kernel (matvec16_kernel512) multiplies it with
+// activations broadcast from memory: no vpermd, half the loads and no
+// halves to add per 16 rows. Every other type and build: k_rows.
+template <int32_t T>
+constexpr int group_rows() {
+#ifdef TSR_CPU_VNNI512
+    if constexpr (T == TSR_TYPE_Q4_0) return 2 * k_rows;
+#endif
+    return k_rows;
+}
 constexpr int64_t k_cols_limit = 256;                   // most columns per work item
 // Software prefetch distance in a row group's stream, bytes, of the 8- and
 // 16-row kernels (not matvec_kernel512). 4096 against
@@ -105,13 +121,19 @@ constexpr size_t qh_at() {
 constexpr size_t k_q5_1_m_at = 16;
 template <int32_t T>
 constexpr size_t steps_at() {
-    return T == TSR_TYPE_Q5_1 ? 64 : T == TSR_TYPE_Q5_0 ? 48 : 16;
+    return T == TSR_TYPE_Q5_1 ? 64 : T == TSR_TYPE_Q5_0 ? 48 : 2 * group_rows<T>();
 }
 
-// Bytes of one group's block: 8 scales + the steps.
+// Bytes of one step (4 quant bytes of each row of a group).
+template <int32_t T>
+constexpr size_t step_bytes() {
+    return 4 * static_cast<size_t>(group_rows<T>());
+}
+
+// Bytes of one group's block: the rows' scales + the steps.
 template <int32_t T>
 constexpr size_t group_block() {
-    return static_cast<size_t>(k_rows) * block_bytes<T>();
+    return static_cast<size_t>(group_rows<T>()) * block_bytes<T>();
 }
 
 // Steps of 4 quant bytes per row and block.
@@ -286,6 +308,37 @@ inline __m512i step2(const char * p0, const char * p1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p1)), 1);
 }
 
+// The 16 rows of block b that micro_kernel16 reads: two groups of 8 rows
+// (p0: rows 0..7, p1: rows 8..15), or one group of 16 (group_rows<T>() ==
+// 16; p1 unused), lane r row r either way.
+template <int32_t T>
+struct rows16 {
+    const char * p0;
+    const char * p1;
+    static constexpr bool one_group = group_rows<T>() == 16;
+
+    // The 16 F16 scales as F32.
+    __m512 scales() const {
+        if constexpr (one_group) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p0)));
+        const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p0))),
+                                                  _mm_loadu_si128(reinterpret_cast<const __m128i *>(p1)), 1);
+        return _mm512_cvtph_ps(h);
+    }
+    // Step j.
+    __m512i step(int j) const {
+        const size_t at = steps_at<T>() + step_bytes<T>() * static_cast<size_t>(j);
+        if constexpr (one_group) return _mm512_loadu_si512(p0 + at);
+        return step2(p0 + at, p1 + at);
+    }
+    // Software prefetch of the block `ahead` bytes on.
+    void prefetch(size_t ahead) const {
+        for (size_t o = 0; o < group_block<T>(); o += 64) {
+            _mm_prefetch(p0 + ahead + o, _MM_HINT_T0);
+            if constexpr (!one_group) _mm_prefetch(p1 + ahead + o, _MM_HINT_T0);
+        }
+    }
+};
+
 // Q5_0/Q5_1 fifth bits as in q5_fifth, on 512-bit vectors: v (the step's
 // nibbles) with 0x10 added in each byte whose bit is set (pick: the qh
 // byte per lane, bit: the bit per byte).
@@ -302,8 +355,9 @@ inline __m512i q5_pick512(int byte) {
 }
 
 // out[c * 16 + r] = row r of the two groups at w0 (rows 0..7) and w1 (rows
-// 8..15) . column c: per lane the same operations as micro_kernel (integer
-// sums are exact, so their order does not matter).
+// 8..15), or of the 16-row group at w0 (rows16; w1 unused), . column c:
+// per lane the same operations as micro_kernel (integer sums are exact, so
+// their order does not matter).
 template <int32_t T, int C>
 __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out) {
     __m512 acc[C];
@@ -313,14 +367,11 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
         const size_t off = static_cast<size_t>(b) * group_block<T>();
         const char * p0 = w0 + off;
         const char * p1 = w1 + off;
+        const rows16<T> rows{p0, p1};
+        static_assert(!five_bits<T>() || !rows16<T>::one_group, "qh and m are read as two groups of 8 rows");
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
-        for (size_t o = 0; o < group_block<T>(); o += 64) {
-            _mm_prefetch(p0 + k_prefetch + o, _MM_HINT_T0);
-            _mm_prefetch(p1 + k_prefetch + o, _MM_HINT_T0);
-        }
-        const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p0))),
-                                                  _mm_loadu_si128(reinterpret_cast<const __m128i *>(p1)), 1);
-        const __m512 dw = _mm512_cvtph_ps(h);
+        rows.prefetch(k_prefetch);
+        const __m512 dw = rows.scales();
         __m512i is[C];
         if constexpr (nibbles<T>()) {
             const __m512i m = _mm512_set1_epi8(0x0f);
@@ -329,7 +380,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
             if constexpr (five_bits<T>()) h = step2(p0 + qh_at<T>(), p1 + qh_at<T>());
             #pragma GCC unroll 8
             for (int j = 0; j < 4; ++j) {
-                const __m512i v = step2(p0 + steps_at<T>() + 32 * j, p1 + steps_at<T>() + 32 * j);
+                const __m512i v = rows.step(j);
                 lo[j] = _mm512_and_si512(v, m);
                 hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
                 if constexpr (five_bits<T>()) {
@@ -370,7 +421,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
             for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
             #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
-                const __m512i v = step2(p0 + 16 + 32 * j, p1 + 16 + 32 * j);
+                const __m512i v = rows.step(j);
 #if defined(TSR_CPU_VNNI512)
                 const __m512i u = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
                 #pragma GCC unroll 8
@@ -480,6 +531,40 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
     _mm256_storeu_ps(out, acc);
 }
 
+// out[r] = row r of the 16-row group at w (Q4_0, group_rows<T>() == 16) .
+// column 0 of the tile at xt, for one column (token generation): per lane
+// micro_kernel16's operations, so the same bits. A step is one 512-bit
+// load of all 16 rows; its low and high nibbles are multiplied with the
+// activation dwords j and 4 + j broadcast from memory (vpdpbusd m32bcst)
+// into two chains, whose exact int32 sums are added. Against
+// matvec_kernel512 on the 8-row groups that is half the loads and no
+// vpermd per 16 rows: streaming synth-1B-shaped Q4_0 products in a
+// stand-alone test (Zen 4, 1 thread, weights on huge pages) ran at 1.0 of
+// the read bandwidth against 0.9. PF as in matvec_kernel512.
+template <int32_t T, bool PF>
+void matvec16_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out, size_t pf) {
+    static_assert(T == TSR_TYPE_Q4_0 && group_rows<T>() == 16, "the 16-row groups of Q4_0");
+    const __m512i m = _mm512_set1_epi8(0x0f);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const rows16<T> rows{w + static_cast<size_t>(b) * group_block<T>(), nullptr};
+        const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+        if constexpr (PF) rows.prefetch(pf);
+        const __m512 dw = rows.scales();
+        __m512i lo = _mm512_setzero_si512(), hi = lo;
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+            const __m512i v = rows.step(j);
+            lo = simd::dot4_u8s8_bcast(lo, _mm512_and_si512(v, m), xp + 4 * j);
+            hi = simd::dot4_u8s8_bcast(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m), xp + 16 + 4 * j);
+        }
+        const __m512i is = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(load_i32(xp + k_xsum)));
+        const __m512 dx = _mm512_set1_ps(read_f32(xp + k_xd));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, dx), acc);
+    }
+    _mm512_storeu_ps(out, acc);
+}
+
 #endif // TSR_CPU_VNNI512
 
 template <int32_t T, int C = k_c>
@@ -566,10 +651,11 @@ void run(const compute_params & p, const mm_dims & d) {
     auto * xbuf = reinterpret_cast<float *>(tiles + static_cast<size_t>(cols_max / k_c) * tile_bytes);
     const bool in_place = b_in_place(d);
     const auto * a = static_cast<const char *>(d.a->data); // 2-D: one matrix for every batch
+    constexpr int G = group_rows<T>();
     const size_t group_bytes = static_cast<size_t>(n_blocks) * group_block<T>();
-    const mm_grid g = make_mm_grid(d, p.nth, k_rows, k_pair * k_rows, k_c, cols_max);
+    const mm_grid g = make_mm_grid(d, p.nth, G, std::max(G, k_pair * k_rows), k_c, cols_max);
     // GEMM items are compute-bound; mat-vec items stream their row groups.
-    const size_t item_bytes = d.N >= k_gemm_min_n ? 0 : static_cast<size_t>(g.rows_per_item / k_rows) * group_bytes;
+    const size_t item_bytes = d.N >= k_gemm_min_n ? 0 : static_cast<size_t>(g.rows_per_item / G) * group_bytes;
     work_queue queue(p, g.n_items, chunk_for_bytes(item_bytes, g.n_items, p.nth));
     alignas(64) float otile[k_c * k_pair * k_rows];
     const size_t pf = tuning().stream_prefetch;
@@ -583,30 +669,47 @@ void run(const compute_params & p, const mm_dims & d) {
                 quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, tiles, tile_bytes, xbuf, sum_shift<T>());
                 have_cols = bc;
             }
-            for (int64_t mg = m0; mg < m1; mg += k_rows) {
-                const char * w = a + static_cast<size_t>(mg / k_rows) * group_bytes;
+            // rows rows from mg: otile[c * rows + r] to dst (columns n, n + 1, ...).
+            const auto store = [&](int64_t mg, int64_t n, int ncols, int rows) {
+                for (int c = 0; c < ncols; ++c) {
+                    float * y = dst_column(d, batch, n + c) + mg;
+                    std::copy(otile + c * rows, otile + (c + 1) * rows, y);
+                }
+            };
+            for (int64_t mg = m0; mg < m1; mg += G) {
+                const char * w = a + static_cast<size_t>(mg / G) * group_bytes;
 #ifdef TSR_CPU_AVX512
-                {
-                    if (d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) { // GEMM: two groups in 512-bit vectors
-                        for (int64_t n = n0; n < n1; n += k_c) {
-                            const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                            tile16<T>(ncols, w, w + group_bytes, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
-                            for (int c = 0; c < ncols; ++c) {
-                                float * y = dst_column(d, batch, n + c) + mg;
-                                std::copy(otile + c * 2 * k_rows, otile + (c + 1) * 2 * k_rows, y);
-                            }
+                if constexpr (G == 16) { // one group of 16 rows, whole (repack_eligible)
+                    for (int64_t n = n0; n < n1; n += k_c) {
+                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                        const char * xt = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
+#ifdef TSR_CPU_VNNI512
+                        if (ncols == 1) {
+                            pf != 0 ? matvec16_kernel512<T, true>(w, n_blocks, xt, otile, pf)
+                                    : matvec16_kernel512<T, false>(w, n_blocks, xt, otile, 0);
+                        } else
+#endif
+                        {
+                            tile16<T>(ncols, w, w, n_blocks, xt, otile);
                         }
-                        mg += k_rows;
-                        continue;
+                        store(mg, n, ncols, G);
                     }
+                    continue;
+                } else if (d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) { // GEMM: two groups in 512-bit vectors
+                    for (int64_t n = n0; n < n1; n += k_c) {
+                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                        tile16<T>(ncols, w, w + group_bytes, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
+                        store(mg, n, ncols, 2 * k_rows);
+                    }
+                    mg += k_rows;
+                    continue;
                 }
 #endif
-                for (int64_t n = n0; n < n1; n += k_c) {
-                    const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                    tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile, pf);
-                    for (int c = 0; c < ncols; ++c) {
-                        float * y = dst_column(d, batch, n + c) + mg;
-                        std::copy(otile + c * k_rows, otile + (c + 1) * k_rows, y);
+                if constexpr (G == k_rows) {
+                    for (int64_t n = n0; n < n1; n += k_c) {
+                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                        tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile, pf);
+                        store(mg, n, ncols, k_rows);
                     }
                 }
             }

@@ -1,7 +1,7 @@
 // backends/cpu/ops/mul_mat_repack.hpp — MUL_MAT whose weights (src[0]) are
 // repacked (row-interleaved, ops/repack.hpp): both token generation (few
 // columns) and prompt processing (GEMM) read the interleaved groups of 8
-// rows directly. mul_mat.cpp dispatches here exactly when is_repacked(a).
+// rows (Q4_0 in AVX512-VNNI builds: 16) directly. mul_mat.cpp dispatches here exactly when is_repacked(a).
 // Internal to the CPU kernels.
 #pragma once
 

@@ -261,6 +261,11 @@ void transfer(const tsr_tensor * t, char * plain, size_t offset, size_t size) {
 const void * repack_tag() { return &k_repack_tag; }
 
 int64_t repack_group_rows(int32_t type) {
+#ifdef TSR_CPU_VNNI512
+    // One 512-bit step of all 16 rows for the one-token kernel (group_rows in
+    // mul_mat_repack.cpp; keep the two in step).
+    if (type == TSR_TYPE_Q4_0) return 2 * k_repack_rows;
+#endif
     if (type == TSR_TYPE_Q4_0 || type == TSR_TYPE_Q5_0 || type == TSR_TYPE_Q5_1 || type == TSR_TYPE_Q8_0) return k_repack_rows;
 #ifdef TSR_CPU_AVX2
     if (is_float_layout(type)) return k_repack_float_rows;

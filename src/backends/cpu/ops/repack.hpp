@@ -32,7 +32,11 @@
 // bits (Q5_0, Q5_1) are bits 4 j .. 4 j + 3 and 16 + 4 j .. 16 + 4 j + 3 of the
 // row's qh, one 32-byte load holding all 8 rows' qh. The layout takes
 // exactly the bytes of the original matrix and is the same for every
-// instruction-set variant.
+// instruction-set variant, but for Q4_0 in AVX512-VNNI builds (icelake,
+// zen4, sapphirerapids): there its groups hold 16 rows (repack_group_rows),
+// by the same rule with 16 for 8 (scales at [0, 32), row r at 2 r; step j
+// at 32 + 64 j, row r at + 4 r), so that a step of all 16 rows is one
+// 512-bit load; its matrices need rows a multiple of 16.
 //
 // K-quant layouts, Q4_K, Q5_K and Q6_K (this project's own design; builds
 // with AVX2, Q6_K only with AVX-512: see repack_group_rows). The groups
@@ -112,7 +116,8 @@
 
 namespace tessera::cpu {
 
-// Rows per interleaved group: Q8_0/Q4_0/Q5_0/Q5_1, F16/BF16. (Q4_K, Q5_K, Q6_K:
+// Rows per interleaved group: Q8_0/Q4_0/Q5_0/Q5_1 (Q4_0 with AVX512-VNNI:
+// twice this), F16/BF16. (Q4_K, Q5_K, Q6_K:
 // repack_group_rows, 16 in AVX-512 builds and 8 in the other AVX2 ones,
 // which keep Q6_K plain: the int32 lanes of their widest vector,
 // k_lanes.hpp.)
