@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <limits>
 #include <random>
@@ -275,6 +276,72 @@ TEST(GraphCompute, ReusedMemoryGetsABarrier) {
     // Two nodes writing the same bytes: the second waits.
     s3->data = s2->data;
     EXPECT_EQ(barriers_before({s1, s2, s3}), (std::vector<char>{1, 0, 1}));
+}
+
+// The read-ahead of attention's keys and values: each FLASH_ATTN_EXT node's
+// K and V views (byte ranges of n_kv rows of 384 bytes: 3 KV heads of 64
+// F16) in equal shares of whole lines over the nodes since the previous
+// one, capped at k_attn_prefetch_bytes; an attention right after another
+// reads its own ahead.
+TEST(GraphCompute, AttentionKeysAndValuesAreReadAheadOverTheNodesBefore) {
+    context ctx(data_ctx());
+    std::mt19937 rng(9);
+    constexpr int64_t D = 64, H = 9, H_kv = 3;
+    const auto attention = [&](tsr_tensor * kc, tsr_tensor * vc, int64_t n_kv) {
+        tsr_tensor * q = ctx.new_tensor(TSR_TYPE_F32, {D, H, 1});
+        fill_uniform(q, rng);
+        tsr_tensor * mask = ctx.new_tensor(TSR_TYPE_F32, {n_kv, 1});
+        std::memset(mask->data, 0, nbytes(mask)); // every key visible
+        const uint64_t row = kc->nb[1], head = D * kc->nb[0];
+        return flash_attn_ext(ctx, permute(ctx, q, 0, 2, 1, 3), view_3d(ctx, kc, D, n_kv, H_kv, row, head, 0),
+                              view_3d(ctx, vc, D, n_kv, H_kv, row, head, 0), mask, 0.125f);
+    };
+    tsr_tensor * k1 = ctx.new_tensor(TSR_TYPE_F16, {D * H_kv, 300});
+    tsr_tensor * v1 = ctx.new_tensor(TSR_TYPE_F16, {D * H_kv, 300});
+    tsr_tensor * k2 = ctx.new_tensor(TSR_TYPE_F16, {D * H_kv, 1000}); // 384000 bytes: more than the cap
+    tsr_tensor * v2 = ctx.new_tensor(TSR_TYPE_F16, {D * H_kv, 1000});
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    fill_uniform(x, rng);
+    tsr_tensor * n0 = rms_norm(ctx, x, 1e-5f);
+    tsr_tensor * n1 = scale(ctx, n0, 2.0f, 0.0f);
+    tsr_tensor * n2 = scale(ctx, n1, 2.0f, 0.0f);
+    tsr_tensor * fa1 = attention(k1, v1, 256); // 256 of the 300 rows: 98304 bytes, 1536 lines
+    tsr_tensor * n4 = scale(ctx, n2, 2.0f, 0.0f);
+    tsr_tensor * fa2 = attention(k2, v2, 1000);
+    tsr_tensor * fa3 = attention(k1, v1, 5); // 1920 bytes, 30 lines
+    const auto plan = attention_prefetch({n0, n1, n2, fa1, n4, fa2, fa3});
+    ASSERT_EQ(plan.size(), 7u);
+    const auto at = [](const tsr_tensor * t, size_t off) { return reinterpret_cast<uintptr_t>(t->data) + off; };
+    for (int kv = 0; kv < 2; ++kv) {
+        SCOPED_TRACE(kv == 0 ? "keys" : "values");
+        const tsr_tensor * c1 = kv == 0 ? k1 : v1;
+        const tsr_tensor * c2 = kv == 0 ? k2 : v2;
+        ASSERT_EQ(at(c1, 0) % 64, 0u); // data_ctx aligns tensors to 64 bytes
+        // fa1: 1536 lines over n0, n1, n2, 512 each
+        EXPECT_EQ(plan[0][kv], (byte_span{at(c1, 0), at(c1, 32768)}));
+        EXPECT_EQ(plan[1][kv], (byte_span{at(c1, 32768), at(c1, 65536)}));
+        EXPECT_EQ(plan[2][kv], (byte_span{at(c1, 65536), at(c1, 98304)}));
+        EXPECT_EQ(plan[3][kv], byte_span{}) << "an attention reads nothing ahead when nodes came before it";
+        // fa2: capped, all on n4
+        EXPECT_EQ(plan[4][kv], (byte_span{at(c2, 0), at(c2, k_attn_prefetch_bytes)}));
+        EXPECT_EQ(plan[5][kv], byte_span{});
+        // fa3, right after fa2: on itself
+        EXPECT_EQ(plan[6][kv], (byte_span{at(c1, 0), at(c1, 1920)}));
+    }
+    // Reading ahead changes no result: the graph computes on 1 and 3 threads alike.
+    graph g;
+    g.build_forward(fa3);
+    for (tsr_tensor * c : {k1, v1}) fill_weights(c, rng);
+    std::vector<char> ref;
+    for (int nth : {1, 3}) {
+        ASSERT_EQ(graph_compute(g.view(), nth), TSR_STATUS_SUCCESS);
+        std::vector<char> got(static_cast<char *>(fa3->data), static_cast<char *>(fa3->data) + nbytes(fa3));
+        if (ref.empty()) {
+            ref = got;
+            for (int64_t i = 0; i < D * H; ++i) ASSERT_TRUE(std::isfinite(get(fa3, i % D, i / D))) << i;
+        }
+        EXPECT_EQ(got, ref);
+    }
 }
 
 TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {
