@@ -22,6 +22,15 @@ namespace tessera::test {
 namespace fs = std::filesystem;
 
 // build/tests/fake_plugins/<case>/<stem>.so
+// The value of feature `name` that r lists (tsr_reg_get_features), or
+// "(absent)".
+inline std::string feature(const backend_reg & r, const std::string & name) {
+    for (const auto & [k, v] : r.features()) {
+        if (k == name) return v;
+    }
+    return "(absent)";
+}
+
 inline fs::path fake_plugin(const std::string & case_dir, const std::string & stem) {
     return fs::path(TESSERA_FAKE_PLUGIN_DIR) / case_dir / (stem + ".so");
 }

@@ -14,8 +14,9 @@
 //
 // Buffer types: "CPU" (default, host memory), "CPU_Mapped" (buffers over
 // caller-owned host memory) and one extra type, "CPU_REPACK": for weights;
-// a 2-D Q8_0/Q4_0 matrix with a multiple of 8 rows placed there is stored
-// with its rows interleaved for the MUL_MAT kernels (is_host false: read
+// a 2-D Q8_0/Q4_0 matrix with a multiple of 8 rows (Q4_0 on the
+// AVX512-VNNI variants icelake, zen4, sapphirerapids: 16) placed there is
+// stored with its rows interleaved for the MUL_MAT kernels (is_host false: read
 // and write it through tensor_get/tensor_set, which see the original
 // bytes); only MUL_MAT may use such a matrix, as its src[0].
 #pragma once

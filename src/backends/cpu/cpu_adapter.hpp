@@ -39,6 +39,9 @@ tsr_buffer * buffer_from_host_ptr(void * ptr, size_t size);
 // onto transparent huge pages (madvise MADV_HUGEPAGE, Linux). Null when
 // the size overflows or memory is short.
 tsr_buffer * alloc_owned_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt, size_t size, bool huge_pages);
+// True when alloc_owned_buffer advises huge pages: cpu_tuning::huge_pages
+// on a system with madvise(MADV_HUGEPAGE) (Linux).
+bool huge_page_advice();
 // The matching tsr_buffer_i slots: the base pointer, free (memory and
 // buffer), and clear (every byte of the buffer's size).
 void * owned_buffer_base(tsr_buffer * b);

@@ -126,6 +126,14 @@ void free_owned_buffer(tsr_buffer * b) {
 
 void clear_owned_buffer(tsr_buffer * b, uint8_t value) { std::memset(b->context, value, b->size); }
 
+bool huge_page_advice() {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    return tuning().huge_pages;
+#else
+    return false;
+#endif
+}
+
 tsr_buffer * alloc_owned_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt, size_t size, bool huge_pages) {
     constexpr size_t k_huge_page = size_t(2) << 20;
     const size_t align = huge_pages && size >= 2 * k_huge_page ? k_huge_page : buffer_alignment;
@@ -142,7 +150,7 @@ tsr_buffer * alloc_owned_buffer(const tsr_buffer_i * iface, tsr_buffer_type * bt
     // prefetchers stop, and take fewer TLB misses; measurements in
     // tuning.cpp). Only advice: a system without THP ignores it (EINVAL).
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == k_huge_page && tuning().huge_pages) (void)::madvise(mem, rounded, MADV_HUGEPAGE);
+    if (align == k_huge_page && huge_page_advice()) (void)::madvise(mem, rounded, MADV_HUGEPAGE);
 #endif
     tsr_buffer * b = new_buffer(iface, bt, mem, size);
     if (b == nullptr) std::free(mem);

@@ -172,7 +172,7 @@ const tsr_feature * reg_features(tsr_reg *) {
         storage.emplace_back("STREAM_PREFETCH"); // ops/tuning.hpp: bytes, 0 = none
         storage.emplace_back(std::to_string(tuning().stream_prefetch));
         storage.emplace_back("HUGE_PAGES"); // ops/tuning.hpp: weight buffers advised onto huge pages
-        storage.emplace_back(tuning().huge_pages ? "1" : "0");
+        storage.emplace_back(huge_page_advice() ? "1" : "0");
         storage.emplace_back("OPENMP");
         storage.emplace_back("0");
         storage.emplace_back("THREAD_POOL");

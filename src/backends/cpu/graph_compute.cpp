@@ -27,13 +27,10 @@ bool has_data(const tsr_tensor * node) {
     return true;
 }
 
+using byte_range = byte_span;
+
 // The bytes [lo, hi) a tensor's elements can occupy (its strides' bounding
 // interval); {0, UINTPTR_MAX} when that does not fit in an address.
-struct byte_range {
-    uintptr_t lo = 0, hi = 0;
-    bool overlaps(const byte_range & o) const { return lo < o.hi && o.lo < hi; }
-};
-
 byte_range range_of(const tsr_tensor * t) {
     constexpr byte_range everything{0, UINTPTR_MAX};
     const type_traits & tr = get_type_traits(t->type);

@@ -58,6 +58,7 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes);
 // Bytes [lo, hi) of memory (empty: lo == hi).
 struct byte_span {
     uintptr_t lo = 0, hi = 0;
+    bool overlaps(const byte_span & o) const { return lo < o.hi && o.lo < hi; }
     bool operator==(const byte_span &) const = default;
 };
 

@@ -328,7 +328,8 @@ TEST(GraphCompute, AttentionKeysAndValuesAreReadAheadOverTheNodesBefore) {
         // fa3, right after fa2: on itself
         EXPECT_EQ(plan[6][kv], (byte_span{at(c1, 0), at(c1, 1920)}));
     }
-    // Reading ahead changes no result: the graph computes on 1 and 3 threads alike.
+    // A smoke test: the graph computes with the read-ahead, on 1 and 3
+    // threads alike (prefetching cannot change a result or fault).
     graph g;
     g.build_forward(fa3);
     for (tsr_tensor * c : {k1, v1}) fill_weights(c, rng);
@@ -342,6 +343,42 @@ TEST(GraphCompute, AttentionKeysAndValuesAreReadAheadOverTheNodesBefore) {
         }
         EXPECT_EQ(got, ref);
     }
+}
+
+// Shares that do not divide evenly, a view starting inside a line, and an
+// attention without V (only the plan reads it): the keys of one KV head
+// of 64 F16 (128-byte rows), from byte 100 of the cache for 1 key, cover
+// lines [64, 128), [128, 192) and [192, 228) of it: one per node.
+TEST(GraphCompute, AttentionReadAheadSharesWholeLinesFromTheFirst) {
+    context ctx(data_ctx());
+    tsr_tensor * kc = ctx.new_tensor(TSR_TYPE_F16, {64, 4});
+    tsr_tensor * q = ctx.new_tensor(TSR_TYPE_F32, {64, 1, 1});
+    tsr_tensor * mask = ctx.new_tensor(TSR_TYPE_F32, {1, 1});
+    tsr_tensor * k = view_3d(ctx, kc, 64, 1, 1, kc->nb[1], 128, 100);
+    tsr_tensor * fa = flash_attn_ext(ctx, permute(ctx, q, 0, 2, 1, 3), k, k, mask, 0.125f);
+    fa->src[2] = nullptr;
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {8, 1});
+    tsr_tensor * n0 = scale(ctx, x, 1.0f, 0.0f);
+    tsr_tensor * n1 = scale(ctx, n0, 1.0f, 0.0f);
+    tsr_tensor * n2 = scale(ctx, n1, 1.0f, 0.0f);
+    tsr_tensor * n3 = scale(ctx, n2, 1.0f, 0.0f);
+    const auto base = reinterpret_cast<uintptr_t>(kc->data);
+    ASSERT_EQ(base % 64, 0u);
+    const auto plan = attention_prefetch({n0, n1, n2, fa, n3});
+    ASSERT_EQ(plan.size(), 5u);
+    EXPECT_EQ(plan[0][0], (byte_span{base + 64, base + 128}));
+    EXPECT_EQ(plan[1][0], (byte_span{base + 128, base + 192}));
+    EXPECT_EQ(plan[2][0], (byte_span{base + 192, base + 228}));
+    for (size_t i = 0; i < plan.size(); ++i) EXPECT_EQ(plan[i][1], byte_span{}) << "no V, node " << i;
+    EXPECT_EQ(plan[3][0], byte_span{});
+    EXPECT_EQ(plan[4][0], byte_span{}) << "nodes after the last attention read nothing ahead";
+    // Four nodes for the same three lines: the last gets none.
+    const auto four = attention_prefetch({n0, n1, n2, n3, fa});
+    EXPECT_EQ(four[2][0], (byte_span{base + 192, base + 228}));
+    EXPECT_EQ(four[3][0], byte_span{});
+    // A graph without attention reads nothing ahead.
+    for (const auto & spans : attention_prefetch({n0, n1})) EXPECT_EQ(spans, (std::array<byte_span, 2>{}));
+    EXPECT_TRUE(attention_prefetch({}).empty());
 }
 
 TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {

@@ -4,7 +4,8 @@
 // products with repacking on and off. Built against every kernel variant
 // (test_backends_cpu, _haswell, _alderlake, _skylakex, _zen4), so each
 // repack micro-kernel is checked where this machine can run it (the
-// AVX-512 builds' 16-row GEMM kernels for Q4_0, Q5_0 and Q8_0 at N = 70). The same
+// AVX-512 builds' 16-row GEMM kernels for Q4_0, Q5_0 and Q8_0 at N = 70;
+// Q4_0's 16-row groups in AVX512-VNNI builds at every N). The same
 // through the registry and the CPU_REPACK buffer type of every variant
 // plugin: tests/backend/cpu_repack_test.cpp.
 //

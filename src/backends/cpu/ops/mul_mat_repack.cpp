@@ -5,7 +5,8 @@
 // columns (AVX-512 builds 8, others 4), per block [k_c x 32 quants][k_c
 // scales F32][k_c sums << shift]. The micro-kernel computes one group of 8
 // rows against C <= k_c columns (AVX-512 builds: two groups, 16 rows, in
-// 512-bit vectors when the product has at least k_gemm_min_n columns):
+// 512-bit vectors when the product has at least k_gemm_min_n columns; Q4_0
+// in AVX512-VNNI builds: its one group of 16 rows, for any columns):
 // per block it loads the group's 8 scales (one F16x8 load) and each step
 // (four quant bytes of each of the 8 rows) once, and multiplies every step
 // with four activation quants of each column broadcast to all lanes, so
@@ -40,8 +41,8 @@
 // Work items are (batch, row block of 8 or 16 rows, column block of at
 // most cols_max_of columns), row blocks fastest, so a thread quantizes each
 // column block once (kept in L2) and then streams the weight groups past
-// it; with few columns (token generation) the 8-row kernel reads the
-// weights once, front to back, one stream per thread. AVX512-VNNI builds
+// it; with few columns (token generation) the 8-row (16-row) kernel reads
+// the weights once, front to back, one stream per thread. AVX512-VNNI builds
 // compute a single column with matvec_kernel512 instead: the 8-row
 // kernel's operations per lane in half the instructions (16-row pairs of
 // groups would be two streams per thread, which measured slower: 0.5 of
@@ -82,9 +83,21 @@ constexpr int group_rows() {
 #endif
     return k_rows;
 }
+
+// group_rows of a type (0: not one of the four types of these kernels).
+int group_rows_of(int32_t type) {
+    switch (type) {
+    case TSR_TYPE_Q4_0: return group_rows<TSR_TYPE_Q4_0>();
+    case TSR_TYPE_Q5_0: return group_rows<TSR_TYPE_Q5_0>();
+    case TSR_TYPE_Q5_1: return group_rows<TSR_TYPE_Q5_1>();
+    case TSR_TYPE_Q8_0: return group_rows<TSR_TYPE_Q8_0>();
+    default: return 0;
+    }
+}
 constexpr int64_t k_cols_limit = 256;                   // most columns per work item
 // Software prefetch distance in a row group's stream, bytes, of the 8- and
-// 16-row kernels (not matvec_kernel512). 4096 against
+// 16-row kernels (not the one-column ones, matvec_kernel512 and
+// matvec16_kernel512: cpu_tuning::stream_prefetch). 4096 against
 // 1024 (A/B medians, Zen 5, 2 vCPUs): token generation 1B Q8_0 21.0 ->
 // 22.7 (1 thread) and 39.7 -> 43.4 t/s (2), 135M Q4_0 266 -> 311 and
 // 392 -> 436 t/s; 8192 measured the same as 4096.
@@ -217,6 +230,7 @@ inline __m256i q5_fifth(__m256i h, int j) {
 // tree, computing every product first and spilling them to the stack.)
 template <int32_t T, int C>
 __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out) {
+    static_assert(group_rows<T>() == k_rows, "8-row groups");
     __m256 acc[C];
     #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -473,6 +487,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
 // 106.7 -> 110.1).
 template <int32_t T, bool PF>
 void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out, size_t pf) {
+    static_assert(group_rows<T>() == k_rows, "8-row groups");
     const __m512i pair[4] = {
         _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
         _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
@@ -582,6 +597,7 @@ void tile16(int cols, const char * w0, const char * w1, int64_t n_blocks, const 
 // The portable micro-kernel: the same integers, element by element.
 template <int32_t T, int C>
 void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out) {
+    static_assert(group_rows<T>() == k_rows, "8-row groups");
     float acc[C][k_rows] = {};
     for (int64_t b = 0; b < n_blocks; ++b) {
         const char * pb = w + static_cast<size_t>(b) * group_block<T>();
@@ -722,7 +738,9 @@ void run(const compute_params & p, const mm_dims & d) {
 bool mul_mat_repack_supported(const tsr_tensor * node) {
     const auto aligned = [](uint64_t v) { return v % alignof(float) == 0; };
     return node->nb[0] == sizeof(float) && aligned(reinterpret_cast<uintptr_t>(node->data)) &&
-           aligned(node->nb[1]) && aligned(node->nb[2]) && aligned(node->nb[3]) && repack_eligible(node->src[0]);
+           aligned(node->nb[1]) && aligned(node->nb[2]) && aligned(node->nb[3]) && repack_eligible(node->src[0]) &&
+           (group_rows_of(node->src[0]->type) == 0 || // other types: their own kernels' checks
+            repack_group_rows(node->src[0]->type) == group_rows_of(node->src[0]->type)); // these kernels read that layout
 }
 
 size_t mul_mat_repack_work_size(const mm_dims & d) {

@@ -11,8 +11,9 @@
 // element 16 + i in its high nibble; Q5_0 bb = 22 = F16 d + 4 bytes qh,
 // bit i of the little-endian uint32 the fifth bit of element i, + the 16
 // nibble bytes as in Q4_0; Q5_1 bb = 24 = F16 d + F16 m + Q5_0's qh and
-// nibbles) is cut into groups of k_repack_rows = 8 consecutive rows. Group
-// g, block b occupies the 8 * bb bytes at (g * nblk + b) * 8 * bb:
+// nibbles) is cut into groups of k_repack_rows = 8 consecutive rows (Q4_0
+// in AVX512-VNNI builds: 16, below). Group g, block b occupies the 8 * bb
+// bytes at (g * nblk + b) * 8 * bb:
 //
 //   [0, 16)          the 8 rows' F16 scales d, row r at byte 2 r
 //   [16, 32)         Q5_1 only: the 8 rows' F16 offsets m, row r at 16 + 2 r
@@ -47,7 +48,8 @@
 // Each block is cut into units, and the unit starting at block byte u0, of
 // s bytes, of row r lies at G * u0 + s * r: the G rows' copies of a unit
 // sit side by side, where the unit's section of the block (times G) is.
-// (The Q8_0/Q4_0/Q5_0/Q5_1 layout above is the same rule with G = 8: d
+// (The Q8_0/Q4_0/Q5_0/Q5_1 layout above is the same rule with G =
+// repack_group_rows (8; Q4_0 with AVX512-VNNI 16): d
 // (and Q5_1's m) a unit of 2, qh a unit of 4, each 4 quant bytes a unit.)
 //   Q4_K (F16 d, F16 dmin, 12 scale bytes, 128 qs bytes): d and dmin are
 //        units of 2, each scale byte a unit of 1 (so scale byte k of all
