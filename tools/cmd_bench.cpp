@@ -151,7 +151,8 @@ std::string test_name(int n_prompt, int n_gen, int n_depth) {
 
 std::string test_name(const result & r) { return test_name(r.n_prompt, r.n_gen, r.n_depth); }
 
-// Markdown table, one row per test, printed as results arrive.
+// Markdown table, one row per test, printed as results arrive (the header
+// with the first).
 struct md_printer {
     static constexpr int w_model = 24, w_size = 10, w_params = 10, w_backend = 7, w_threads = 7, w_ts = 20;
     int w_test = 12; // widened to the longest test name ("tg128 @ d1024")
@@ -168,7 +169,14 @@ struct md_printer {
                    w_test - 1, "", w_ts - 1);
         std::fflush(stdout);
     }
+    mutable bool header_done = false;
+    // Prints the header first, with the first row: a model refused before
+    // any test ran (a missing file, a context too short) leaves no table.
     void row(const result & r) const {
+        if (!header_done) {
+            header();
+            header_done = true;
+        }
         const auto ts = r.samples_ts();
         fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |\n", r.model_type, w_model,
                    size_text(r.model_size), w_size, params_text(r.n_params), w_params, r.backend, w_backend,
@@ -358,7 +366,6 @@ int run_bench(options o) {
         for (int p : o.n_prompt) md.w_test = std::max(md.w_test, int(test_name(p, 0, d).size()));
         for (int n : o.n_gen) md.w_test = std::max(md.w_test, int(test_name(0, n, d).size()));
     }
-    if (o.output == "md") md.header();
     std::vector<int> fa_values = o.flash_attn; // -1: automatic
     if (fa_values.empty()) fa_values.push_back(-1);
     std::vector<int> rp_values = o.repack;

@@ -585,6 +585,7 @@ TEST(BenchCli, DepthFillsTheCacheFirst) {
     r = run_tessera(base + "-p 0 -n 9 -d 2040 --no-warmup");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, ": -d 2040 with -n 9: 2049 tokens, more than the model's context length of 2048")) << r.err;
+    EXPECT_EQ(r.out, "") << "no table for a model refused before any test";
     for (const auto & [arg, msg] : std::vector<std::pair<std::string, std::string>>{
              {"-d -1", "error: -d -1: must not be negative"},
              {"-d 8,,8", "error: -d '8,,8': empty entry in the comma-separated list"},
