@@ -169,10 +169,10 @@ struct md_printer {
                    w_test - 1, "", w_ts - 1);
         std::fflush(stdout);
     }
-    mutable bool header_done = false;
+    bool header_done = false;
     // Prints the header first, with the first row: a model refused before
     // any test ran (a missing file, a context too short) leaves no table.
-    void row(const result & r) const {
+    void row(const result & r) {
         if (!header_done) {
             header();
             header_done = true;

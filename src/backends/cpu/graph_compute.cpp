@@ -27,12 +27,10 @@ bool has_data(const tsr_tensor * node) {
     return true;
 }
 
-using byte_range = byte_span;
-
 // The bytes [lo, hi) a tensor's elements can occupy (its strides' bounding
 // interval); {0, UINTPTR_MAX} when that does not fit in an address.
-byte_range range_of(const tsr_tensor * t) {
-    constexpr byte_range everything{0, UINTPTR_MAX};
+byte_span range_of(const tsr_tensor * t) {
+    constexpr byte_span everything{0, UINTPTR_MAX};
     const type_traits & tr = get_type_traits(t->type);
     uint64_t last = 0; // offset of the last block
     for (int i = 0; i < TSR_MAX_DIMS; ++i) {
@@ -40,7 +38,7 @@ byte_range range_of(const tsr_tensor * t) {
         uint64_t step = 0;
         if (__builtin_mul_overflow(n, t->nb[i], &step) || __builtin_add_overflow(last, step, &last)) return everything;
     }
-    byte_range r;
+    byte_span r;
     r.lo = reinterpret_cast<uintptr_t>(t->data);
     if (__builtin_add_overflow(r.lo, last, &r.hi) || __builtin_add_overflow(r.hi, tr.type_size, &r.hi)) return everything;
     return r;
@@ -68,7 +66,7 @@ std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_t
         for (int kv = 0; kv < 2; ++kv) {
             const tsr_tensor * view = n->src[1 + kv];
             if (view == nullptr) continue;
-            const byte_range r = range_of(view);
+            const byte_span r = range_of(view);
             if (r.lo == 0 && r.hi == UINTPTR_MAX) continue; // does not fit in an address
             const uintptr_t lo = r.lo & ~uintptr_t{63};
             const uintptr_t hi = r.hi - r.lo > k_attn_prefetch_bytes ? r.lo + k_attn_prefetch_bytes : r.hi;
@@ -92,15 +90,15 @@ std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_t
 std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
     std::vector<char> sync(nodes.size(), 1);
     struct write {
-        byte_range bytes;
+        byte_span bytes;
         const tsr_tensor * node;
     };
     std::vector<write> written; // since the last barrier
-    std::vector<byte_range> read;
+    std::vector<byte_span> read;
     for (size_t i = 0; i < nodes.size(); ++i) {
         const tsr_tensor * node = nodes[i];
-        const byte_range w = range_of(node);
-        byte_range r[TSR_MAX_SRC];
+        const byte_span w = range_of(node);
+        byte_span r[TSR_MAX_SRC];
         const tsr_tensor * rs[TSR_MAX_SRC];
         int n_r = 0;
         for (const tsr_tensor * s : node->src) {
@@ -116,7 +114,7 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
                 hazard = x.bytes.overlaps(r[j]) && !(x.node == rs[j] && reads_own_rows(node, rs[j]));
             }
         }
-        for (const byte_range & x : read) hazard = hazard || x.overlaps(w);
+        for (const byte_span & x : read) hazard = hazard || x.overlaps(w);
         if (hazard) {
             written.clear();
             read.clear();
@@ -141,11 +139,24 @@ struct wait_prefetch {
     const char * end = nullptr;
 };
 
+// Prefetches the 64-byte lines of s into L2: the barrier waits' weight
+// read-ahead below and the attention read-ahead (attention_prefetch). The
+// latter measured on Zen 4 (2 vCPUs, synth 135M Q4_0, `tessera bench -p 0 -n 32
+// -d 512 -r 1`, medians of 5-6 alternating processes, without -> with the
+// read-ahead of attention_prefetch): 200.8 -> 256.4 t/s on 1 thread, 331.4
+// -> 351.2 on 2; after no prompt (tg128: 1 to 128 keys) 338.8 -> 337.3, and
+// 1B Q4_0 (22 layers, weights 0.6 GB against the cache's 11 MB) the same.
+// Without it, one decoded token's attention over 64 cached keys took 9-12
+// us a layer with the cache cold against 3.4 hot (BM_attn_decode_layers).
+void prefetch_span(const byte_span & s) {
+    for (uintptr_t a = s.lo; a < s.hi; a += 64) __builtin_prefetch(reinterpret_cast<const char *>(a), 0, 2);
+}
+
 // One step of prefetching (1 KiB into L2); false when done.
 bool prefetch_step(void * ctx) {
     auto * w = static_cast<wait_prefetch *>(ctx);
     const char * stop = std::min(w->end, w->next + 1024);
-    for (const char * p = w->next; p < stop; p += 64) __builtin_prefetch(p, 0, 2);
+    prefetch_span({reinterpret_cast<uintptr_t>(w->next), reinterpret_cast<uintptr_t>(stop)});
     w->next = stop;
     return w->next < w->end;
 }
@@ -153,14 +164,14 @@ bool prefetch_step(void * ctx) {
 // The bytes of the weights of the first MUL_MAT among the k nodes from i
 // on, when they are large enough to prefetch: src[0] if it is a leaf
 // (weights, not an activation computed by this graph); else empty.
-byte_range upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, size_t k) {
+byte_span upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, size_t k) {
     for (size_t j = i; j < nodes.size() && j < i + k; ++j) {
         const tsr_tensor * n = nodes[j];
         if (n->op != TSR_OP_MUL_MAT) continue;
         const tsr_tensor * w = n->src[0];
         if (w->op != TSR_OP_NONE || w->data == nullptr) return {};
-        const byte_range r = range_of(w);
-        return r.hi - r.lo >= k_wait_prefetch_min && r.hi - r.lo < (size_t{1} << 40) ? r : byte_range{};
+        const byte_span r = range_of(w);
+        return r.hi - r.lo >= k_wait_prefetch_min && r.hi - r.lo < (size_t{1} << 40) ? r : byte_span{};
     }
     return {};
 }
@@ -173,7 +184,7 @@ struct graph_run {
     // Per node with a barrier: the bytes of the weights a thread that
     // arrives early prefetches (its own share, split as the kernels split
     // rows), or an empty range.
-    std::vector<byte_range> prefetch;
+    std::vector<byte_span> prefetch;
     std::vector<std::array<byte_span, 2>> attn_prefetch; // per node: attention_prefetch
     std::unique_ptr<work_slot[]> slots; // n_threads per node: compute_params::slots
     thread_pool * pool = nullptr;
@@ -208,17 +219,6 @@ void decide(void * ctx) {
     }
 }
 
-// Measured on Zen 4 (2 vCPUs, synth 135M Q4_0, `tessera bench -p 0 -n 32
-// -d 512 -r 1`, medians of 5-6 alternating processes, without -> with the
-// read-ahead of attention_prefetch): 200.8 -> 256.4 t/s on 1 thread, 331.4
-// -> 351.2 on 2; after no prompt (tg128: 1 to 128 keys) 338.8 -> 337.3, and
-// 1B Q4_0 (22 layers, weights 0.6 GB against the cache's 11 MB) the same.
-// Without it, one decoded token's attention over 64 cached keys took 9-12
-// us a layer with the cache cold against 3.4 hot (BM_attn_decode_layers).
-void prefetch_span(const byte_span & s) {
-    for (uintptr_t a = s.lo; a < s.hi; a += 64) __builtin_prefetch(reinterpret_cast<const char *>(a), 0, 2);
-}
-
 void walk_nodes(int ith, void * ctx) {
     auto * run = static_cast<graph_run *>(ctx);
     compute_params p;
@@ -236,7 +236,7 @@ void walk_nodes(int ith, void * ctx) {
                 run->pool->sync(ith, decide, run);
             } else {
                 wait_prefetch wp;
-                if (const byte_range & r = run->prefetch[i]; r.hi > r.lo) {
+                if (const byte_span & r = run->prefetch[i]; r.hi > r.lo) {
                     const size_t share = (r.hi - r.lo) / static_cast<size_t>(run->n_threads);
                     wp.next = reinterpret_cast<const char *>(r.lo) + share * static_cast<size_t>(ith);
                     wp.end = wp.next + std::min(share, k_wait_prefetch_bytes);
@@ -294,7 +294,7 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
         // thread may still read it for an earlier node.
         for (size_t i = 0; i < run.nodes.size(); ++i) run.sync[i] = run.sync[i] != 0 || run.prepare[i] != 0 ? 1 : 0;
         run.attn_prefetch = attention_prefetch(run.nodes);
-        run.prefetch.assign(run.nodes.size(), byte_range{});
+        run.prefetch.assign(run.nodes.size(), byte_span{});
         if (cb == nullptr && run.n_threads > 1) {
             for (size_t i = 0; i < run.nodes.size(); ++i) {
                 if (run.sync[i] != 0) run.prefetch[i] = upcoming_weights(run.nodes, i, 4);

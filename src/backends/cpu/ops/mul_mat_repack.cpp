@@ -582,10 +582,20 @@ void matvec16_kernel512(const char * w, int64_t n_blocks, const char * xt, float
 
 #endif // TSR_CPU_VNNI512
 
+// The 16 rows at w0, w1 (as micro_kernel16) . the tile's `cols` columns;
+// one column of a 16-row group with AVX512-VNNI: matvec16_kernel512 (pf:
+// cpu_tuning::stream_prefetch, as tile's).
 template <int32_t T, int C = k_c>
-void tile16(int cols, const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out) {
+void tile16(int cols, const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] size_t pf) {
+#ifdef TSR_CPU_VNNI512
+    if constexpr (rows16<T>::one_group) {
+        if (cols == 1) {
+            return pf != 0 ? matvec16_kernel512<T, true>(w0, n_blocks, xt, out, pf) : matvec16_kernel512<T, false>(w0, n_blocks, xt, out, 0);
+        }
+    }
+#endif
     if constexpr (C > 1) {
-        if (cols < C) return tile16<T, C - 1>(cols, w0, w1, n_blocks, xt, out);
+        if (cols < C) return tile16<T, C - 1>(cols, w0, w1, n_blocks, xt, out, pf);
     }
     micro_kernel16<T, C>(w0, w1, n_blocks, xt, out);
 }
@@ -685,49 +695,31 @@ void run(const compute_params & p, const mm_dims & d) {
                 quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, tiles, tile_bytes, xbuf, sum_shift<T>());
                 have_cols = bc;
             }
-            // rows rows from mg: otile[c * rows + r] to dst (columns n, n + 1, ...).
-            const auto store = [&](int64_t mg, int64_t n, int ncols, int rows) {
-                for (int c = 0; c < ncols; ++c) {
-                    float * y = dst_column(d, batch, n + c) + mg;
-                    std::copy(otile + c * rows, otile + (c + 1) * rows, y);
-                }
-            };
-            for (int64_t mg = m0; mg < m1; mg += G) {
+            for (int64_t mg = m0; mg < m1;) {
                 const char * w = a + static_cast<size_t>(mg / G) * group_bytes;
+                // Rows of this step: its group; 16 on AVX-512 GEMMs over 8-row
+                // groups (two groups in 512-bit vectors).
+                int rows = G;
 #ifdef TSR_CPU_AVX512
-                if constexpr (G == 16) { // one group of 16 rows, whole (repack_eligible)
-                    for (int64_t n = n0; n < n1; n += k_c) {
-                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                        const char * xt = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
-#ifdef TSR_CPU_VNNI512
-                        if (ncols == 1) {
-                            pf != 0 ? matvec16_kernel512<T, true>(w, n_blocks, xt, otile, pf)
-                                    : matvec16_kernel512<T, false>(w, n_blocks, xt, otile, 0);
-                        } else
+                if (G == k_rows && d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) rows = 2 * k_rows;
 #endif
-                        {
-                            tile16<T>(ncols, w, w, n_blocks, xt, otile);
-                        }
-                        store(mg, n, ncols, G);
-                    }
-                    continue;
-                } else if (d.N >= k_gemm_min_n && mg + 2 * k_rows <= m1) { // GEMM: two groups in 512-bit vectors
-                    for (int64_t n = n0; n < n1; n += k_c) {
-                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                        tile16<T>(ncols, w, w + group_bytes, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile);
-                        store(mg, n, ncols, 2 * k_rows);
-                    }
-                    mg += k_rows;
-                    continue;
-                }
+                for (int64_t n = n0; n < n1; n += k_c) {
+                    const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
+                    const char * xt = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
+#ifdef TSR_CPU_AVX512
+                    if (rows == 2 * k_rows) {
+                        tile16<T>(ncols, w, G == k_rows ? w + group_bytes : w, n_blocks, xt, otile, pf);
+                    } else
 #endif
-                if constexpr (G == k_rows) {
-                    for (int64_t n = n0; n < n1; n += k_c) {
-                        const int ncols = static_cast<int>(std::min<int64_t>(k_c, n1 - n));
-                        tile<T>(ncols, w, n_blocks, tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes, otile, pf);
-                        store(mg, n, ncols, k_rows);
+                    {
+                        if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, pf);
+                    }
+                    for (int c = 0; c < ncols; ++c) {
+                        float * y = dst_column(d, batch, n + c) + mg;
+                        std::copy(otile + c * rows, otile + (c + 1) * rows, y);
                     }
                 }
+                mg += rows;
             }
         }
     }
