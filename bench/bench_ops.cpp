@@ -286,6 +286,7 @@ BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_Q5_0, 576, 1536, 1, 1, 0})->Args({TSR_TYPE_Q5_0, 576, 1536, 1, 1, 1})
     ->Args({TSR_TYPE_Q5_0, 576, 1536, 64, 1, 0})->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1, 0})
     ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2, 0})
+    ->Args({TSR_TYPE_F16, 2048, 5632, 512, 2, 0})->Args({TSR_TYPE_F16, 5632, 2048, 512, 2, 0})->Args({TSR_TYPE_F16, 2048, 256, 512, 2, 0})
     ->Args({TSR_TYPE_BF16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_BF16, 2048, 5632, 1, 1, 0})
     // Q4_K / Q6_K in groups of 8 or 16 rows (AVX2 / AVX-512 builds): the
     // 1B preset's shapes streamed and cache-resident, BM_mul_mat's 4096 x

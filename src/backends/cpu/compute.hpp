@@ -17,6 +17,19 @@ struct alignas(64) work_slot {
     std::atomic<uint64_t> range{0};
 };
 
+// What a thread's scratch (compute_params::wdata) holds for the next node:
+// activation columns a MUL_MAT kernel quantized there, so that the next
+// MUL_MAT over the same activations tensor (a layer's q, k and v products
+// of one normalized vector; gate and up) takes them instead of quantizing
+// again. The graph walk keeps one per thread for the whole walk; every
+// field is defined by the kernel that wrote it (memo_holds, memo_record).
+struct scratch_memo {
+    const tsr_tensor * node = nullptr; // the node whose kernel wrote the scratch last
+    const tsr_tensor * src = nullptr;  // the activations tensor quantized
+    int layout = 0;                    // the kernel's format tag
+    int64_t batch = -1, n0 = 0, n1 = 0; // which of src's columns (kernel-defined)
+};
+
 // What one thread sees while computing one node.
 struct compute_params {
     int ith = 0;            // this thread's index, 0..nth-1
@@ -37,7 +50,28 @@ struct compute_params {
     void * shared = nullptr;
     size_t shared_size = 0;
     bool prepare = false;
+    // This thread's scratch memo and the node it computed just before this
+    // one (graph walk); null elsewhere, and then nothing is reused.
+    scratch_memo * memo = nullptr;
+    const tsr_tensor * prev = nullptr;
 };
+
+// True when p's scratch holds columns [n0, n1) of batch `batch` of src in
+// format `layout`, written by the node computed just before on this thread:
+// with no other node between, src's bytes (read by both nodes) and the
+// scratch are as that node left them.
+inline bool memo_holds(const compute_params & p, const tsr_tensor * src, int layout, int64_t batch, int64_t n0, int64_t n1) {
+    const scratch_memo * m = p.memo;
+    return m != nullptr && p.prev != nullptr && m->node == p.prev && m->src == src && m->layout == layout &&
+           m->batch == batch && m->n0 == n0 && m->n1 == n1;
+}
+
+// Records that `node` left columns [n0, n1) of batch `batch` of src, in
+// format `layout`, in p's scratch.
+inline void memo_record(const compute_params & p, const tsr_tensor * node, const tsr_tensor * src, int layout, int64_t batch,
+                        int64_t n0, int64_t n1) {
+    if (p.memo != nullptr) *p.memo = scratch_memo{node, src, layout, batch, n0, n1};
+}
 
 // Scratch bytes a node needs: per_thread for each thread (compute_params::
 // wdata), shared once for all of them (compute_params::shared; 0 for a

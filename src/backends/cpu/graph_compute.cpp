@@ -228,7 +228,10 @@ void walk_nodes(int ith, void * ctx) {
     p.wsize = run->pool->scratch_size(ith);
     p.shared = run->pool->shared_scratch();
     p.shared_size = run->pool->shared_scratch_size();
+    scratch_memo memo;
+    p.memo = &memo;
     for (size_t i = 0; i < run->nodes.size(); ++i) {
+        p.prev = i > 0 ? run->nodes[i - 1] : nullptr;
         if (run->sync[i] != 0) {
             // The abort callback runs on the calling thread (thread 0);
             // without one, decide() may run on any thread.

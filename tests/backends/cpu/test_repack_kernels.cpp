@@ -36,11 +36,15 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/compute.hpp"
+#include "backends/cpu/ops/mul_mat_repack.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ref_util.hpp"
+#include "backends/cpu/thread_pool.hpp"
 #include "tessera/backend.h"
 
 namespace tessera::cpu::test {
@@ -601,6 +605,129 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMatK,
                              return std::string(type_name(info.param.type)) + "_K" + std::to_string(info.param.K) + "_groups" +
                                     std::to_string(info.param.groups);
                          });
+
+// Repacked weights of type ty (K x M, random), placed as CPU_REPACK would.
+tsr_tensor * repacked_weight(context & ctx, fake_repack_buffer & fb, int32_t ty, int64_t K, int64_t M, std::mt19937 & rng) {
+    tsr_tensor * a = ctx.new_tensor(static_cast<tessera::type>(ty), {K, M});
+    fill_weights(a, rng);
+    tsr_tensor * ar = ctx.new_tensor(static_cast<tessera::type>(ty), {K, M});
+    fb.place(ar, a->data);
+    return ar;
+}
+
+bool same_bytes(const tsr_tensor * x, const tsr_tensor * y) {
+    return nbytes(x) == nbytes(y) && std::memcmp(x->data, y->data, nbytes(x)) == 0;
+}
+
+// In a graph walk a quantized MUL_MAT takes the activation columns its
+// thread's scratch holds from the product computed just before over the
+// same tensor (compute.hpp, scratch_memo): a layer's q, k and v, gate and
+// up. Every product must keep the bits it has computed alone: after a node
+// that rewrote the input in place (only the previous node's columns count),
+// after a product whose format differs (Q8_0's sums are not shifted as
+// Q4_0's and Q5_0's; the K-quants' pair words depend on the type), on 1 to
+// 3 threads, for one column and three.
+TEST(RepackMulMat, ProductsOfOneInputInAGraphKeepTheirBits) {
+    const int64_t K = 512, M = 64;
+    // Q8_0 last before the in-place node and first after it: the same
+    // tensor and format, so only the previous-node rule stops a stale reuse.
+    const int32_t before[] = {TSR_TYPE_Q4_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q4_K, TSR_TYPE_Q4_K,
+                              TSR_TYPE_Q6_K, TSR_TYPE_Q8_0, TSR_TYPE_Q8_0};
+    const int32_t after[] = {TSR_TYPE_Q8_0, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K};
+    for (int64_t N : {1, 3}) {
+        SCOPED_TRACE("N=" + std::to_string(N));
+        context ctx(data_ctx());
+        std::mt19937 rng(static_cast<unsigned>(40 + N));
+        fake_repack_buffer fb;
+        tsr_tensor * h = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+        fill_uniform(h, rng);
+        tsr_tensor * h_before = ctx.new_tensor(TSR_TYPE_F32, {K, N}); // h's values, then 2h
+        tsr_tensor * h_after = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+        std::memcpy(h_before->data, h->data, nbytes(h));
+        for (int64_t i = 0; i < K * N; ++i) static_cast<float *>(h_after->data)[i] = 2.0f * static_cast<float *>(h->data)[i];
+
+        graph g;
+        std::vector<std::pair<tsr_tensor *, tsr_tensor *>> products; // (in the graph, alone)
+        auto product = [&](int32_t ty, tsr_tensor * alone_input) {
+            tsr_tensor * w = repacked_weight(ctx, fb, ty, K, M, rng);
+            tsr_tensor * p = mul_mat(ctx, w, h);
+            tsr_tensor * alone = mul_mat(ctx, w, alone_input);
+            g.build_forward(p);
+            products.emplace_back(p, alone);
+        };
+        for (int32_t ty : before) product(ty, h_before);
+        tsr_tensor * twice = scale(ctx, h, 2.0f, 0.0f);
+        twice->data = h->data; // in place: rewrites h
+        g.build_forward(twice);
+        for (int32_t ty : after) product(ty, h_after);
+        for (auto & [p, alone] : products) ASSERT_EQ(compute(alone, 1), TSR_STATUS_SUCCESS);
+
+        thread_pool pool(3);
+        for (int nth : {1, 2, 3}) {
+            SCOPED_TRACE(std::to_string(nth) + " threads");
+            std::memcpy(h->data, h_before->data, nbytes(h));
+            for (auto & [p, alone] : products) std::memset(p->data, 0x7f, nbytes(p));
+            ASSERT_EQ(pool.compute(g.view(), nth), TSR_STATUS_SUCCESS);
+            for (size_t i = 0; i < products.size(); ++i) {
+                EXPECT_TRUE(same_bytes(products[i].first, products[i].second))
+                    << "product " << i << " (" << type_name(products[i].first->src[0]->type) << ")";
+            }
+        }
+    }
+}
+
+// The reuse itself: a product computed right after another over the same
+// tensor, whose values changed in between behind the graph's back, gives
+// the product of the OLD values (the previous node's columns were taken);
+// without a previous node, or after a product of another format, the new.
+TEST(RepackMulMat, TheNextProductTakesTheColumnsThePreviousLeft) {
+    const int64_t K = 256, M = 32;
+    // Q4_0 and Q8_0 columns differ where the kernels shift Q4_0's sums
+    // (vector builds: by 3, Q8_0's by 7 or 0); the portable ones store both alike.
+    const bool q8_like_q4 = repack_act_layout(TSR_TYPE_Q4_0) == repack_act_layout(TSR_TYPE_Q8_0);
+#ifdef TESSERA_REQUIRE_ISA
+    EXPECT_FALSE(q8_like_q4) << "the vector kernels shift Q4_0's sums";
+#endif
+    for (const auto & [first, second, reuse] : {std::tuple{TSR_TYPE_Q4_0, TSR_TYPE_Q4_0, true},
+                                                std::tuple{TSR_TYPE_Q4_K, TSR_TYPE_Q4_K, true},
+                                                std::tuple{TSR_TYPE_Q4_0, TSR_TYPE_Q8_0, q8_like_q4},
+                                                std::tuple{TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, false}}) {
+        SCOPED_TRACE(std::string(type_name(first)) + " then " + std::string(type_name(second)));
+        context ctx(data_ctx());
+        std::mt19937 rng(9);
+        fake_repack_buffer fb;
+        tsr_tensor * h = ctx.new_tensor(TSR_TYPE_F32, {K, 1});
+        fill_uniform(h, rng);
+        tsr_tensor * h_old = ctx.new_tensor(TSR_TYPE_F32, {K, 1});
+        std::memcpy(h_old->data, h->data, nbytes(h));
+        tsr_tensor * w1 = repacked_weight(ctx, fb, first, K, M, rng);
+        tsr_tensor * w2 = repacked_weight(ctx, fb, second, K, M, rng);
+        if (!is_repacked(w1) || !is_repacked(w2)) continue; // K-quants are stored plainly in builds without AVX2
+        tsr_tensor * p1 = mul_mat(ctx, w1, h);
+        tsr_tensor * p2 = mul_mat(ctx, w2, h);
+        tsr_tensor * want_old = mul_mat(ctx, w2, h_old);
+        ASSERT_EQ(compute(want_old, 1), TSR_STATUS_SUCCESS);
+
+        std::vector<char> scratch(std::max(node_work_size(p1), node_work_size(p2)) + 64);
+        compute_params p;
+        p.wdata = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+        p.wsize = scratch.size() - 64;
+        scratch_memo memo;
+        p.memo = &memo;
+        ASSERT_TRUE(compute_forward(p, p1));
+        for (int64_t k = 0; k < K; ++k) set_f32(h, -3.0f * static_cast<float>(get(h, k)), k); // behind the graph's back
+        p.prev = p1;
+        ASSERT_TRUE(compute_forward(p, p2));
+        EXPECT_EQ(same_bytes(p2, want_old), reuse) << "the columns p1 left were " << (reuse ? "not " : "") << "taken";
+        // No previous node: quantized afresh from h's new values.
+        tsr_tensor * want_new = mul_mat(ctx, w2, h);
+        ASSERT_EQ(compute(want_new, 1), TSR_STATUS_SUCCESS);
+        ASSERT_FALSE(same_bytes(want_new, want_old));
+        p.prev = nullptr;
+        ASSERT_TRUE(compute_forward(p, p2));
+        EXPECT_TRUE(same_bytes(p2, want_new));
+    }
+}
 
 // Only MUL_MAT may read a repacked tensor, and only as src[0] itself.
 TEST(RepackSupport, OtherReadersOfRepackedDataAreRefused) {

@@ -668,6 +668,12 @@ void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * o
     micro_kernel<T, C>(w, n_blocks, xt, out);
 }
 
+// repack_act_layout of T: the tiles differ only by the sums' shift.
+template <int32_t T>
+constexpr int act_layout() {
+    return 0x100 | sum_shift<T>();
+}
+
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
     const int64_t n_blocks = d.K / k_qblock;
@@ -686,14 +692,20 @@ void run(const compute_params & p, const mm_dims & d) {
     alignas(64) float otile[k_c * k_pair * k_rows];
     const size_t pf = tuning().stream_prefetch;
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
+    constexpr int layout = act_layout<T>();
+    bool from_memo = true; // the tiles may still be those the previous node left
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const mm_item item = item_of(g, d, it);
             const int64_t bc = item.bc, batch = item.batch;
             const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
             if (bc != have_cols) {
-                quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, tiles, tile_bytes, xbuf, sum_shift<T>());
+                if (!(from_memo && memo_holds(p, d.b, layout, batch, n0, n1))) {
+                    quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, tiles, tile_bytes, xbuf, sum_shift<T>());
+                }
+                from_memo = false;
                 have_cols = bc;
+                memo_record(p, d.dst, d.b, layout, batch, n0, n1);
             }
             for (int64_t mg = m0; mg < m1;) {
                 const char * w = a + static_cast<size_t>(mg / G) * group_bytes;
@@ -733,6 +745,16 @@ bool mul_mat_repack_supported(const tsr_tensor * node) {
            aligned(node->nb[1]) && aligned(node->nb[2]) && aligned(node->nb[3]) && repack_eligible(node->src[0]) &&
            (group_rows_of(node->src[0]->type) == 0 || // other types: their own kernels' checks
             repack_group_rows(node->src[0]->type) == group_rows_of(node->src[0]->type)); // these kernels read that layout
+}
+
+int repack_act_layout(int32_t type) {
+    switch (type) {
+    case TSR_TYPE_Q4_0: return act_layout<TSR_TYPE_Q4_0>();
+    case TSR_TYPE_Q5_0: return act_layout<TSR_TYPE_Q5_0>();
+    case TSR_TYPE_Q5_1: return act_layout<TSR_TYPE_Q5_1>();
+    case TSR_TYPE_Q8_0: return act_layout<TSR_TYPE_Q8_0>();
+    default: return 0;
+    }
 }
 
 size_t mul_mat_repack_work_size(const mm_dims & d) {

@@ -27,4 +27,11 @@ size_t mul_mat_repack_work_size(const mm_dims & d);
 // weight type.
 bool mul_mat_repack(const compute_params & p, const mm_dims & d);
 
+// The format of the quantized activation columns these kernels leave in a
+// thread's scratch for weights of type `type` (scratch_memo::layout, so
+// the next product over the same activations may take them): equal for
+// the types whose column sums are stored shifted alike; 0 for a type these
+// kernels do not take.
+int repack_act_layout(int32_t type);
+
 } // namespace tessera::cpu
