@@ -228,7 +228,10 @@ struct repack_buffer_stub {
 //   1  one matrix, read from the caches every iteration: weight_B/s is the
 //      kernel's compute rate;
 //   2  as 0 but chained (each product's input is the previous output; K =
-//      M), so a barrier separates every two, as between a model's layers.
+//      M), so a barrier separates every two, as between a model's layers;
+//   3  any N: independent copies of at least 96 MiB together, so each
+//      product reads its weights from memory (a model's prompt), not
+//      from the last-level cache as mode 0 does for N > 1.
 // Counters as BM_mul_mat's (run_mul_mat).
 void BM_mul_mat_repack(benchmark::State & state) {
     const auto wtype = static_cast<type>(state.range(0));
@@ -241,7 +244,8 @@ void BM_mul_mat_repack(benchmark::State & state) {
     tensor * src = ctx.new_tensor(wtype, {K, M});
     fill_weights(src, rng);
     const size_t wbytes = nbytes(src);
-    const int64_t copies = N == 1 && !resident ? std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 20) / wbytes)) : 1;
+    const size_t stream_bytes = mode == 3 ? size_t{96} << 20 : N == 1 && !resident ? size_t{256} << 20 : 0;
+    const int64_t copies = std::max<int64_t>(1, static_cast<int64_t>(stream_bytes / wbytes));
     tensor * x = ctx.new_tensor(TSR_TYPE_F32, {K, N});
     fill_f32(x, rng);
     repack_buffer_stub stub;
@@ -287,6 +291,7 @@ BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_Q5_0, 576, 1536, 64, 1, 0})->Args({TSR_TYPE_Q4_0, 576, 1536, 64, 1, 0})
     ->Args({TSR_TYPE_F16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_F16, 2048, 2048, 512, 2, 0})
     ->Args({TSR_TYPE_F16, 2048, 5632, 512, 2, 0})->Args({TSR_TYPE_F16, 5632, 2048, 512, 2, 0})->Args({TSR_TYPE_F16, 2048, 256, 512, 2, 0})
+    ->Args({TSR_TYPE_F16, 2048, 2048, 512, 2, 3})->Args({TSR_TYPE_F16, 2048, 5632, 512, 2, 3})
     ->Args({TSR_TYPE_BF16, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_BF16, 2048, 5632, 1, 1, 0})
     // Q4_K / Q6_K in groups of 8 or 16 rows (AVX2 / AVX-512 builds): the
     // 1B preset's shapes streamed and cache-resident, BM_mul_mat's 4096 x

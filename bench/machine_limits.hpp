@@ -17,7 +17,6 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +26,8 @@
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include "machine_peaks.hpp"
 
 namespace bench {
 
@@ -39,132 +40,6 @@ struct machine_limits {
 inline machine_limits & limits() {
     static machine_limits l;
     return l;
-}
-
-// Runs fn() on n threads at once (the caller is one of them) and returns
-// the wall time in seconds.
-template <class F>
-double run_on_threads(int n, F fn) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> others;
-    for (int i = 1; i < n; ++i) others.emplace_back([&fn, i] { fn(i); });
-    fn(0);
-    for (auto & t : others) t.join();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-constexpr long k_peak_iters = 20'000'000; // loop trips per thread per measurement
-
-// The peak loops are written in assembly: with arrays of accumulators in
-// C++, GCC 12 shuffles registers (and spills) inside the loop and the
-// "peak" comes out at half the machine's. Each trip issues one instruction
-// per independent chain (12 chains of 256-bit, 14 of 512-bit: more than
-// latency x throughput on current cores; GCC allows 30 asm operands).
-#define TSR_BENCH_REPEAT12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define TSR_BENCH_REPEAT14(X) TSR_BENCH_REPEAT12(X) X(12) X(13)
-
-// 12 chains of vfmadd231ps ymm: 16 FLOP each.
-__attribute__((target("avx2,fma"), noinline)) inline float fma_chains_256(long iters) {
-#define TSR_DECL(i) __m256 a##i = _mm256_set1_ps(0.001f * (i));
-    TSR_BENCH_REPEAT12(TSR_DECL)
-#undef TSR_DECL
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    for (long it = 0; it < iters; ++it) {
-        __asm__ volatile(
-#define TSR_INS(i) "vfmadd213ps %[c], %[m], %[a" #i "]\n\t"
-            TSR_BENCH_REPEAT12(TSR_INS)
-#undef TSR_INS
-            : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5),
-              [a6] "+x"(a6), [a7] "+x"(a7), [a8] "+x"(a8), [a9] "+x"(a9), [a10] "+x"(a10), [a11] "+x"(a11)
-            : [m] "x"(m), [c] "x"(c));
-    }
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                                   _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    return _mm256_cvtss_f32(_mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11))));
-}
-
-// 14 chains of vfmadd231ps zmm: 32 FLOP each.
-__attribute__((target("avx512f"), noinline)) inline float fma_chains_512(long iters) {
-#define TSR_DECL(i) __m512 a##i = _mm512_set1_ps(0.001f * (i));
-    TSR_BENCH_REPEAT14(TSR_DECL)
-#undef TSR_DECL
-    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    for (long it = 0; it < iters; ++it) {
-        __asm__ volatile(
-#define TSR_INS(i) "vfmadd213ps %[c], %[m], %[a" #i "]\n\t"
-            TSR_BENCH_REPEAT14(TSR_INS)
-#undef TSR_INS
-            : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4), [a5] "+v"(a5),
-              [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11),
-              [a12] "+v"(a12), [a13] "+v"(a13)
-            : [m] "v"(m), [c] "v"(c));
-    }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-    s = _mm512_add_ps(s, _mm512_add_ps(a12, a13));
-    return _mm512_reduce_add_ps(s);
-}
-
-// 12 chains of vpmaddubsw ymm (32 byte pairs each; each result feeds the
-// chain's next multiply).
-__attribute__((target("avx2"), noinline)) inline int int8_chains_256(long iters) {
-#define TSR_DECL(i) __m256i a##i = _mm256_set1_epi8(static_cast<char>((i) + 1));
-    TSR_BENCH_REPEAT12(TSR_DECL)
-#undef TSR_DECL
-    const __m256i s = _mm256_set1_epi8(-2);
-    for (long it = 0; it < iters; ++it) {
-        __asm__ volatile(
-#define TSR_INS(i) "vpmaddubsw %[s], %[a" #i "], %[a" #i "]\n\t"
-            TSR_BENCH_REPEAT12(TSR_INS)
-#undef TSR_INS
-            : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5),
-              [a6] "+x"(a6), [a7] "+x"(a7), [a8] "+x"(a8), [a9] "+x"(a9), [a10] "+x"(a10), [a11] "+x"(a11)
-            : [s] "x"(s));
-    }
-    __m256i t = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
-                                 _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7)));
-    t = _mm256_add_epi16(t, _mm256_add_epi16(_mm256_add_epi16(a8, a9), _mm256_add_epi16(a10, a11)));
-    return _mm256_extract_epi16(t, 0);
-}
-
-// 14 chains of vpdpbusd zmm (64 byte pairs each).
-__attribute__((target("avx512f,avx512vnni"), noinline)) inline int int8_chains_512(long iters) {
-#define TSR_DECL(i) __m512i a##i = _mm512_set1_epi32(i);
-    TSR_BENCH_REPEAT14(TSR_DECL)
-#undef TSR_DECL
-    const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
-    for (long it = 0; it < iters; ++it) {
-        __asm__ volatile(
-#define TSR_INS(i) "vpdpbusd %[s], %[u], %[a" #i "]\n\t"
-            TSR_BENCH_REPEAT14(TSR_INS)
-#undef TSR_INS
-            : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4), [a5] "+v"(a5),
-              [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11),
-              [a12] "+v"(a12), [a13] "+v"(a13)
-            : [u] "v"(u), [s] "v"(s));
-    }
-    __m512i t = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
-    t = _mm512_add_epi32(t, _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
-    t = _mm512_add_epi32(t, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
-    t = _mm512_add_epi32(t, _mm512_add_epi32(a12, a13));
-    return _mm512_reduce_add_epi32(t);
-}
-
-#undef TSR_BENCH_REPEAT14
-#undef TSR_BENCH_REPEAT12
-
-inline bool cpu_has_avx512() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
-inline bool cpu_has_vnni512() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
-}
-inline bool cpu_has_avx2() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 // Args: vector bits (256, 512), threads.
@@ -207,27 +82,6 @@ inline void BM_int8_peak(benchmark::State & state) {
     (bits == 512 ? limits().int8_512 : limits().int8_256)[n] = ops / seconds;
     state.counters["OP/s"] = benchmark::Counter(ops / seconds, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
     state.counters["threads"] = n;
-}
-
-// Sums `bytes` at p (a multiple of 128) in 256-bit loads; Prefetch: also
-// software-prefetches each line 4096 bytes ahead (on the Intel Xeons
-// measured, a core's stream read about 20% faster so; on Zen 4 about the
-// same or slower), so the ceiling is the faster of the two readers.
-template <bool Prefetch>
-__attribute__((target("avx2"), noinline)) long long read_stream(const char * p, size_t bytes) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 128 <= bytes; i += 128) {
-        if constexpr (Prefetch) {
-            _mm_prefetch(p + i + 4096, _MM_HINT_T0);
-            _mm_prefetch(p + i + 4096 + 64, _MM_HINT_T0);
-        }
-        a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i)));
-        a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 32)));
-        a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 64)));
-        a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 96)));
-    }
-    const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-    return _mm256_extract_epi64(s, 0);
 }
 
 // Args: threads. Reads a 1 GiB buffer (far beyond the caches), with and

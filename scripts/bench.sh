@@ -3,7 +3,8 @@
 # writes the random-weight synth models (135m and 1b shapes; F16, Q8_0,
 # Q4_0, BF16, Q4_K_M) if they are missing, then runs
 #   1. tessera bench: pp512/tg128 tokens/s on 1 and 2 threads per model
-#      (markdown table, and JSON with the reference bench tool's field names);
+#      (markdown table, and JSON with the reference bench tool's field names),
+#      each as a fraction of the FMA peak or read bandwidth (--limits);
 #   2. bench_ops: the machine's FMA peak, int8 peak and read bandwidth, and
 #      the MUL_MAT kernels as fractions of them (AVX-512 build of this
 #      machine and the AVX2 "haswell" build), fused vs unfused attention,
@@ -40,8 +41,8 @@ done
 
 echo "== uptime (load should be near 0) =="; uptime | tee "$OUT/uptime.txt"
 echo "== tessera bench =="
-"$bin" bench "${models[@]}" -p 512 -n 128 -t 1,2 -r "$reps" | tee "$OUT/bench.md"
-"$bin" bench "${models[@]}" -p 512 -n 128 -t 1,2 -r "$reps" -o json >"$OUT/bench.json"
+"$bin" bench "${models[@]}" -p 512 -n 128 -t 1,2 -r "$reps" --limits | tee "$OUT/bench.md"
+"$bin" bench "${models[@]}" -p 512 -n 128 -t 1,2 -r "$reps" --limits -o json >"$OUT/bench.json"
 
 echo "== kernels as fractions of the machine limits =="
 filter='BM_(fma_peak|int8_peak|read_bw)|BM_mul_mat/|BM_attention'

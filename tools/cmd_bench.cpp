@@ -12,6 +12,17 @@
 // Each test runs once untimed (warm-up), then -r times timed; tokens/s of a
 // repetition = tokens / seconds; the table shows mean ± sample standard
 // deviation (n - 1) of those rates.
+// With --limits, each thread count's limits are measured in the same run,
+// just before its first test (bench/machine_peaks.hpp: the widest F32 FMA
+// chains, a 512 MiB streaming read), and each test on the CPU is also
+// given as a fraction of its limit, as issue 6 of this project states its
+// goals:
+//   tg: mean t/s x weight bytes read per token / read bandwidth (every
+//       weight but the token embeddings, of which a token reads one row;
+//       all of them when the output matrix is tied to them);
+//   pp: mean t/s x 2 x n_params / F32 FMA peak (2 FLOP per parameter and
+//       token; quantized and BF16 weights may exceed 1: their kernels run
+//       on integer and BF16 dot products).
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -20,6 +31,7 @@
 #include <cstdio>
 #include <ctime>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -30,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "machine_peaks.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/llm/file_type.hpp"
 #include "tessera/llm/model.hpp"
@@ -67,6 +80,15 @@ struct options {
     bool progress = false;
     std::string seed_text = "1234"; // --seed as given (parse_seed)
     uint64_t seed = 1234;
+    bool limits = false; // --limits: measure the machine's limits, print fractions of them
+};
+
+// The machine's limits for one thread count (--limits); 0 = not measured
+// (the processor lacks the instructions, or the buffer could not be had).
+struct machine_limits {
+    double fma_flops = 0;  // F32 FMA FLOP/s
+    int fma_bits = 0;      // of these vectors
+    double read_bps = 0;   // streaming read bytes/s
 };
 
 // One finished test.
@@ -79,6 +101,13 @@ struct result {
     bool flash_attn = false; // fused attention used (as resolved by the session)
     bool repack = true;      // weight matrices in CPU_REPACK: asked for (--rp) and the device had it
     std::vector<uint64_t> samples_ns;
+    // --limits only: the weight bytes a decoded token reads, this thread
+    // count's limits, and the test's fraction of its limit (0: none).
+    bool with_limits = false;
+    uint64_t weight_bytes_per_token = 0;
+    machine_limits limits;
+    double of_limit = 0;
+    const char * limit_name = ""; // "bw" (tg) or "FMA" (pp)
 
     int n_tokens() const { return n_prompt + n_gen; }
     std::vector<double> samples_ts() const {
@@ -158,15 +187,16 @@ struct md_printer {
     int w_test = 12; // widened to the longest test name ("tg128 @ d1024")
     bool show_fa = false; // an "fa" column after "threads" (only when -fa was given)
     bool show_rp = false; // an "rp" column after that (only when --rp was given)
+    bool show_limit = false; // an "of limit" column at the end (--limits)
     void header() const {
-        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |\n", "model", w_model, "size", w_size,
+        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |{}\n", "model", w_model, "size", w_size,
                    "params", w_params, "backend", w_backend, "threads", w_threads,
                    std::string(show_fa ? " fa |" : "") + (show_rp ? " rp |" : ""), "test",
-                   w_test, "t/s", w_ts);
-        fmt::print("| {:-<{}} | {:->{}}: | {:->{}}: | {:-<{}} | {:->{}}: |{} {:->{}}: | {:->{}}: |\n", "", w_model, "",
+                   w_test, "t/s", w_ts, show_limit ? "   of limit |" : "");
+        fmt::print("| {:-<{}} | {:->{}}: | {:->{}}: | {:-<{}} | {:->{}}: |{} {:->{}}: | {:->{}}: |{}\n", "", w_model, "",
                    w_size - 1, "", w_params - 1, "", w_backend, "", w_threads - 1,
                    std::string(show_fa ? " -: |" : "") + (show_rp ? " -: |" : ""), "",
-                   w_test - 1, "", w_ts - 1);
+                   w_test - 1, "", w_ts - 1, show_limit ? " ---------: |" : "");
         std::fflush(stdout);
     }
     bool header_done = false;
@@ -178,12 +208,14 @@ struct md_printer {
             header_done = true;
         }
         const auto ts = r.samples_ts();
-        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |\n", r.model_type, w_model,
+        const std::string limit = r.of_limit > 0 ? fmt::format("{:.2f} {}", r.of_limit, r.limit_name) : "n/a";
+        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |{}\n", r.model_type, w_model,
                    size_text(r.model_size), w_size, params_text(r.n_params), w_params, r.backend, w_backend,
                    r.n_threads, w_threads,
                    std::string(show_fa ? (r.flash_attn ? "  1 |" : "  0 |") : "") + (show_rp ? (r.repack ? "  1 |" : "  0 |") : ""),
                    test_name(r), w_test,
-                   fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts)), w_ts);
+                   fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts)), w_ts,
+                   show_limit ? fmt::format(" {:>10} |", limit) : "");
         std::fflush(stdout);
     }
 };
@@ -220,7 +252,47 @@ json to_json(const result & r) {
     j["stddev_ts"] = stddev(ts);
     j["samples_ns"] = r.samples_ns;
     j["samples_ts"] = ts;
+    if (r.with_limits) { // --limits (not in the reference's output)
+        j["weight_bytes_per_token"] = r.weight_bytes_per_token;
+        j["fma_peak_flops"] = r.limits.fma_flops;
+        j["fma_peak_bits"] = r.limits.fma_bits;
+        j["read_bw_bytes_per_s"] = r.limits.read_bps;
+        j["of_limit"] = r.of_limit;
+        j["limit"] = r.limit_name;
+    }
     return j;
+}
+
+// Bytes of weights one decoded token reads: every weight tensor but the
+// token embeddings (GET_ROWS reads one row of them), which count when the
+// output matrix is tied to them.
+uint64_t weight_bytes_per_token(const llm::model & m) {
+    const bool tied = m.output == m.tok_embd;
+    return m.n_bytes() - (m.tok_embd != nullptr && !tied ? nbytes(m.tok_embd) : 0);
+}
+
+// Measures the limits of n threads (see the top of this file).
+machine_limits measure_limits(int n) {
+    machine_limits l;
+    l.fma_bits = bench::fma_bits();
+    if (l.fma_bits > 0) l.fma_flops = bench::measure_fma_peak(n, l.fma_bits);
+    l.read_bps = bench::measure_read_bw(n, size_t{512} << 20);
+    if (l.read_bps == 0) l.read_bps = bench::measure_read_bw(n, size_t{128} << 20); // memory tight: a smaller buffer
+    return l;
+}
+
+// r's fraction of its limit (see the top of this file); 0 for a test of
+// both kinds, another device or a limit not measured.
+void set_fraction(result & r) {
+    const double ts = mean(r.samples_ts());
+    if (r.backend != "CPU") return;
+    if (r.n_gen > 0 && r.n_prompt == 0 && r.limits.read_bps > 0) {
+        r.of_limit = ts * double(r.weight_bytes_per_token) / r.limits.read_bps;
+        r.limit_name = "bw";
+    } else if (r.n_prompt > 0 && r.n_gen == 0 && r.limits.fma_flops > 0) {
+        r.of_limit = ts * 2.0 * double(r.n_params) / r.limits.fma_flops;
+        r.limit_name = "FMA";
+    }
 }
 
 // Token source for the tests: BOS first when the model adds one, then ids
@@ -362,6 +434,8 @@ int run_bench(options o) {
     md_printer md;
     md.show_fa = !o.flash_attn.empty();
     md.show_rp = !o.repack.empty();
+    md.show_limit = o.limits;
+    std::map<int, machine_limits> limits; // --limits: by thread count, measured before its first test
     for (int d : o.n_depth) { // the longest name the tests will have
         for (int p : o.n_prompt) md.w_test = std::max(md.w_test, int(test_name(p, 0, d).size()));
         for (int n : o.n_gen) md.w_test = std::max(md.w_test, int(test_name(0, n, d).size()));
@@ -429,6 +503,15 @@ int run_bench(options o) {
                 r.flash_attn = s.flash_attn();
                 r.repack = s.repack().n_repacked > 0;
                 r.test_time = utc_now();
+                if (o.limits) {
+                    if (!limits.count(nt)) {
+                        if (o.progress) fmt::print(stderr, "bench: measuring the limits of {} threads\n", nt);
+                        limits[nt] = measure_limits(nt);
+                    }
+                    r.with_limits = true;
+                    r.limits = limits[nt];
+                    r.weight_bytes_per_token = weight_bytes_per_token(*m);
+                }
                 if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
                     if (p > 0) run_pp(s, src, p, depth);
@@ -441,6 +524,7 @@ int run_bench(options o) {
                     }
                     r.samples_ns.push_back(p > 0 ? run_pp(s, src, p, depth) : run_tg(s, src, n, depth));
                 }
+                if (o.limits) set_fraction(r);
                 if (o.output == "md") md.row(r);
                 all.push_back(to_json(r));
             };
@@ -458,6 +542,14 @@ int run_bench(options o) {
         fmt::print(stderr, "error: {}\n", model_error(path, e.what()));
     }
     if (o.output == "json") fmt::print("{}\n", all.dump(2));
+    if (o.output == "md" && !limits.empty()) {
+        fmt::print("\nlimits measured in this run (bench/machine_peaks.hpp):\n");
+        for (const auto & [n, l] : limits) {
+            fmt::print("  {} threads: F32 FMA peak {} ({}-bit), read bandwidth {}\n", n,
+                       l.fma_flops > 0 ? fmt::format("{:.1f} GFLOP/s", l.fma_flops / 1e9) : "not measured", l.fma_bits,
+                       l.read_bps > 0 ? fmt::format("{:.1f} GB/s", l.read_bps / 1e9) : "not measured");
+        }
+    }
     if (n_failed > 0) {
         fmt::print(stderr, "error: {} of {} models failed (see above)\n", n_failed, o.models.size());
         return 1;
@@ -501,6 +593,9 @@ command register_bench(CLI::App & app) {
         ->capture_default_str();
     sub->add_flag("--no-warmup", o->no_warmup, "skip the untimed warm-up run of each test");
     sub->add_flag("--progress", o->progress, "print progress on stderr");
+    sub->add_flag("--limits", o->limits,
+                  "also measure this machine's F32 FMA peak and read bandwidth per thread count and give each test "
+                  "as a fraction of its limit (tg: of the read bandwidth, pp: of the FMA peak)");
     return command{sub, [o, device]() {
                        o->device_given = device->count() > 0;
                        return run_bench(*o);

@@ -2,7 +2,8 @@
 # A subcommand file tools/cmd_<name>.cpp is compiled in when present and its
 # libraries exist; TESSERA_HAVE_CMD_<NAME> tells main.cpp to register it.
 add_executable(tessera ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
-target_include_directories(tessera PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR})
+# bench/machine_peaks.hpp: `tessera bench --limits` measures the machine's limits as the microbenchmarks do
+target_include_directories(tessera PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/bench)
 target_compile_options(tessera PRIVATE ${TESSERA_WARNINGS})
 target_link_libraries(tessera PRIVATE tessera_core CLI11::CLI11 fmt::fmt nlohmann_json::nlohmann_json)
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/cmd_gguf.cpp)

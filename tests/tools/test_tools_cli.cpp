@@ -386,6 +386,76 @@ TEST(BenchCli, MarkdownTableRows) {
     EXPECT_EQ(cells(lines[6])[0], "llama 4M F16");
 }
 
+// --limits: each thread count's limits measured once, before its first
+// test, and each test as a fraction of its limit: tg of the read bandwidth
+// (weight bytes per token: the file's tensors but token_embd, computed
+// here from the file), pp of the F32 FMA peak (2 FLOP per parameter and
+// token). The markdown table gets an "of limit" column and the limits
+// after it; without the flag neither, and no such JSON fields.
+TEST(BenchCli, LimitsGiveEachTestAsAFractionOfTheMachinesLimit) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "m.gguf")).exit_code, 0);
+    const auto r = run_tessera("bench -m " + (d / "m.gguf") + " -p 8 -n 3 -t 1,2 -r 2 --limits -o json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j.size(), 4u);
+    const tessera::gguf::reader g(d / "m.gguf");
+    uint64_t bytes = 0, embd = 0;
+    bool tied = true;
+    for (const auto & t : g.tensors()) {
+        bytes += t.size;
+        if (t.name == "token_embd.weight") embd = t.size;
+        if (t.name == "output.weight") tied = false;
+    }
+    ASSERT_GT(embd, 0u);
+    const uint64_t per_token = tied ? bytes : bytes - embd;
+    for (size_t i = 0; i < j.size(); ++i) {
+        const json & o = j[i];
+        SCOPED_TRACE(o["test"].get<std::string>() + " on " + std::to_string(o["n_threads"].get<int>()) + " threads");
+        EXPECT_EQ(o["weight_bytes_per_token"].get<uint64_t>(), per_token);
+        const double fma = o["fma_peak_flops"].get<double>(), bw = o["read_bw_bytes_per_s"].get<double>();
+        const double ts = o["avg_ts"].get<double>(), of = o["of_limit"].get<double>();
+        if (i % 2 == 1) { // the same thread count's two tests share one measurement
+            EXPECT_EQ(fma, j[i - 1]["fma_peak_flops"].get<double>());
+            EXPECT_EQ(bw, j[i - 1]["read_bw_bytes_per_s"].get<double>());
+        }
+        if (o["n_gen"].get<int>() > 0) {
+            EXPECT_EQ(o["limit"], "bw");
+            if (bw > 0) EXPECT_NEAR(of, ts * double(per_token) / bw, 1e-9 * of);
+        } else {
+            EXPECT_EQ(o["limit"], "FMA");
+            if (fma > 0) EXPECT_NEAR(of, ts * 2.0 * o["n_params"].get<double>() / fma, 1e-9 * of);
+        }
+#if defined(__x86_64__)
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) { // measured: plausible figures
+            EXPECT_GT(fma, 1e9 * o["n_threads"].get<double>()) << "at least 1 GFLOP/s a thread";
+            EXPECT_GT(bw, 1e8);
+            EXPECT_GT(of, 0.0);
+        }
+#endif
+    }
+    EXPECT_NE(j[0]["fma_peak_flops"].get<double>(), j[2]["fma_peak_flops"].get<double>()) << "each thread count measured";
+
+    const auto md = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 --limits");
+    ASSERT_EQ(md.exit_code, 0) << md.err;
+    const size_t nl = md.out.find('\n');
+    ASSERT_NE(nl, std::string::npos) << md.out;
+    const auto head = cells(md.out.substr(0, nl));
+    ASSERT_EQ(head.size(), 8u) << md.out;
+    EXPECT_EQ(head[7], "of limit");
+    const size_t row_at = md.out.find("| llama");
+    ASSERT_NE(row_at, std::string::npos) << md.out;
+    const auto row = cells(md.out.substr(row_at, md.out.find('\n', row_at) - row_at));
+    ASSERT_EQ(row.size(), 8u) << md.out;
+    EXPECT_TRUE(row[7].ends_with(" bw") || row[7] == "n/a") << row[7];
+    EXPECT_TRUE(contains(md.out, "limits measured in this run")) << md.out;
+    EXPECT_TRUE(contains(md.out, "1 threads: F32 FMA peak ")) << md.out;
+    const auto plain = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 -o json");
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_FALSE(json::parse(plain.out)[0].contains("of_limit"));
+}
+
 // The model description names the file type as the reference's bench does.
 TEST(BenchCli, KQuantFileTypeNames) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
