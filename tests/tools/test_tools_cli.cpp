@@ -386,8 +386,8 @@ TEST(BenchCli, MarkdownTableRows) {
     EXPECT_EQ(cells(lines[6])[0], "llama 4M F16");
 }
 
-// --limits: each thread count's limits measured once, before its first
-// test, and each test as a fraction of its limit: tg of the read bandwidth
+// --limits: the limits measured around each test, and each test as a
+// fraction of its limit: tg of the read bandwidth
 // (weight bytes per token: the file's tensors but token_embd, computed
 // here from the file), pp of the F32 FMA peak (2 FLOP per parameter and
 // token). The markdown table gets an "of limit" column and the limits
@@ -416,10 +416,6 @@ TEST(BenchCli, LimitsGiveEachTestAsAFractionOfTheMachinesLimit) {
         EXPECT_EQ(o["weight_bytes_per_token"].get<uint64_t>(), per_token);
         const double fma = o["fma_peak_flops"].get<double>(), bw = o["read_bw_bytes_per_s"].get<double>();
         const double ts = o["avg_ts"].get<double>(), of = o["of_limit"].get<double>();
-        if (i % 2 == 1) { // the same thread count's two tests share one measurement
-            EXPECT_EQ(fma, j[i - 1]["fma_peak_flops"].get<double>());
-            EXPECT_EQ(bw, j[i - 1]["read_bw_bytes_per_s"].get<double>());
-        }
         if (o["n_gen"].get<int>() > 0) {
             EXPECT_EQ(o["limit"], "bw");
             if (bw > 0) EXPECT_NEAR(of, ts * double(per_token) / bw, 1e-9 * of);
@@ -435,7 +431,6 @@ TEST(BenchCli, LimitsGiveEachTestAsAFractionOfTheMachinesLimit) {
         }
 #endif
     }
-    EXPECT_NE(j[0]["fma_peak_flops"].get<double>(), j[2]["fma_peak_flops"].get<double>()) << "each thread count measured";
 
     const auto md = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 --limits");
     ASSERT_EQ(md.exit_code, 0) << md.err;
