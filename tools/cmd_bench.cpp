@@ -209,7 +209,10 @@ struct md_printer {
             header_done = true;
         }
         const auto ts = r.samples_ts();
-        const std::string limit = r.of_limit > 0 ? fmt::format("{:.2f} {}", r.of_limit, r.limit_name) : "n/a";
+        // Two decimals; two significant digits below 0.1 (an oversubscribed run).
+        const std::string limit = r.of_limit <= 0     ? "n/a"
+                                  : r.of_limit < 0.1 ? fmt::format("{:.2g} {}", r.of_limit, r.limit_name)
+                                                     : fmt::format("{:.2f} {}", r.of_limit, r.limit_name);
         fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |{}\n", r.model_type, w_model,
                    size_text(r.model_size), w_size, params_text(r.n_params), w_params, r.backend, w_backend,
                    r.n_threads, w_threads,
@@ -272,13 +275,38 @@ uint64_t weight_bytes_per_token(const llm::model & m) {
     return m.n_bytes() - (m.tok_embd != nullptr && !tied ? nbytes(m.tok_embd) : 0);
 }
 
-// Measures the limits of n threads (see the top of this file).
-machine_limits measure_limits(int n) {
+// "1 thread", "2 threads".
+std::string threads_text(int n) {
+    return fmt::format("{} thread{}", n, n == 1 ? "" : "s");
+}
+
+// Measures the limits of n threads (see the top of this file). More
+// threads than the hardware has share its cores, so each runs fewer FMA
+// trips (the measurement takes as long as for the hardware's count). Says
+// on stderr, once per thread count, what could not be measured.
+machine_limits measure_limits(int n, std::map<int, bool> & warned) {
     machine_limits l;
     l.fma_bits = bench::fma_bits();
-    if (l.fma_bits > 0) l.fma_flops = bench::measure_fma_peak(n, l.fma_bits);
-    l.read_bps = bench::measure_read_bw(n, size_t{512} << 20);
-    if (l.read_bps == 0) l.read_bps = bench::measure_read_bw(n, size_t{128} << 20); // memory tight: a smaller buffer
+    const long hw = std::max(1L, long(std::thread::hardware_concurrency()));
+    if (l.fma_bits > 0) l.fma_flops = bench::measure_fma_peak(n, l.fma_bits, bench::k_peak_iters * std::min<long>(n, hw) / n);
+    size_t buffer = size_t{512} << 20;
+    l.read_bps = bench::measure_read_bw(n, buffer);
+    if (l.read_bps == 0 && l.fma_bits > 0) { // memory tight: a smaller buffer
+        buffer = size_t{128} << 20;
+        l.read_bps = bench::measure_read_bw(n, buffer);
+    }
+    if (!warned[n] && (l.fma_flops == 0 || l.read_bps == 0 || buffer != size_t{512} << 20)) {
+        warned[n] = true;
+        if (l.fma_bits == 0) {
+            fmt::print(stderr, "warning: --limits: this processor has no FMA/AVX2 loop to measure; its tests show n/a\n");
+        } else if (l.read_bps == 0) {
+            fmt::print(stderr, "warning: --limits: no buffer of 128 MiB for the read bandwidth of {}; tg tests show n/a\n",
+                       threads_text(n));
+        } else if (buffer != size_t{512} << 20) {
+            fmt::print(stderr, "warning: --limits: the read bandwidth of {} measured on 128 MiB (512 MiB could not be had)\n",
+                       threads_text(n));
+        }
+    }
     return l;
 }
 
@@ -446,6 +474,7 @@ int run_bench(options o) {
     md.show_rp = !o.repack.empty();
     md.show_limit = o.limits;
     std::map<int, machine_limits> limits; // --limits: by thread count, the largest measured
+    std::map<int, bool> warned;           // --limits: a thread count's missing limit was reported
     for (int d : o.n_depth) { // the longest name the tests will have
         for (int p : o.n_prompt) md.w_test = std::max(md.w_test, int(test_name(p, 0, d).size()));
         for (int n : o.n_gen) md.w_test = std::max(md.w_test, int(test_name(0, n, d).size()));
@@ -514,9 +543,9 @@ int run_bench(options o) {
                 r.repack = s.repack().n_repacked > 0;
                 r.test_time = utc_now();
                 if (o.limits) {
-                    if (o.progress) fmt::print(stderr, "bench: measuring the limits of {} threads\n", nt);
+                    if (o.progress) fmt::print(stderr, "bench: {} threads {}: measuring the limits before\n", nt, test_name(r));
                     r.with_limits = true;
-                    r.limits = measure_limits(nt);
+                    r.limits = measure_limits(nt, warned);
                     r.weight_bytes_per_token = weight_bytes_per_token(*m);
                 }
                 if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
@@ -532,7 +561,8 @@ int run_bench(options o) {
                     r.samples_ns.push_back(p > 0 ? run_pp(s, src, p, depth) : run_tg(s, src, n, depth));
                 }
                 if (o.limits) {
-                    r.limits = larger(r.limits, measure_limits(nt)); // and just after
+                    if (o.progress) fmt::print(stderr, "bench: {} threads {}: measuring the limits after\n", nt, test_name(r));
+                    r.limits = larger(r.limits, measure_limits(nt, warned)); // and just after
                     set_fraction(r);
                     machine_limits & l = limits[nt];
                     l = larger(l, r.limits);
@@ -557,7 +587,7 @@ int run_bench(options o) {
     if (o.output == "md" && !limits.empty()) {
         fmt::print("\nlimits measured in this run, the largest per thread count (bench/machine_peaks.hpp):\n");
         for (const auto & [n, l] : limits) {
-            fmt::print("  {} threads: F32 FMA peak {} ({}-bit), read bandwidth {}\n", n,
+            fmt::print("  {}: F32 FMA peak {} ({}-bit), read bandwidth {}\n", threads_text(n),
                        l.fma_flops > 0 ? fmt::format("{:.1f} GFLOP/s", l.fma_flops / 1e9) : "not measured", l.fma_bits,
                        l.read_bps > 0 ? fmt::format("{:.1f} GB/s", l.read_bps / 1e9) : "not measured");
         }

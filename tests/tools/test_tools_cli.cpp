@@ -445,7 +445,7 @@ TEST(BenchCli, LimitsGiveEachTestAsAFractionOfTheMachinesLimit) {
     ASSERT_EQ(row.size(), 8u) << md.out;
     EXPECT_TRUE(row[7].ends_with(" bw") || row[7] == "n/a") << row[7];
     EXPECT_TRUE(contains(md.out, "limits measured in this run")) << md.out;
-    EXPECT_TRUE(contains(md.out, "1 threads: F32 FMA peak ")) << md.out;
+    EXPECT_TRUE(contains(md.out, "1 thread: F32 FMA peak ")) << md.out;
     const auto plain = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 -o json");
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
     EXPECT_FALSE(json::parse(plain.out)[0].contains("of_limit"));
