@@ -306,18 +306,17 @@ void run(const compute_params & p, const mm_dims & d) {
     const int nc = static_cast<int>(d.N);
     const size_t pf = tuning().stream_prefetch;
     constexpr int layout = 0x200 | T; // the pair words depend on T
-    bool from_memo = true; // the columns may still be those the previous node left
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const int64_t batch = it / n_groups, g = it % n_groups;
             if (batch != have_batch) {
-                const bool reuse = from_memo && memo_holds(p, d.b, layout, batch, 0, nc);
+                // (false once this node recorded its own columns below)
+                const bool reuse = memo_holds(p, d.b, layout, batch, 0, nc);
                 for (int c = 0; c < nc; ++c) {
                     char * mem = cols + static_cast<size_t>(c) * cbytes;
                     x[c] = reuse ? column_at(mem, n_super)
                                  : quantize_column<T>(b_column(d, in_place, batch, c, xbuf), n_super, mem);
                 }
-                from_memo = false;
                 have_batch = batch;
                 memo_record(p, d.dst, d.b, layout, batch, 0, nc);
             }

@@ -52,6 +52,7 @@
 #include "backends/cpu/ops/mul_mat_repack.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/ops/repack.hpp"
@@ -84,15 +85,22 @@ constexpr int group_rows() {
     return k_rows;
 }
 
+// f(std::integral_constant<int32_t, T>{}) for `type` T one of the four
+// types of these kernels; `other` for any other type.
+template <class R, class F>
+R for_type(int32_t type, R other, F f) {
+    switch (type) {
+    case TSR_TYPE_Q4_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q4_0>{});
+    case TSR_TYPE_Q5_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q5_0>{});
+    case TSR_TYPE_Q5_1: return f(std::integral_constant<int32_t, TSR_TYPE_Q5_1>{});
+    case TSR_TYPE_Q8_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q8_0>{});
+    default: return other;
+    }
+}
+
 // group_rows of a type (0: not one of the four types of these kernels).
 int group_rows_of(int32_t type) {
-    switch (type) {
-    case TSR_TYPE_Q4_0: return group_rows<TSR_TYPE_Q4_0>();
-    case TSR_TYPE_Q5_0: return group_rows<TSR_TYPE_Q5_0>();
-    case TSR_TYPE_Q5_1: return group_rows<TSR_TYPE_Q5_1>();
-    case TSR_TYPE_Q8_0: return group_rows<TSR_TYPE_Q8_0>();
-    default: return 0;
-    }
+    return for_type(type, 0, [](auto t) { return group_rows<decltype(t)::value>(); });
 }
 constexpr int64_t k_cols_limit = 256;                   // most columns per work item
 // Software prefetch distance in a row group's stream, bytes, of the 8- and
@@ -693,17 +701,17 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t pf = tuning().stream_prefetch;
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
     constexpr int layout = act_layout<T>();
-    bool from_memo = true; // the tiles may still be those the previous node left
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const mm_item item = item_of(g, d, it);
             const int64_t bc = item.bc, batch = item.batch;
             const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
             if (bc != have_cols) {
-                if (!(from_memo && memo_holds(p, d.b, layout, batch, n0, n1))) {
+                // (Once this node recorded its own tiles, memo_holds is false:
+                // they are no longer the previous node's.)
+                if (!memo_holds(p, d.b, layout, batch, n0, n1)) {
                     quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, tiles, tile_bytes, xbuf, sum_shift<T>());
                 }
-                from_memo = false;
                 have_cols = bc;
                 memo_record(p, d.dst, d.b, layout, batch, n0, n1);
             }
@@ -748,13 +756,7 @@ bool mul_mat_repack_supported(const tsr_tensor * node) {
 }
 
 int repack_act_layout(int32_t type) {
-    switch (type) {
-    case TSR_TYPE_Q4_0: return act_layout<TSR_TYPE_Q4_0>();
-    case TSR_TYPE_Q5_0: return act_layout<TSR_TYPE_Q5_0>();
-    case TSR_TYPE_Q5_1: return act_layout<TSR_TYPE_Q5_1>();
-    case TSR_TYPE_Q8_0: return act_layout<TSR_TYPE_Q8_0>();
-    default: return 0;
-    }
+    return for_type(type, 0, [](auto t) { return act_layout<decltype(t)::value>(); });
 }
 
 size_t mul_mat_repack_work_size(const mm_dims & d) {
@@ -764,13 +766,10 @@ size_t mul_mat_repack_work_size(const mm_dims & d) {
 }
 
 bool mul_mat_repack(const compute_params & p, const mm_dims & d) {
-    switch (d.a->type) {
-    case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
-    case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
-    case TSR_TYPE_Q5_1: run<TSR_TYPE_Q5_1>(p, d); return true;
-    case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
-    default: return false;
-    }
+    return for_type(d.a->type, false, [&](auto t) {
+        run<decltype(t)::value>(p, d);
+        return true;
+    });
 }
 
 } // namespace tessera::cpu
