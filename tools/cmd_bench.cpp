@@ -495,6 +495,7 @@ int run_bench(options o) {
         }
         auto m = llm::model::load(path);
         const llm::hparams & hp = m->hp();
+        const uint64_t w_bytes = weight_bytes_per_token(*m); // --limits
         // The session's context holds the longest test: say which option asks for more than the model has.
         for (const auto & [flag, most] : {std::pair{"-p", max_p}, std::pair{"-n", max_n}}) {
             if (uint32_t(most) > hp.n_ctx_train) {
@@ -546,7 +547,7 @@ int run_bench(options o) {
                     if (o.progress) fmt::print(stderr, "bench: {} threads {}: measuring the limits before\n", nt, test_name(r));
                     r.with_limits = true;
                     r.limits = measure_limits(nt, warned);
-                    r.weight_bytes_per_token = weight_bytes_per_token(*m);
+                    r.weight_bytes_per_token = w_bytes;
                 }
                 if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
