@@ -446,6 +446,11 @@ TEST(BenchCli, LimitsGiveEachTestAsAFractionOfTheMachinesLimit) {
     EXPECT_TRUE(row[7].ends_with(" bw") || row[7] == "n/a") << row[7];
     EXPECT_TRUE(contains(md.out, "limits measured in this run")) << md.out;
     EXPECT_TRUE(contains(md.out, "1 thread: F32 FMA peak ")) << md.out;
+    // A value the flag cannot take is refused, naming it, before any test.
+    const auto bad = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 --limits=abc");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_TRUE(contains(bad.err, "--limits")) << bad.err;
+    EXPECT_FALSE(contains(bad.out, "| llama")) << bad.out;
     const auto plain = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 -o json");
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
     EXPECT_FALSE(json::parse(plain.out)[0].contains("of_limit"));
