@@ -6,12 +6,18 @@
 //        when the model asks for it), split into micro-batches of -b tokens;
 //   tgN: a fresh cache, N decode calls of one token each (BOS first, then
 //        random tokens);
+//   ppP+tgN (-pg P,N): a fresh cache, the pp test's decode of P tokens, then
+//        the tg test's N decodes of one token, timed together: the speed of
+//        answering a prompt;
 //   with -d D > 0 ("pp512 @ d1024", "tg128 @ d1024"): the cache first holds
 //        D tokens (one untimed decode of a random prompt, BOS first), and
 //        the test's tokens (random, no BOS) follow them: speed at depth.
 // Each test runs once untimed (warm-up), then -r times timed; tokens/s of a
 // repetition = tokens / seconds; the table shows mean ± sample standard
-// deviation (n - 1) of those rates.
+// deviation (n - 1) of those rates. Output: a markdown table (-o md), or
+// the reference's JSON array (json), JSON Lines (jsonl: one object a line,
+// as each test ends) or CSV (csv: a header of field names, then one row a
+// test, every value double-quoted, without the samples arrays).
 // With --limits, the machine's limits for the test's thread count are
 // measured just before and just after each test (bench/machine_peaks.hpp:
 // the widest F32 FMA chains, a 512 MiB streaming read; the larger of the
@@ -42,6 +48,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "build_info.hpp"
 #include "commands.hpp"
 #include "machine_peaks.hpp"
 #include "tessera/core/error.hpp"
@@ -60,6 +67,12 @@ using clock_type = std::chrono::steady_clock;
 // (CLI11's own ',' delimiter silently drops empty entries: int_list checks them).
 struct list_args {
     std::vector<std::string> n_prompt{"512"}, n_gen{"128"}, n_depth{"0"}, threads, flash_attn, repack;
+    std::vector<std::string> prompt_gen; // -pg, one "P,N" pair each
+};
+
+// A combined test (-pg P,N): P prompt tokens, then N generated.
+struct prompt_gen {
+    int n_prompt = 0, n_gen = 0;
 };
 
 struct options {
@@ -68,12 +81,13 @@ struct options {
     std::vector<int> n_prompt;   // parsed from lists by check_options
     std::vector<int> n_gen;
     std::vector<int> n_depth;    // -d: tokens in the cache before each test
+    std::vector<prompt_gen> pg;  // -pg: the combined tests
     std::vector<int> threads;    // empty = all hardware threads
     std::vector<int> flash_attn; // -fa values (0/1); empty = the session's automatic choice
     std::vector<int> repack;     // --rp values (0/1): repacked weight layout; empty = on
     int reps = 5;
     int n_batch = 512;
-    std::string output = "md";
+    std::string output = "md"; // md, json, jsonl or csv
     std::string device;
     bool device_given = false; // --device was on the command line (an empty name is an error, not "the best")
     std::string kv_type = "F16";
@@ -228,7 +242,8 @@ json to_json(const result & r) {
     const auto ts = r.samples_ts();
     const auto ns = as_double(r.samples_ns);
     json j;
-    j["build_commit"] = "tessera";
+    j["build_commit"] = k_build_commit;
+    j["build_number"] = k_build_number;
     j["cpu_info"] = r.cpu_info;
     j["gpu_info"] = "";
     j["backends"] = r.backend;
@@ -265,6 +280,30 @@ json to_json(const result & r) {
         j["limit"] = r.limit_name;
     }
     return j;
+}
+
+// RFC 4180 field: the value's text in double quotes, quotes inside doubled
+// (every field quoted, and true/false as 1/0, as the reference's CSV has them).
+std::string csv_field(const json & v) {
+    const std::string text = v.is_string() ? v.get<std::string>() : v.is_boolean() ? (v.get<bool>() ? "1" : "0") : v.dump();
+    std::string out = "\"";
+    for (char c : text) {
+        if (c == '"') out += '"';
+        out += c;
+    }
+    return out + "\"";
+}
+
+// One CSV line of `j`'s fields that are not arrays (the samples), in its
+// order; with header = true, their names instead.
+std::string csv_line(const json & j, bool header) {
+    std::string line;
+    for (const auto & [key, value] : j.items()) {
+        if (value.is_array()) continue;
+        if (!line.empty()) line += ',';
+        line += header ? csv_field(key) : csv_field(value);
+    }
+    return line;
 }
 
 // Bytes of weights one decoded token reads: every weight tensor but the
@@ -363,14 +402,30 @@ uint64_t run_pp(llm::session & s, token_source & src, int n, int depth) {
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
 }
 
-uint64_t run_tg(llm::session & s, token_source & src, int n, int depth) {
-    start_at_depth(s, src, depth);
-    const auto t0 = clock_type::now();
-    int32_t tok = depth == 0 && src.bos >= 0 ? src.bos : src.next();
+// n decodes of one token each (the first BOS on an empty cache).
+void generate(llm::session & s, token_source & src, int n, bool first_bos) {
+    int32_t tok = first_bos && src.bos >= 0 ? src.bos : src.next();
     for (int i = 0; i < n; ++i) {
         s.decode(std::span<const int32_t>(&tok, 1));
         tok = src.next();
     }
+}
+
+uint64_t run_tg(llm::session & s, token_source & src, int n, int depth) {
+    start_at_depth(s, src, depth);
+    const auto t0 = clock_type::now();
+    generate(s, src, n, depth == 0);
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
+}
+
+// -pg: the prompt of run_pp, then n_gen tokens as run_tg after it, timed together.
+uint64_t run_pg(llm::session & s, token_source & src, int n_prompt, int n_gen, int depth) {
+    start_at_depth(s, src, depth);
+    std::vector<int32_t> tokens = src.prompt(n_prompt);
+    if (depth > 0 && src.bos >= 0) tokens[0] = src.next();
+    const auto t0 = clock_type::now();
+    s.decode(tokens);
+    generate(s, src, n_gen, false);
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
 }
 
@@ -428,8 +483,20 @@ void check_options(options & o) {
     o.threads = int_list(o.lists.threads, "-t");
     o.flash_attn = int_list(o.lists.flash_attn, "-fa");
     o.repack = int_list(o.lists.repack, "--rp");
+    for (const std::string & text : o.lists.prompt_gen) {
+        const std::vector<int> v = int_list({text}, "-pg");
+        if (v.size() != 2) {
+            throw error(fmt::format("-pg '{}': expected two counts, prompt tokens and generated tokens (as in -pg 512,128)", text));
+        }
+        if (v[0] < 1 || v[1] < 1) {
+            throw error(fmt::format("-pg '{}': both counts must be at least 1 (-p and -n run one kind alone)", text));
+        }
+        o.pg.push_back({v[0], v[1]});
+    }
     o.seed = parse_seed(o.seed_text);
-    if (o.output != "md" && o.output != "json") throw error(fmt::format("-o '{}': expected md or json", o.output));
+    if (o.output != "md" && o.output != "json" && o.output != "jsonl" && o.output != "csv") {
+        throw error(fmt::format("-o '{}': expected md, json, jsonl or csv", o.output));
+    }
     if (o.reps < 1) throw error(fmt::format("-r {}: need at least one repetition", o.reps));
     if (o.n_batch < 1) throw error(fmt::format("-b {}: batch size must be at least 1", o.n_batch));
     for (int p : o.n_prompt) {
@@ -447,8 +514,8 @@ void check_options(options & o) {
     need_on_off(o.flash_attn, "-fa");
     need_on_off(o.repack, "--rp");
     const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
-                     std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; });
-    if (!any) throw error("nothing to run: every -p and -n value is 0");
+                     std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; }) || !o.pg.empty();
+    if (!any) throw error("nothing to run: every -p and -n value is 0 and there is no -pg");
     if (o.kv_type != "F32" && o.kv_type != "F16") throw error(fmt::format("--kv-type '{}': expected F32 or F16", o.kv_type));
 }
 
@@ -468,6 +535,8 @@ int run_bench(options o) {
     const int max_p = *std::max_element(o.n_prompt.begin(), o.n_prompt.end());
     const int max_n = *std::max_element(o.n_gen.begin(), o.n_gen.end());
     const int max_d = *std::max_element(o.n_depth.begin(), o.n_depth.end());
+    int max_pg = 0; // the longest -pg test (prompt and generated tokens)
+    for (const prompt_gen & t : o.pg) max_pg = std::max(max_pg, t.n_prompt + t.n_gen);
 
     md_printer md;
     md.show_fa = !o.flash_attn.empty();
@@ -478,6 +547,7 @@ int run_bench(options o) {
     for (int d : o.n_depth) { // the longest name the tests will have
         for (int p : o.n_prompt) md.w_test = std::max(md.w_test, int(test_name(p, 0, d).size()));
         for (int n : o.n_gen) md.w_test = std::max(md.w_test, int(test_name(0, n, d).size()));
+        for (const prompt_gen & t : o.pg) md.w_test = std::max(md.w_test, int(test_name(t.n_prompt, t.n_gen, d).size()));
     }
     std::vector<int> fa_values = o.flash_attn; // -1: automatic
     if (fa_values.empty()) fa_values.push_back(-1);
@@ -488,6 +558,7 @@ int run_bench(options o) {
     // have) is reported on stderr and skipped: the others are still benched
     // and printed, and the exit code is 1.
     size_t n_failed = 0;
+    bool csv_header_done = false;
     for (const std::string & path : o.models) try {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(path, ec)) {
@@ -497,14 +568,15 @@ int run_bench(options o) {
         const llm::hparams & hp = m->hp();
         const uint64_t w_bytes = weight_bytes_per_token(*m); // --limits
         // The session's context holds the longest test: say which option asks for more than the model has.
-        for (const auto & [flag, most] : {std::pair{"-p", max_p}, std::pair{"-n", max_n}}) {
+        std::vector<std::pair<std::string, int>> longest{{fmt::format("-p {}", max_p), max_p}, {fmt::format("-n {}", max_n), max_n}};
+        for (const prompt_gen & t : o.pg) longest.emplace_back(fmt::format("-pg {},{}", t.n_prompt, t.n_gen), t.n_prompt + t.n_gen);
+        for (const auto & [option, most] : longest) {
             if (uint32_t(most) > hp.n_ctx_train) {
-                throw error(fmt::format("{}: {} {}: more than the model's context length of {} tokens", path, flag, most,
-                                        hp.n_ctx_train));
+                throw error(fmt::format("{}: {}: more than the model's context length of {} tokens", path, option, hp.n_ctx_train));
             }
             if (max_d > 0 && most > 0 && uint64_t(max_d) + uint64_t(most) > hp.n_ctx_train) {
-                throw error(fmt::format("{}: -d {} with {} {}: {} tokens, more than the model's context length of {}", path,
-                                        max_d, flag, most, uint64_t(max_d) + uint64_t(most), hp.n_ctx_train));
+                throw error(fmt::format("{}: -d {} with {}: {} tokens, more than the model's context length of {}", path, max_d,
+                                        option, uint64_t(max_d) + uint64_t(most), hp.n_ctx_train));
             }
         }
         token_source src{std::mt19937_64(o.seed), int32_t(hp.n_vocab)};
@@ -516,7 +588,7 @@ int run_bench(options o) {
         }
         for (int nt : threads) for (int fa : fa_values) for (int rp : rp_values) {
             llm::session_params sp;
-            sp.n_ctx = uint32_t(max_d + std::max({max_p, max_n, 1}));
+            sp.n_ctx = uint32_t(max_d + std::max({max_p, max_n, max_pg, 1}));
             sp.n_batch = uint32_t(o.n_batch);
             sp.n_threads = nt;
             sp.device = o.device;
@@ -559,7 +631,9 @@ int run_bench(options o) {
                         fmt::print(stderr, "bench: {} threads {} {}: repetition {}/{}{}\n", path, nt, test_name(r), rep + 1,
                                    o.reps, depth > 0 ? fmt::format(" (after {} tokens of depth, untimed)", depth) : "");
                     }
-                    r.samples_ns.push_back(p > 0 ? run_pp(s, src, p, depth) : run_tg(s, src, n, depth));
+                    r.samples_ns.push_back(p > 0 && n > 0 ? run_pg(s, src, p, n, depth)
+                                           : p > 0        ? run_pp(s, src, p, depth)
+                                                          : run_tg(s, src, n, depth));
                 }
                 if (o.limits) {
                     if (o.progress) fmt::print(stderr, "bench: {} threads {}: measuring the limits after\n", nt, test_name(r));
@@ -568,8 +642,16 @@ int run_bench(options o) {
                     machine_limits & l = limits[nt];
                     l = larger(l, r.limits);
                 }
+                const json j = to_json(r);
                 if (o.output == "md") md.row(r);
-                all.push_back(to_json(r));
+                if (o.output == "jsonl") fmt::print("{}\n", j.dump());
+                if (o.output == "csv") {
+                    if (!csv_header_done) fmt::print("{}\n", csv_line(j, true));
+                    csv_header_done = true;
+                    fmt::print("{}\n", csv_line(j, false));
+                }
+                if (o.output == "jsonl" || o.output == "csv") std::fflush(stdout);
+                all.push_back(j);
             };
             for (int d : o.n_depth) {
                 for (int p : o.n_prompt) {
@@ -578,6 +660,7 @@ int run_bench(options o) {
                 for (int n : o.n_gen) {
                     if (n > 0) run_test(0, n, d);
                 }
+                for (const prompt_gen & t : o.pg) run_test(t.n_prompt, t.n_gen, d);
             }
         }
     } catch (const std::exception & e) {
@@ -620,9 +703,13 @@ command register_bench(CLI::App & app) {
     sub->add_option("-t,--threads", o->lists.threads,
                     "thread counts (comma-separated; 0 = all hardware threads, the default)")
         ->type_name("INT");
+    sub->add_option("--pg", o->lists.prompt_gen, // also spelled -pg (tools/main.cpp)
+                    "a combined test (also -pg): P prompt tokens then N generated, timed together, as P,N; repeat for several")
+        ->type_name("P,N");
     sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")->capture_default_str();
     sub->add_option("-b,--batch-size", o->n_batch, "micro-batch: most tokens per graph")->capture_default_str();
-    sub->add_option("-o,--output", o->output, "output format: md (table) or json")->capture_default_str();
+    sub->add_option("-o,--output", o->output, "output format: md (table), json, jsonl (a line a test) or csv")
+        ->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")->capture_default_str();
     sub->add_option("--flash-attn", o->lists.flash_attn, // also spelled -fa (tools/main.cpp)

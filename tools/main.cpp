@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "build_info.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
 #ifdef TESSERA_HAVE_CMD_DEVICES
@@ -25,7 +26,7 @@ std::pair<std::string, std::string> unknown_subcommand(CLI::App & app, int argc,
     std::string where = "tessera";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "-h" || a == "--help") return {};
+        if (a == "-h" || a == "--help" || a == "--version") return {};
         CLI::App * next = nullptr;
         for (CLI::App * sub : cur->get_subcommands([](CLI::App *) { return true; })) {
             if (sub->check_name(a)) next = sub;
@@ -43,6 +44,8 @@ int main(int argc, char ** argv) {
     using namespace tessera::tools;
     CLI::App app{"tessera: an on-device tensor runtime for GGUF language models"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", fmt::format("tessera {} (commit {}, build {})", k_version, k_build_commit, k_build_number),
+                         "print the version and the git commit built, then exit");
     std::vector<command> commands;
 #ifdef TESSERA_HAVE_CMD_GGUF
     commands.push_back(register_gguf(app));
@@ -71,9 +74,11 @@ int main(int argc, char ** argv) {
     std::vector<char *> args(argv, argv + argc);
     static char flash_attn_long[] = "--flash-attn";
     static char repack_long[] = "--repack";
+    static char prompt_gen_long[] = "--pg";
     for (int i = 2; i < argc && std::string_view(argv[1]) == "bench"; ++i) {
         if (std::string_view(argv[i]) == "-fa") args[size_t(i)] = flash_attn_long;
         if (std::string_view(argv[i]) == "-rp") args[size_t(i)] = repack_long; // the same for -rp (repack)
+        if (std::string_view(argv[i]) == "-pg") args[size_t(i)] = prompt_gen_long; // and -pg (prompt then generation)
     }
     try {
         app.parse(argc, args.data());

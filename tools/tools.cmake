@@ -6,6 +6,16 @@ add_executable(tessera ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
 target_include_directories(tessera PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/bench)
 target_compile_options(tessera PRIVATE ${TESSERA_WARNINGS})
 target_link_libraries(tessera PRIVATE tessera_core CLI11::CLI11 fmt::fmt nlohmann_json::nlohmann_json)
+# generated/build_info.hpp: the git commit built (`tessera --version`, bench's
+# build_commit), refreshed by every build (tools/build_info.cmake).
+set(TESSERA_BUILD_INFO ${CMAKE_CURRENT_BINARY_DIR}/generated/build_info.hpp)
+add_custom_target(tessera_build_info
+  COMMAND ${CMAKE_COMMAND} -DSRC=${PROJECT_SOURCE_DIR} -DOUT=${TESSERA_BUILD_INFO} -DVERSION=${PROJECT_VERSION}
+          -P ${CMAKE_CURRENT_LIST_DIR}/build_info.cmake
+  BYPRODUCTS ${TESSERA_BUILD_INFO}
+  COMMENT "build_info.hpp: the git commit")
+add_dependencies(tessera tessera_build_info)
+target_include_directories(tessera PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/cmd_gguf.cpp)
   target_sources(tessera PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_gguf.cpp)
   target_link_libraries(tessera PRIVATE tessera_gguf)

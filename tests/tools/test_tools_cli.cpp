@@ -83,6 +83,47 @@ std::vector<std::string> cells(const std::string & row) {
     return out;
 }
 
+// The lines of `text` (without their '\n').
+std::vector<std::string> lines_of(const std::string & text) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    while (at < text.size()) {
+        const size_t nl = text.find('\n', at);
+        out.push_back(text.substr(at, nl - at));
+        at = nl == std::string::npos ? text.size() : nl + 1;
+    }
+    return out;
+}
+
+// The fields of one CSV line whose every field is double-quoted (RFC 4180:
+// a quote inside is doubled); an empty vector when the line is not such.
+std::vector<std::string> csv_cells(const std::string & line) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    while (i < line.size()) {
+        if (line[i] != '"') return {};
+        std::string f;
+        for (++i;; ++i) {
+            if (i >= line.size()) return {};
+            if (line[i] == '"') {
+                if (i + 1 < line.size() && line[i + 1] == '"') {
+                    f += '"';
+                    ++i;
+                    continue;
+                }
+                ++i;
+                break;
+            }
+            f += line[i];
+        }
+        out.push_back(f);
+        if (i == line.size()) break;
+        if (line[i] != ',') return {};
+        ++i;
+    }
+    return out;
+}
+
 } // namespace
 
 // An unknown subcommand or top-level option is named, with the command it
@@ -481,14 +522,14 @@ TEST(BenchCli, BadInputExitsOne) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "missing.gguf: no such file")) << r.err;
     ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
-    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -o csv");
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -o xml");
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "-o 'csv'")) << r.err;
+    EXPECT_TRUE(contains(r.err, "-o 'xml': expected md, json, jsonl or csv")) << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0");
     EXPECT_EQ(r.exit_code, 1);
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 0 -n 0");
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "nothing to run")) << r.err;
+    EXPECT_TRUE(contains(r.err, "nothing to run: every -p and -n value is 0 and there is no -pg")) << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4000 -n 0"); // beyond the 2048-token context
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "context")) << r.err;
@@ -665,6 +706,118 @@ TEST(BenchCli, DepthFillsTheCacheFirst) {
         EXPECT_TRUE(contains(r.err, msg)) << arg << ": " << r.err;
         EXPECT_EQ(r.out, "") << arg;
     }
+}
+
+// -pg P,N: P prompt tokens then N generated, timed together (the
+// reference's "pp4+tg2"), after the -p and -n tests; at depth too. The
+// same tests in the four output formats: JSON, JSON Lines (one object a
+// line), CSV (header of the JSON's field names but the sample arrays, every
+// value quoted, quotes doubled: a model path with a quote in it comes back
+// whole) and the table. build_commit and build_number are those of
+// `tessera --version`.
+TEST(BenchCli, CombinedTestsAndOutputFormats) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string model = d / "q\"uote.gguf";
+    ASSERT_EQ(run_tessera(std::vector<std::string>{"gguf", "synth", "-q", "--preset", "tiny", "--type", "Q8_0", "--vocab", vocab,
+                                                   "-o", model})
+                  .exit_code,
+              0);
+    const std::vector<std::string> base{"bench", "-m", model, "-p", "4", "-n", "2", "-pg", "4,2", "-t", "1", "-r", "2"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = base;
+        a.insert(a.end(), extra.begin(), extra.end());
+        return run_tessera(a);
+    };
+    const auto version = run_tessera("--version");
+    ASSERT_EQ(version.exit_code, 0) << version.err;
+    auto r = with({"-o", "json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::ordered_json::parse(r.out); // in the program's field order
+    ASSERT_EQ(j.size(), 3u) << r.out;
+    const std::vector<std::tuple<std::string, int, int>> want = {{"pp4", 4, 0}, {"tg2", 0, 2}, {"pp4+tg2", 4, 2}};
+    for (size_t i = 0; i < want.size(); ++i) {
+        const auto & [name, p, n] = want[i];
+        EXPECT_EQ(j[i]["test"], name);
+        EXPECT_EQ(j[i]["n_prompt"], p);
+        EXPECT_EQ(j[i]["n_gen"], n);
+        EXPECT_EQ(j[i]["model_filename"], model);
+        const auto ts = j[i]["samples_ts"].get<std::vector<double>>();
+        const auto ns = j[i]["samples_ns"].get<std::vector<uint64_t>>();
+        ASSERT_EQ(ts.size(), 2u);
+        for (size_t k = 0; k < 2; ++k) EXPECT_NEAR(ts[k], (p + n) * 1e9 / double(ns[k]), 1e-9 * ts[k]) << name;
+        const std::string commit = j[i]["build_commit"].get<std::string>();
+        EXPECT_TRUE(contains(version.out, "(commit " + commit + ", build " + std::to_string(j[i]["build_number"].get<long>()) + ")"))
+            << version.out << " / " << commit;
+        EXPECT_TRUE(commit == "unknown" || (commit.size() == 8 && commit.find_first_not_of("0123456789abcdef") == std::string::npos))
+            << commit;
+    }
+
+    r = with({"-o", "jsonl"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto jl = lines_of(r.out);
+    ASSERT_EQ(jl.size(), 3u) << r.out;
+    for (size_t i = 0; i < 3; ++i) {
+        const json o = json::parse(jl[i]);
+        EXPECT_EQ(o["test"], j[i]["test"]);
+        EXPECT_EQ(o.size(), j[i].size()); // the same fields
+        EXPECT_EQ(o["model_filename"], model);
+    }
+
+    r = with({"-o", "csv"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto cl = lines_of(r.out);
+    ASSERT_EQ(cl.size(), 4u) << r.out;
+    const auto header = csv_cells(cl[0]);
+    std::vector<std::string> keys; // the JSON's fields but the arrays, in order
+    for (const auto & [k, v] : j[0].items()) {
+        if (!v.is_array()) keys.push_back(k);
+    }
+    EXPECT_EQ(header, keys) << cl[0];
+    for (size_t i = 0; i < 3; ++i) {
+        const auto row = csv_cells(cl[i + 1]);
+        ASSERT_EQ(row.size(), header.size()) << cl[i + 1];
+        for (size_t c = 0; c < header.size(); ++c) {
+            const auto & v = j[i][header[c]];
+            if (header[c] == "test_time" || header[c].find("_ns") != std::string::npos || header[c].find("_ts") != std::string::npos) {
+                continue; // timings differ between the runs
+            }
+            const std::string text = v.is_string() ? v.get<std::string>() : v.is_boolean() ? (v.get<bool>() ? "1" : "0") : v.dump();
+            EXPECT_EQ(row[c], text) << header[c];
+        }
+    }
+
+    r = with({}); // the table: the combined test's row, its name in the test column
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(cells(line_with(r.out, "pp4+tg2")).at(5), "pp4+tg2") << r.out;
+    r = with({"-d", "8"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(cells(line_with(r.out, "pp4+tg2 @ d8")).at(5), "pp4+tg2 @ d8") << r.out;
+
+    // Only -pg (no -p/-n tests); a bad -pg is refused before any model loads.
+    r = run_tessera("bench -m " + (d / "none.gguf") + " -p 0 -n 0 -pg 4,2 -t 1 -r 1");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "none.gguf: no such file")) << r.err;
+    for (const auto & [arg, msg] : std::vector<std::pair<std::string, std::string>>{
+             {"16", "error: -pg '16': expected two counts, prompt tokens and generated tokens (as in -pg 512,128)"},
+             {"16,4,2", "error: -pg '16,4,2': expected two counts"},
+             {"0,4", "error: -pg '0,4': both counts must be at least 1 (-p and -n run one kind alone)"},
+             {"4,0", "error: -pg '4,0': both counts must be at least 1"},
+             {"a,2", "error: -pg 'a,2': 'a' is not a whole number"},
+             {"4,", "error: -pg '4,': empty entry in the comma-separated list"}}) {
+        r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-pg", arg, "-t", "1", "-r", "1"});
+        EXPECT_EQ(r.exit_code, 1) << arg;
+        EXPECT_TRUE(contains(r.err, msg)) << arg << ": " << r.err;
+        EXPECT_EQ(r.out, "") << arg;
+    }
+    // Longer than the 2048-token context, alone or with -d: refused naming -pg.
+    r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "0", "-n", "0", "-pg", "2000,49", "-t", "1", "-r", "1"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, ": -pg 2000,49: more than the model's context length of 2048 tokens")) << r.err;
+    r = run_tessera(
+        std::vector<std::string>{"bench", "-m", model, "-p", "0", "-n", "0", "-pg", "4,5", "-d", "2040", "-t", "1", "-r", "1"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, ": -d 2040 with -pg 4,5: 2049 tokens, more than the model's context length of 2048")) << r.err;
 }
 
 // gguf synth's --seed takes every 64-bit value and refuses others, naming
