@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/compute.hpp"
+#include "backends/cpu/ops/tensor_access.hpp"
 #include "tessera/core/tensor.hpp"
 #include "tessera/core/types.hpp"
 
@@ -52,6 +53,24 @@ bool reads_own_rows(const tsr_tensor * node, const tsr_tensor * src) {
     return op_splits_rows(node->op) && op_splits_rows(src->op) && same_shape(node, src) && is_contiguous(src);
 }
 
+// True when `writer` may write over `src`, which `reader` (a node since the
+// last barrier) reads, without a barrier between them, because each thread
+// overwrites only bytes it read itself. Both split their rows statically
+// (op_splits_rows), and either
+//   - both have one row: thread 0 computes all of each (split_items gives
+//     it row 0; the others have none, so read nothing), wherever the bytes
+//     lie: a decoded token's MUL written over part of the gate its SILU
+//     just read, its RMS_NORM over the product its residual ADD read; or
+//   - they split the same rows (the same shape), `reader` reads `src` row
+//     for row (the same shape) and the output is src's bytes exactly (the
+//     same address, type and contiguous layout).
+bool overwrites_own_rows(const tsr_tensor * writer, const tsr_tensor * reader, const tsr_tensor * src) {
+    if (!op_splits_rows(writer->op) || !op_splits_rows(reader->op)) return false;
+    if (count_rows(writer) == 1 && count_rows(reader) == 1) return true;
+    return same_shape(writer, reader) && same_shape(src, reader) && writer->data == src->data && writer->type == src->type &&
+           is_contiguous(writer) && is_contiguous(src);
+}
+
 } // namespace
 
 std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_tensor *> & nodes) {
@@ -85,7 +104,8 @@ std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_t
 // their bytes (the graph allocator reuses memory of dead tensors, hence the
 // write-after-read check), or when what it reads of them each thread wrote
 // itself (reads_own_rows: a chain of element-wise ops and RMS_NORM over the
-// same rows, as a residual ADD, the RMS_NORM and the weight MUL after it).
+// same rows, as a residual ADD, the RMS_NORM and the weight MUL after it),
+// or what it overwrites each thread read itself (overwrites_own_rows).
 // Quadratic only within one barrier's nodes.
 std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
     std::vector<char> sync(nodes.size(), 1);
@@ -94,7 +114,12 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
         const tsr_tensor * node;
     };
     std::vector<write> written; // since the last barrier
-    std::vector<byte_span> read;
+    struct read_of {
+        byte_span bytes;
+        const tsr_tensor * node; // the reader
+        const tsr_tensor * src;  // what it read there
+    };
+    std::vector<read_of> read;
     for (size_t i = 0; i < nodes.size(); ++i) {
         const tsr_tensor * node = nodes[i];
         const byte_span w = range_of(node);
@@ -114,14 +139,14 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
                 hazard = x.bytes.overlaps(r[j]) && !(x.node == rs[j] && reads_own_rows(node, rs[j]));
             }
         }
-        for (const byte_span & x : read) hazard = hazard || x.overlaps(w);
+        for (const read_of & x : read) hazard = hazard || (x.bytes.overlaps(w) && !overwrites_own_rows(node, x.node, x.src));
         if (hazard) {
             written.clear();
             read.clear();
         }
         sync[i] = hazard ? 1 : 0;
         written.push_back({w, node});
-        read.insert(read.end(), r, r + n_r);
+        for (int j = 0; j < n_r; ++j) read.push_back({r[j], node, rs[j]});
     }
     return sync;
 }

@@ -264,18 +264,74 @@ TEST(GraphCompute, ReusedMemoryGetsABarrier) {
     std::mt19937 rng(5);
     tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
     tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    tsr_tensor * arena = ctx.new_tensor(TSR_TYPE_F32, {64 * 5}); // a, and room for s3 half a row past it
+    a->data = arena->data;
     fill_uniform(a, rng);
     fill_uniform(b, rng);
     tsr_tensor * s1 = scale(ctx, a, 2.0f, 0.0f);  // reads a
     tsr_tensor * s2 = scale(ctx, b, 3.0f, 0.0f);  // independent of s1
     tsr_tensor * s3 = scale(ctx, b, 4.0f, 0.0f);  // independent, but written over a
     tsr_tensor * s4 = add(ctx, s1, s2);           // reads s1 and s2, done before s3's barrier
-    s3->data = a->data;
+    // (half a row on: a thread's rows of s3 lie on rows of a other threads read)
+    s3->data = static_cast<float *>(a->data) + 32;
     const std::vector<char> sync = barriers_before({s1, s2, s3, s4});
     EXPECT_EQ(sync, (std::vector<char>{1, 0, 1, 0})) << "s4 reads what was written before the barrier at s3";
+    // Exactly over a: each thread overwrites the rows of a it read itself
+    // (OverwritingWhatTheSameThreadReadNeedsNoBarrier).
+    s3->data = a->data;
+    EXPECT_EQ(barriers_before({s1, s2, s3, s4}), (std::vector<char>{1, 0, 0, 0}));
     // Two nodes writing the same bytes: the second waits.
     s3->data = s2->data;
     EXPECT_EQ(barriers_before({s1, s2, s3}), (std::vector<char>{1, 0, 1}));
+}
+
+// A row-split node may write over bytes a row-split node since the last
+// barrier read when each thread overwrites only what it read itself: both
+// one row (thread 0 computes all of each, wherever the bytes lie, as the
+// graph allocator puts a decoded token's MUL over part of the gate its
+// SILU read), or the same rows read row for row and written to the same
+// address. Partly overlapping rows of a larger node, or a node that does
+// not split rows, still wait. The bytes are those of one thread for every
+// thread count (TSan sees a missing barrier as a race).
+TEST(GraphCompute, OverwritingWhatTheSameThreadReadNeedsNoBarrier) {
+    context ctx(data_ctx());
+    std::mt19937 rng(11);
+    // rows: 1 (a decoded token) or 3; `shift` floats between the gate and the
+    // product written over it, so 0 = the same address.
+    auto check = [&](int64_t rows, int64_t shift, bool splits_rows, char want_sync) {
+        SCOPED_TRACE(::testing::Message() << rows << " rows, shift " << shift << (splits_rows ? "" : ", a SCALE of a product"));
+        tsr_tensor * w = ctx.new_tensor(TSR_TYPE_F32, {64, 64});
+        tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {64, rows});
+        tsr_tensor * up = ctx.new_tensor(TSR_TYPE_F32, {64, rows});
+        tsr_tensor * arena = ctx.new_tensor(TSR_TYPE_F32, {64 * rows + 64}); // the gate and what lands on it
+        for (tsr_tensor * t : {w, x, up}) fill_uniform(t, rng);
+        tsr_tensor * gate = mul_mat(ctx, w, x);     // a product (barrier after it)
+        tsr_tensor * act = silu(ctx, gate);         // reads the gate, rows split
+        tsr_tensor * out = splits_rows ? mul(ctx, act, up) : mul_mat(ctx, w, act); // written over the gate
+        gate->data = arena->data;
+        out->data = static_cast<float *>(arena->data) + shift;
+        EXPECT_EQ(barriers_before({gate, act, out}), (std::vector<char>{1, 1, want_sync}));
+        graph g;
+        g.build_forward(out);
+        thread_pool pool(7);
+        std::vector<char> ref;
+        for (int nth : {1, 2, 3, 7}) {
+            std::memset(arena->data, 0xff, nbytes(arena));
+            ASSERT_EQ(pool.compute(g.view(), nth), TSR_STATUS_SUCCESS);
+            std::vector<char> got(static_cast<char *>(out->data), static_cast<char *>(out->data) + nbytes(out));
+            if (ref.empty()) {
+                ref = got;
+                for (int64_t i = 0; i < 64 * rows; ++i) ASSERT_TRUE(std::isfinite(get(out, i % 64, i / 64))) << i;
+            } else {
+                EXPECT_EQ(got, ref) << nth << " threads differ from 1";
+            }
+        }
+    };
+    check(1, 32, true, 0);   // one row, half over the gate: thread 0 read and writes it all
+    check(1, 0, true, 0);
+    check(3, 0, true, 0);    // the same rows at the same address
+    check(3, 32, true, 1);   // rows shifted half a row: a thread's row lies on two read by others
+    check(1, 32, false, 1);  // a product reads every row: no row split
 }
 
 // The read-ahead of attention's keys and values: each FLASH_ATTN_EXT node's
