@@ -35,8 +35,11 @@ namespace tessera::cpu {
 
 namespace {
 
-// Largest group (eight rows) whose successor is read ahead into L1 (dot8).
-constexpr size_t k_l1_group_bytes = size_t{8} << 10;
+// Software prefetch of the weights (dot8): at least this many bytes ahead
+// (whole groups of eight rows), into L1 while what is read ahead and the
+// group being read take at most k_l1_ahead_bytes, else into L2.
+constexpr size_t k_min_ahead_bytes = size_t{8} << 10;
+constexpr size_t k_l1_ahead_bytes = size_t{16} << 10;
 constexpr size_t k_act_block = 64; // bytes of one quantized activation block: [32 quants][d][sum], padded to a cache line
 
 inline int32_t load_i32(const char * p) {
@@ -213,10 +216,10 @@ inline __m256 block8(const rows8 & r, int64_t b, const char * x, __m256 acc) {
 // Row held by each lane of a Q4_0/Q5_0/Q5_1 result (see q4_pair and block8).
 constexpr int k_q4_lane_rows[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
-// Lane r = row r . x. `next`: the first byte of the next group's rows
-// (8 rows of row_bytes right after these), read ahead while these are.
+// Lane r = row r . x. `next`: the first byte of a later group of eight
+// rows (group_bytes long), read ahead while these are; to_l1: into L1.
 template <int32_t T>
-__m256 dot8(const rows8 & r, int64_t n_blocks, const char * x, const char * next, size_t row_bytes) {
+__m256 dot8(const rows8 & r, int64_t n_blocks, const char * x, const char * next, size_t group_bytes, bool to_l1) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     int64_t b = 0;
     // Software prefetch of the next group, front to back, an equal share
@@ -225,13 +228,12 @@ __m256 dot8(const rows8 & r, int64_t n_blocks, const char * x, const char * next
     // otherwise come from memory while the kernel waits (reading ahead
     // k_prefetch bytes in each row left them to the hardware prefetcher:
     // about 0.2 of the read bandwidth on Zen 4, against 0.57 on Zen 5).
-    // Into L1 while the two groups fit in it beside the activations
-    // (k_l1_group_bytes), else into L2.
-    const size_t next_bytes = 8 * row_bytes, share = 8 * 4 * block_bytes<T>();
-    const bool to_l1 = next_bytes <= k_l1_group_bytes;
+    // (whole lines, the last step's share reaching the group's end)
+    const size_t n_steps = static_cast<size_t>(n_blocks / 4);
+    const size_t share = n_steps == 0 ? 0 : (group_bytes / n_steps + 127) & ~size_t{63};
     for (; b + 4 <= n_blocks; b += 4) {
-        const size_t ahead = static_cast<size_t>(b) * 8 * block_bytes<T>();
-        for (size_t o = 0; o < share && ahead + o < next_bytes; o += 64) {
+        const size_t ahead = static_cast<size_t>(b / 4) * share;
+        for (size_t o = 0; o < share && ahead + o < group_bytes; o += 64) {
             if (to_l1) {
                 _mm_prefetch(next + ahead + o, _MM_HINT_T0);
             } else {
@@ -271,6 +273,10 @@ void run(const compute_params & p, const mm_dims & d) {
     const int64_t n_items = d.n_batch * n_groups;
     work_queue queue(p, n_items, chunk_for_bytes(8 * static_cast<size_t>(d.a->nb[1]), n_items, p.nth));
     int64_t have_batch = -1;
+    // The group read ahead (dot8): at least k_min_ahead_bytes on.
+    const size_t group_bytes = 8 * static_cast<size_t>(d.a->nb[1]);
+    const size_t groups_ahead = std::max<size_t>(1, (k_min_ahead_bytes + group_bytes - 1) / group_bytes);
+    const bool to_l1 = (groups_ahead + 1) * group_bytes <= k_l1_ahead_bytes;
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const int64_t batch = it / n_groups;
@@ -296,8 +302,8 @@ void run(const compute_params & p, const mm_dims & d) {
             r.off = _mm256_load_si256(reinterpret_cast<const __m256i *>(lane_off));
             for (int64_t n = 0; n < d.N; ++n) {
                 alignas(32) float out[8];
-                _mm256_store_ps(out, dot8<T>(r, n_blocks, reinterpret_cast<const char *>(cols[n].qs), r.w0 + 8 * d.a->nb[1],
-                                             d.a->nb[1]));
+                _mm256_store_ps(out, dot8<T>(r, n_blocks, reinterpret_cast<const char *>(cols[n].qs),
+                                             r.w0 + groups_ahead * group_bytes, group_bytes, to_l1));
                 float * y = dst_column(d, batch, n);
                 for (int l = 0; l < 8; ++l) {
                     if (m0 + lane_row[l] < d.M) y[m0 + lane_row[l]] = out[l];
