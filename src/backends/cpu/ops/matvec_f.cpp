@@ -40,12 +40,36 @@ using namespace float_load;
 
 constexpr int64_t k_chain = 256; // m-contiguous layout: terms per FMA chain
 constexpr int64_t k_strip = 64;  // m-contiguous layout: elements per strip (one attention head)
-// Bytes ahead in a weight row of at least 4 * k_prefetch bytes (shorter rows
-// prefetch the next group of four rows instead). 1024 left F16 mat-vec at
-// 0.73 of read bandwidth (4096 x 4096 in bench_ops); 4096, which also moves
-// the 1B model's rows (4-11 KiB) to the next-group prefetch, gave 0.84 and
-// 1B F16 token generation 17.5 -> 21.9 t/s on 2 threads.
-constexpr int64_t k_prefetch = 4096;
+// Software prefetch of plain weight rows (read_ahead): at least this many
+// bytes ahead (whole groups of four rows), into L1 while what is read ahead
+// and the group being read take at most k_l1_ahead_bytes, else into L2.
+constexpr size_t k_min_ahead_bytes = size_t{8} << 10;
+constexpr size_t k_l1_ahead_bytes = size_t{16} << 10;
+
+// The weights read ahead while a group of rows is read: `bytes` from `next`
+// (a later group), front to back in equal shares of whole lines over the
+// kernel's n_steps steps (step() once per step); nothing when bytes = 0.
+// (Before: k_prefetch = 4096 bytes ahead within rows of 16 KiB or more,
+// else the same place four rows on: on Zen 4, 2 KiB rows read one group
+// ahead, about one memory latency, and 8 KiB ones 32 KiB ahead into L1.)
+struct read_ahead {
+    const char * next = nullptr;
+    size_t bytes = 0;
+    bool to_l1 = true;
+    size_t share = 0;
+    // Sets the share for n_steps steps.
+    void plan(int64_t n_steps) { share = n_steps <= 0 ? 0 : (bytes / static_cast<size_t>(n_steps) + 127) & ~size_t{63}; }
+    void step(int64_t s) const {
+        const size_t at = static_cast<size_t>(s) * share;
+        for (size_t o = at; o < at + share && o < bytes; o += 64) {
+            if (to_l1) {
+                _mm_prefetch(next + o, _MM_HINT_T0);
+            } else {
+                _mm_prefetch(next + o, _MM_HINT_T1);
+            }
+        }
+    }
+};
 // Repacked float weights: groups per item (4: 64 rows).
 constexpr int64_t k_item_groups = 4;
 // Groups of at most this many bytes (F16: K <= 1024) are computed one
@@ -81,19 +105,19 @@ inline __m512 load16_partial(const char * p, int n) {
 }
 
 // out[r] = row r . x for four rows of k weights (16 lanes per row);
-// `prefetch`: if not 0, how many bytes ahead of the current position of
-// each row to prefetch.
+// `ra`: the weights to read ahead meanwhile (read_ahead).
 template <int32_t T>
-void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, float * out) {
+void dot4(const char * const * w, const float * x, int64_t k, read_ahead ra, float * out) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t i = 0;
-    // Two 16-element steps per trip, one software prefetch per row and trip
+    // Two 16-element steps per trip, a share of the read-ahead per trip
     // (the hardware prefetcher alone leaves F16 rows short of bandwidth).
+    ra.plan(k / 32);
     for (; i + 32 <= k; i += 32) {
         const __m512 xv = _mm512_loadu_ps(x + i);
         const __m512 xv2 = _mm512_loadu_ps(x + i + 16);
+        ra.step(i / 32);
         for (int r = 0; r < 4; ++r) {
-            if (prefetch != 0) _mm_prefetch(w[r] + i * esize<T>() + prefetch, _MM_HINT_T0);
             acc[r] = _mm512_fmadd_ps(load16<T>(w[r] + i * esize<T>()), xv, acc[r]);
         }
         for (int r = 0; r < 4; ++r) {
@@ -115,17 +139,18 @@ void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, f
 }
 #else
 // out[r] = row r . x for four rows of k weights (16 lanes per row as two
-// 8-lane halves); `prefetch` as above.
+// 8-lane halves); `ra` as above.
 template <int32_t T>
-void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, float * out) {
+void dot4(const char * const * w, const float * x, int64_t k, read_ahead ra, float * out) {
     __m256 lo[4], hi[4];
     for (int r = 0; r < 4; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
     int64_t i = 0;
+    ra.plan(k / 16);
     for (; i + 16 <= k; i += 16) {
         const __m256 x0 = _mm256_loadu_ps(x + i);
         const __m256 x1 = _mm256_loadu_ps(x + i + 8);
+        ra.step(i / 16);
         for (int r = 0; r < 4; ++r) {
-            if (prefetch != 0) _mm_prefetch(w[r] + i * esize<T>() + prefetch, _MM_HINT_T0);
             lo[r] = _mm256_fmadd_ps(load8<T>(w[r] + i * esize<T>()), x0, lo[r]);
             hi[r] = _mm256_fmadd_ps(load8<T>(w[r] + (i + 8) * esize<T>()), x1, hi[r]);
         }
@@ -153,13 +178,14 @@ void dot4(const char * const * w, const float * x, int64_t k, size_t prefetch, f
 // four rows of k BF16 weights, x given as its pairs xp. A row's 32
 // consecutive weights are 16 pairs as they lie, one vdpbf16ps each (the
 // element past an odd k read as 0); the 16 lanes reduced as dot4's.
-void dot4_pairs(const char * const * w, const uint32_t * xp, int64_t k, size_t prefetch, float * out) {
+void dot4_pairs(const char * const * w, const uint32_t * xp, int64_t k, read_ahead ra, float * out) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t i = 0;
+    ra.plan(k / 32);
     for (; i + 32 <= k; i += 32) {
         const __m512i xv = _mm512_loadu_si512(xp + i / 2);
+        ra.step(i / 32);
         for (int r = 0; r < 4; ++r) {
-            if (prefetch != 0) _mm_prefetch(w[r] + i * 2 + prefetch, _MM_HINT_T0);
             acc[r] = bf16_dot::dot(acc[r], _mm512_loadu_si512(w[r] + i * 2), xv);
         }
     }
@@ -218,12 +244,14 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
     const int64_t n_items = d.n_batch * n_groups;
     work_queue queue(p, n_items, chunk_for_bytes(4 * esize<T>() * static_cast<size_t>(d.K), n_items, p.nth));
     const size_t nb1 = d.a->nb[1];
-    // Software prefetch: long rows k_prefetch bytes ahead within the row;
-    // short rows that follow each other (weight matrices) the same place in
-    // the next group of four rows; not the short, strided rows of a KV cache
-    // view.
+    // Software prefetch (read_ahead) of rows that follow each other (weight
+    // matrices), at least k_min_ahead_bytes on; not of the short, strided
+    // rows of a KV cache view.
     const size_t row_bytes = esize<T>() * static_cast<size_t>(d.K);
-    const size_t prefetch = row_bytes >= 4 * k_prefetch ? k_prefetch : nb1 == row_bytes ? 4 * nb1 : 0;
+    const size_t group_bytes = 4 * row_bytes;
+    const size_t rows_ahead = 4 * std::max<size_t>(1, (k_min_ahead_bytes + group_bytes - 1) / group_bytes);
+    const bool contiguous_rows = nb1 == row_bytes;
+    const bool ahead_to_l1 = (rows_ahead + 4) * row_bytes <= k_l1_ahead_bytes;
     int64_t batch = 0, m0 = 0;
     batch_view bv;
     bool new_batch = false;
@@ -245,6 +273,12 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
                 w[r] = bv.a + static_cast<size_t>(m) * nb1;
             }
             const bool full = m0 + 4 <= d.M;
+            read_ahead ra;
+            if (contiguous_rows) {
+                ra.next = bv.a + static_cast<size_t>(m0 + static_cast<int64_t>(rows_ahead)) * nb1;
+                ra.bytes = group_bytes;
+                ra.to_l1 = ahead_to_l1;
+            }
             alignas(16) float out[4];
             for (int64_t n = 0; n < d.N; ++n) {
 #ifdef TSR_CPU_BF16DOT
@@ -256,11 +290,11 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
                             for (int64_t i = 0; i < d.K; ++i) std::memcpy(rb + 2 * i, w[r] + static_cast<size_t>(i) * d.a->nb[0], 2);
                             const char * wr[4] = {rb, rb, rb, rb};
                             float o[4];
-                            dot4_pairs(wr, xp, d.K, 0, o);
+                            dot4_pairs(wr, xp, d.K, {}, o);
                             out[r] = o[0];
                         }
                     } else {
-                        dot4_pairs(w, xp, d.K, prefetch, out);
+                        dot4_pairs(w, xp, d.K, ra, out);
                     }
                 } else
 #endif
@@ -272,11 +306,11 @@ void rows_path(const compute_params & p, const mm_dims & d, bool gather, float *
                         const char * wr[4] = {reinterpret_cast<const char *>(rowbuf), reinterpret_cast<const char *>(rowbuf),
                                               reinterpret_cast<const char *>(rowbuf), reinterpret_cast<const char *>(rowbuf)};
                         float o[4];
-                        dot4<TSR_TYPE_F32>(wr, bv.x[n], d.K, 0, o);
+                        dot4<TSR_TYPE_F32>(wr, bv.x[n], d.K, {}, o);
                         out[r] = o[0];
                     }
                 } else {
-                    dot4<T>(w, bv.x[n], d.K, prefetch, out);
+                    dot4<T>(w, bv.x[n], d.K, ra, out);
                 }
                 if (full) {
                     _mm_storeu_ps(bv.y[n] + m0, _mm_load_ps(out));
