@@ -282,6 +282,12 @@ json to_json(const result & r) {
     return j;
 }
 
+// JSON text of j; bytes of strings that are not UTF-8 (a model path from
+// the command line) are replaced by U+FFFD rather than failing the output.
+std::string dump(const json & j, int indent) {
+    return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
 // RFC 4180 field: the value's text in double quotes, quotes inside doubled
 // (every field quoted, and true/false as 1/0, as the reference's CSV has them).
 std::string csv_field(const json & v) {
@@ -516,7 +522,9 @@ void check_options(options & o) {
     const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
                      std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; }) || !o.pg.empty();
     if (!any) throw error("nothing to run: every -p and -n value is 0 and there is no -pg");
-    if (o.kv_type != "F32" && o.kv_type != "F16") throw error(fmt::format("--kv-type '{}': expected F32 or F16", o.kv_type));
+    const std::string kv = lower(o.kv_type); // f16 as the JSON (and llama-bench's -ctk) spells it
+    if (kv != "f32" && kv != "f16") throw error(fmt::format("--kv-type '{}': expected F32 or F16", o.kv_type));
+    o.kv_type = kv == "f32" ? "F32" : "F16";
 }
 
 // The error of a model that could not be benched, naming its file.
@@ -535,8 +543,8 @@ int run_bench(options o) {
     const int max_p = *std::max_element(o.n_prompt.begin(), o.n_prompt.end());
     const int max_n = *std::max_element(o.n_gen.begin(), o.n_gen.end());
     const int max_d = *std::max_element(o.n_depth.begin(), o.n_depth.end());
-    int max_pg = 0; // the longest -pg test (prompt and generated tokens)
-    for (const prompt_gen & t : o.pg) max_pg = std::max(max_pg, t.n_prompt + t.n_gen);
+    int64_t max_pg = 0; // the longest -pg test (prompt and generated tokens)
+    for (const prompt_gen & t : o.pg) max_pg = std::max(max_pg, int64_t{t.n_prompt} + t.n_gen);
 
     md_printer md;
     md.show_fa = !o.flash_attn.empty();
@@ -568,10 +576,13 @@ int run_bench(options o) {
         const llm::hparams & hp = m->hp();
         const uint64_t w_bytes = weight_bytes_per_token(*m); // --limits
         // The session's context holds the longest test: say which option asks for more than the model has.
-        std::vector<std::pair<std::string, int>> longest{{fmt::format("-p {}", max_p), max_p}, {fmt::format("-n {}", max_n), max_n}};
-        for (const prompt_gen & t : o.pg) longest.emplace_back(fmt::format("-pg {},{}", t.n_prompt, t.n_gen), t.n_prompt + t.n_gen);
+        std::vector<std::pair<std::string, int64_t>> longest{{fmt::format("-p {}", max_p), max_p}, {fmt::format("-n {}", max_n), max_n}};
+        for (const prompt_gen & t : o.pg) {
+            const int64_t total = int64_t{t.n_prompt} + t.n_gen;
+            longest.emplace_back(fmt::format("-pg {},{} ({} tokens)", t.n_prompt, t.n_gen, total), total);
+        }
         for (const auto & [option, most] : longest) {
-            if (uint32_t(most) > hp.n_ctx_train) {
+            if (uint64_t(most) > hp.n_ctx_train) {
                 throw error(fmt::format("{}: {}: more than the model's context length of {} tokens", path, option, hp.n_ctx_train));
             }
             if (max_d > 0 && most > 0 && uint64_t(max_d) + uint64_t(most) > hp.n_ctx_train) {
@@ -588,7 +599,7 @@ int run_bench(options o) {
         }
         for (int nt : threads) for (int fa : fa_values) for (int rp : rp_values) {
             llm::session_params sp;
-            sp.n_ctx = uint32_t(max_d + std::max({max_p, max_n, max_pg, 1}));
+            sp.n_ctx = uint32_t(max_d + std::max<int64_t>({max_p, max_n, max_pg, 1})); // checked above: fits the model's context
             sp.n_batch = uint32_t(o.n_batch);
             sp.n_threads = nt;
             sp.device = o.device;
@@ -621,7 +632,7 @@ int run_bench(options o) {
                     r.limits = measure_limits(nt, warned);
                     r.weight_bytes_per_token = w_bytes;
                 }
-                if (o.progress) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
+                if (o.progress && !o.no_warmup) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
                     if (p > 0) run_pp(s, src, p, depth);
                     if (n > 0) run_tg(s, src, 1, depth);
@@ -644,7 +655,7 @@ int run_bench(options o) {
                 }
                 const json j = to_json(r);
                 if (o.output == "md") md.row(r);
-                if (o.output == "jsonl") fmt::print("{}\n", j.dump());
+                if (o.output == "jsonl") fmt::print("{}\n", dump(j, -1));
                 if (o.output == "csv") {
                     if (!csv_header_done) fmt::print("{}\n", csv_line(j, true));
                     csv_header_done = true;
@@ -667,7 +678,7 @@ int run_bench(options o) {
         ++n_failed;
         fmt::print(stderr, "error: {}\n", model_error(path, e.what()));
     }
-    if (o.output == "json") fmt::print("{}\n", all.dump(2));
+    if (o.output == "json") fmt::print("{}\n", dump(all, 2));
     if (o.output == "md" && !limits.empty()) {
         fmt::print("\nlimits measured in this run, the largest per thread count (bench/machine_peaks.hpp):\n");
         for (const auto & [n, l] : limits) {
@@ -711,7 +722,7 @@ command register_bench(CLI::App & app) {
     sub->add_option("-o,--output", o->output, "output format: md (table), json, jsonl (a line a test) or csv")
         ->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
-    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")->capture_default_str();
+    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16 (either case)")->capture_default_str();
     sub->add_option("--flash-attn", o->lists.flash_attn, // also spelled -fa (tools/main.cpp)
                     "fused attention (also -fa): 0 (off) and/or 1 (on), comma-separated; default: on where the device supports it")
         ->type_name("INT");

@@ -1,5 +1,6 @@
 // tools/main.cpp — the `tessera` command line program.
 #include <cstdio>
+#include <iostream>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -38,6 +39,19 @@ std::pair<std::string, std::string> unknown_subcommand(CLI::App & app, int argc,
     return {};
 }
 
+// The exit code `code`, or 1 with a message when what went to stdout could
+// not all be written (a full disk, `> /dev/full`): the buffered output is
+// flushed here, so a failed write would otherwise go unnoticed.
+int finish(int code) {
+    std::cout.flush();
+    const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::cout.fail();
+    if (failed && code == 0) {
+        fmt::print(stderr, "error: could not write the output to stdout\n");
+        return 1;
+    }
+    return code;
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {
@@ -45,7 +59,7 @@ int main(int argc, char ** argv) {
     CLI::App app{"tessera: an on-device tensor runtime for GGUF language models"};
     app.require_subcommand(1);
     app.set_version_flag("--version", fmt::format("tessera {} (commit {}, build {})", k_version, k_build_commit, k_build_number),
-                         "print the version and the git commit built, then exit");
+                         "print the version, the git commit built and the number of commits up to it, then exit");
     std::vector<command> commands;
 #ifdef TESSERA_HAVE_CMD_GGUF
     commands.push_back(register_gguf(app));
@@ -85,7 +99,7 @@ int main(int argc, char ** argv) {
     } catch (const CLI::ParseError & e) {
         // A flag that finishes the command (--help, --list-devices) is a
         // success even where a subcommand would otherwise be required.
-        if (e.get_exit_code() == 0) return app.exit(e) == 0 ? 0 : 1;
+        if (e.get_exit_code() == 0) return finish(app.exit(e) == 0 ? 0 : 1);
         if (const auto [arg, where] = unknown_subcommand(app, argc, args.data()); !arg.empty()) {
             fmt::print(stderr, "error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand", arg,
                        where);
@@ -95,7 +109,7 @@ int main(int argc, char ** argv) {
     }
     try {
         for (auto & c : commands) {
-            if (c.sub->parsed()) return c.run();
+            if (c.sub->parsed()) return finish(c.run());
         }
     } catch (const tessera::error & e) {
         fmt::print(stderr, "error: {}\n", e.what());

@@ -813,11 +813,60 @@ TEST(BenchCli, CombinedTestsAndOutputFormats) {
     // Longer than the 2048-token context, alone or with -d: refused naming -pg.
     r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "0", "-n", "0", "-pg", "2000,49", "-t", "1", "-r", "1"});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, ": -pg 2000,49: more than the model's context length of 2048 tokens")) << r.err;
+    EXPECT_TRUE(contains(r.err, ": -pg 2000,49 (2049 tokens): more than the model's context length of 2048 tokens")) << r.err;
     r = run_tessera(
         std::vector<std::string>{"bench", "-m", model, "-p", "0", "-n", "0", "-pg", "4,5", "-d", "2040", "-t", "1", "-r", "1"});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, ": -d 2040 with -pg 4,5: 2049 tokens, more than the model's context length of 2048")) << r.err;
+    EXPECT_TRUE(contains(r.err, ": -d 2040 with -pg 4,5 (9 tokens): 2049 tokens, more than the model's context length of 2048"))
+        << r.err;
+    // P + N beyond int: refused the same way, without overflow (UBSan).
+    r = run_tessera(
+        std::vector<std::string>{"bench", "-m", model, "-p", "0", "-n", "0", "-pg", "2147483647,2147483647", "-t", "1", "-r", "1"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, ": -pg 2147483647,2147483647 (4294967294 tokens): more than the model's context length")) << r.err;
+    // A model path that is not UTF-8: its bytes replaced in JSON and JSON
+    // Lines (the good model's results kept), as it is in CSV's quotes.
+    const std::string bad = d / "bad\xff.gguf";
+    fs::copy_file(model, bad);
+    for (const std::string format : {"json", "jsonl"}) {
+        r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-m", bad, "-p", "4", "-n", "0", "-t", "1", "-r", "1", "-o", format});
+        ASSERT_EQ(r.exit_code, 0) << format << ": " << r.err;
+        std::vector<json> objects;
+        if (format == "json") {
+            for (const auto & o : json::parse(r.out)) objects.push_back(o);
+        } else {
+            for (const auto & l : lines_of(r.out)) objects.push_back(json::parse(l));
+        }
+        ASSERT_EQ(objects.size(), 2u) << format << ": " << r.out;
+        EXPECT_EQ(objects[0]["model_filename"], model);
+        EXPECT_EQ(objects[1]["model_filename"], d / "bad\xef\xbf\xbd.gguf") << format; // U+FFFD
+    }
+    // --kv-type in either case (the JSON's type_k spelling); other types refused.
+    r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "4", "-n", "0", "-t", "1", "-r", "1", "--kv-type", "f32",
+                                             "-o", "json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)[0]["type_k"], "f32");
+    r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "4", "-n", "0", "--kv-type", "q8_0"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "--kv-type 'q8_0': expected F32 or F16")) << r.err;
+}
+
+// Output that cannot be written (a full disk) is an error, exit 1, for
+// bench's formats and --version alike; the same runs succeed otherwise.
+TEST(BenchCli, OutputThatCannotBeWrittenExitsOne) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "m.gguf")).exit_code, 0);
+    const std::string bench = std::string(TESSERA_BINARY_DIR) + "/tessera bench -m " + (d / "m.gguf") + " -p 4 -n 0 -t 1 -r 1";
+    for (const std::string cmd : {bench, bench + " -o json", bench + " -o jsonl", bench + " -o csv",
+                                  std::string(TESSERA_BINARY_DIR) + "/tessera --version"}) {
+        const auto full = tessera::test::run_process("/bin/sh", {"-c", cmd + " > /dev/full"});
+        EXPECT_EQ(full.exit_code, 1) << cmd;
+        EXPECT_TRUE(contains(full.err, "error: could not write the output to stdout")) << cmd << ": " << full.err;
+        const auto ok = tessera::test::run_process("/bin/sh", {"-c", cmd + " > /dev/null"});
+        EXPECT_EQ(ok.exit_code, 0) << cmd << ": " << ok.err;
+    }
 }
 
 // gguf synth's --seed takes every 64-bit value and refuses others, naming
