@@ -399,15 +399,6 @@ void start_at_depth(llm::session & s, token_source & src, int depth) {
     if (depth > 0) s.decode(src.prompt(depth));
 }
 
-uint64_t run_pp(llm::session & s, token_source & src, int n, int depth) {
-    start_at_depth(s, src, depth);
-    std::vector<int32_t> tokens = src.prompt(n);
-    if (depth > 0 && src.bos >= 0) tokens[0] = src.next(); // BOS opened the depth prompt
-    const auto t0 = clock_type::now();
-    s.decode(tokens);
-    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
-}
-
 // n decodes of one token each (the first BOS on an empty cache).
 void generate(llm::session & s, token_source & src, int n, bool first_bos) {
     int32_t tok = first_bos && src.bos >= 0 ? src.bos : src.next();
@@ -417,21 +408,17 @@ void generate(llm::session & s, token_source & src, int n, bool first_bos) {
     }
 }
 
-uint64_t run_tg(llm::session & s, token_source & src, int n, int depth) {
-    start_at_depth(s, src, depth);
-    const auto t0 = clock_type::now();
-    generate(s, src, n, depth == 0);
-    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
-}
-
-// -pg: the prompt of run_pp, then n_gen tokens as run_tg after it, timed together.
-uint64_t run_pg(llm::session & s, token_source & src, int n_prompt, int n_gen, int depth) {
+// One run of a test (nanoseconds): after start_at_depth, one decode of
+// n_prompt tokens (BOS first on an empty cache), then n_gen decodes of one
+// token (BOS first when nothing precedes them), timed together: ppP (n_gen
+// 0), tgN (n_prompt 0) or ppP+tgN.
+uint64_t run_once(llm::session & s, token_source & src, int n_prompt, int n_gen, int depth) {
     start_at_depth(s, src, depth);
     std::vector<int32_t> tokens = src.prompt(n_prompt);
-    if (depth > 0 && src.bos >= 0) tokens[0] = src.next();
+    if (n_prompt > 0 && depth > 0 && src.bos >= 0) tokens[0] = src.next(); // BOS opened the depth prompt
     const auto t0 = clock_type::now();
-    s.decode(tokens);
-    generate(s, src, n_gen, false);
+    if (n_prompt > 0) s.decode(tokens);
+    if (n_gen > 0) generate(s, src, n_gen, depth == 0 && n_prompt == 0);
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
 }
 
@@ -634,17 +621,15 @@ int run_bench(options o) {
                 }
                 if (o.progress && !o.no_warmup) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
-                    if (p > 0) run_pp(s, src, p, depth);
-                    if (n > 0) run_tg(s, src, 1, depth);
+                    if (p > 0) run_once(s, src, p, 0, depth);
+                    if (n > 0) run_once(s, src, 0, 1, depth);
                 }
                 for (int rep = 0; rep < o.reps; ++rep) {
                     if (o.progress) {
                         fmt::print(stderr, "bench: {} threads {} {}: repetition {}/{}{}\n", path, nt, test_name(r), rep + 1,
                                    o.reps, depth > 0 ? fmt::format(" (after {} tokens of depth, untimed)", depth) : "");
                     }
-                    r.samples_ns.push_back(p > 0 && n > 0 ? run_pg(s, src, p, n, depth)
-                                           : p > 0        ? run_pp(s, src, p, depth)
-                                                          : run_tg(s, src, n, depth));
+                    r.samples_ns.push_back(run_once(s, src, p, n, depth));
                 }
                 if (o.limits) {
                     if (o.progress) fmt::print(stderr, "bench: {} threads {}: measuring the limits after\n", nt, test_name(r));

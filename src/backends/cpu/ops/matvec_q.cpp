@@ -222,13 +222,13 @@ template <int32_t T>
 __m256 dot8(const rows8 & r, int64_t n_blocks, const char * x, const char * next, size_t group_bytes, bool to_l1) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     int64_t b = 0;
-    // Software prefetch of the next group, front to back, an equal share
-    // each four blocks: the eight rows are eight streams, more than the
-    // hardware prefetcher keeps ahead of, and a row's first lines would
-    // otherwise come from memory while the kernel waits (reading ahead
-    // k_prefetch bytes in each row left them to the hardware prefetcher:
-    // about 0.2 of the read bandwidth on Zen 4, against 0.57 on Zen 5).
-    // (whole lines, the last step's share reaching the group's end)
+    // Software prefetch of the later group, front to back, an equal share
+    // of whole lines each four blocks (the last share reaching the group's
+    // end): the eight rows are eight streams, more than the hardware
+    // prefetcher keeps ahead of, and a row's first lines would otherwise
+    // come from memory while the kernel waits (reading ahead k_prefetch =
+    // 768 bytes in each row left them to the hardware prefetcher: about
+    // 0.2 of the read bandwidth on Zen 4, against 0.57 on Zen 5).
     const size_t n_steps = static_cast<size_t>(n_blocks / 4);
     const size_t share = n_steps == 0 ? 0 : (group_bytes / n_steps + 127) & ~size_t{63};
     for (; b + 4 <= n_blocks; b += 4) {
