@@ -133,7 +133,7 @@ TEST_P(FlashAttn, MatchesDoubleReferenceForAnyThreadCount) {
         }
     }
     RecordProperty("max_abs_error", std::to_string(worst));
-    for (int nth : {2, 3}) {
+    for (int nth : {2, 3, 7}) {
         std::memset(out->data, 0xff, nbytes(out));
         ASSERT_EQ(compute(out, nth), TSR_STATUS_SUCCESS);
         EXPECT_EQ(bytes_of(out), one_thread) << nth << " threads differ from 1 thread";
@@ -151,7 +151,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // 8 heads a KV head: groups of six rows with different causal ends
                       fa_case{37, 300, 40, 16, 2, TSR_TYPE_F16, 0}, fa_case{37, 130, 40, 8, 1, TSR_TYPE_F32, 2},
                       // head_dim not a multiple of 8 (the portable path on every ISA), no mask below
-                      fa_case{5, 19, 12, 2, 1, TSR_TYPE_F32, 0}),
+                      fa_case{5, 19, 12, 2, 1, TSR_TYPE_F32, 0},
+                      // one row (decoding): the threads' runs of pairs cut KV heads and, with
+                      // 16 heads a KV head, a run after k_tile (12) pairs
+                      fa_case{1, 300, 64, 16, 1, TSR_TYPE_F16, 0}, fa_case{1, 130, 40, 10, 2, TSR_TYPE_F32, 0}),
     case_name);
 
 // Without a mask every key is visible; head_dim 20 is not a multiple of 8.

@@ -402,6 +402,21 @@ void attend_rows(const compute_params & p, const tsr_tensor * dst, const fa_dims
     const fa_scratch w = carve(p.wdata, dm.D);
     const char * kt = kt_bytes(dst) > 0 ? static_cast<const char *>(p.shared) : nullptr;
     const int64_t pairs = dm.T * dm.group; // per KV head
+    if (dm.T == 1) {
+        // Decoding: every pair sees the same keys, so each thread takes an
+        // equal run of the H pairs in KV-head order, cut at KV heads and
+        // after k_tile pairs (9 heads over 3 on two threads: 4 and 5
+        // pairs, where whole KV heads would give 6 and 3).
+        const int64_t total = dm.H_kv * pairs;
+        const int64_t lo = total * p.ith / p.nth, hi = total * (p.ith + 1) / p.nth;
+        for (int64_t a = lo; a < hi;) {
+            const int64_t hk = a / pairs, p0 = a % pairs;
+            const int64_t np = std::min({k_tile, pairs - p0, hi - a});
+            attend_tile<K16, V16>(dst, dm, scale, hk, p0, np, kt, w);
+            a += np;
+        }
+        return;
+    }
     const int64_t step = transposed_scores(dst) ? k_group : k_group_d;
     int64_t tile = k_tile;
     while (tile > step && dm.H_kv * ((pairs + tile - 1) / tile) < 2 * p.nth) tile -= step;
