@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -125,9 +126,12 @@ uint64_t packed_size(std::string_view name, type t, std::span<const int64_t> ne)
 // SIGINT, SIGTERM or SIGHUP ends the process mid-write (unlink, sigaction
 // and raise are async-signal-safe, POSIX.1-2017 2.4.3). One write at a
 // time owns it; a nested or concurrent write goes unguarded by signals.
+// A signal the process ignores (nohup, a background job of a script) gets
+// no handler: it would not end the process, so the write goes on.
 std::atomic<const char *> g_signal_temp{nullptr};
 constexpr int k_cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_old_actions[std::size(k_cleanup_signals)]; // the dispositions before guard_signals
+bool g_guarded[std::size(k_cleanup_signals)] = {};            // a handler was installed for the signal
 
 void remove_temp_and_reraise(int sig) {
     if (const char * p = g_signal_temp.exchange(nullptr)) ::unlink(p);
@@ -150,12 +154,19 @@ struct temp_guard {
         struct sigaction sa {};
         sa.sa_handler = remove_temp_and_reraise;
         sigemptyset(&sa.sa_mask);
-        for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) ::sigaction(k_cleanup_signals[i], &sa, &g_old_actions[i]);
+        for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) {
+            struct sigaction now {};
+            g_guarded[i] = ::sigaction(k_cleanup_signals[i], nullptr, &now) == 0 && now.sa_handler != SIG_IGN &&
+                           ::sigaction(k_cleanup_signals[i], &sa, &g_old_actions[i]) == 0;
+        }
         signals = true;
     }
     ~temp_guard() {
         if (signals) {
-            for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) ::sigaction(k_cleanup_signals[i], &g_old_actions[i], nullptr);
+            for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) {
+                if (g_guarded[i]) ::sigaction(k_cleanup_signals[i], &g_old_actions[i], nullptr);
+                g_guarded[i] = false;
+            }
             g_signal_temp.store(nullptr);
         }
         if (fd >= 0) ::close(fd);
@@ -337,6 +348,44 @@ std::vector<uint8_t> writer::to_bytes() const {
     return out;
 }
 
+namespace {
+
+// The file a path names once symbolic links are followed, as open(2) with
+// O_CREAT finds it: a dangling link names the file to create (its target,
+// relative to the link's folder unless absolute). Throws gguf::error after
+// 40 links (Linux's MAXSYMLINKS: a loop) or on a link it cannot read.
+std::filesystem::path follow_links(const std::filesystem::path & path) {
+    std::filesystem::path p = path;
+    for (int hops = 0; hops <= 40; ++hops) {
+        std::error_code ec;
+        if (!std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) return p;
+        const std::filesystem::path next = std::filesystem::read_symlink(p, ec);
+        if (ec) throw error(fmt::format("gguf writer: {}: cannot read the symbolic link {}: {}", path.string(), p.string(), ec.message()));
+        p = next.is_absolute() ? next : p.parent_path() / next;
+    }
+    throw error(fmt::format("gguf writer: {}: too many levels of symbolic links", path.string()));
+}
+
+// The process's file-mode creation mask, read from /proc/self/status
+// (Linux 4.7+) without changing it; where that is missing, umask(2) set
+// and restored at once (a file another thread creates in that instant
+// escapes the mask).
+mode_t process_umask() {
+    if (FILE * f = std::fopen("/proc/self/status", "re")) {
+        char line[256];
+        unsigned mask = 0;
+        bool found = false;
+        while (!found && std::fgets(line, sizeof line, f) != nullptr) found = std::sscanf(line, "Umask: %o", &mask) == 1;
+        std::fclose(f);
+        if (found) return static_cast<mode_t>(mask & 0777);
+    }
+    const mode_t m = ::umask(0);
+    ::umask(m);
+    return m;
+}
+
+} // namespace
+
 bool same_file(const std::filesystem::path & in, const std::filesystem::path & out) {
     std::error_code ec;
     return std::filesystem::exists(out, ec) && std::filesystem::equivalent(in, out, ec);
@@ -355,11 +404,7 @@ void writer::write(const std::filesystem::path & path) const {
     // symbolic link is followed to the file it names (the link stays), and
     // anything but a regular file (a directory; a device such as /dev/null,
     // a FIFO, a socket) is refused: renaming over it would replace it.
-    std::filesystem::path target = path;
-    if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) {
-        target = std::filesystem::canonical(path, ec);
-        if (ec) throw error(fmt::format("gguf writer: {}: a symbolic link that cannot be followed: {}", path.string(), ec.message()));
-    }
+    const std::filesystem::path target = follow_links(path);
     struct stat st {};
     const bool exists = ::stat(target.c_str(), &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) throw is_a_directory();
@@ -382,7 +427,9 @@ void writer::write(const std::filesystem::path & path) const {
     }
     tmp.path = templ;
     tmp.guard_signals();
-    ::fchmod(tmp.fd, exists ? (st.st_mode & 07777) : 0644); // a replaced file keeps its permissions
+    // A replaced file keeps its permissions; a new one gets what open(2)
+    // would give it: 0666 less the umask.
+    ::fchmod(tmp.fd, exists ? (st.st_mode & 07777) : (0666 & ~process_umask()));
     write_all(tmp.fd, head.data(), head.size(), tmp.path);
     static const uint8_t zeros[4096] = {};
     uint64_t pos = 0; // position in the data section

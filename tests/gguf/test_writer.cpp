@@ -309,11 +309,41 @@ TEST(GgufWriter, SpecialFilesLinksAndPermissions) {
     ASSERT_EQ(::stat(target.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0640u);
 
+    // A dangling link creates its target, as a shell's > would; one into
+    // a missing folder is refused naming the folder; a loop is refused.
     const fs::path dangling = dir.path / "dangling.gguf";
-    fs::create_symlink("nowhere/missing.gguf", dangling);
-    const std::string dangling_error = error_of([&] { w.write(dangling); });
-    EXPECT_NE(dangling_error.find("symbolic link"), std::string::npos) << dangling_error;
-    EXPECT_EQ(dir.n_entries(), 4u); // fifo, target, link, dangling: no temporaries
+    fs::create_symlink("created.gguf", dangling);
+    w.write(dangling);
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dangling)));
+    EXPECT_EQ(gguf::reader(dir.path / "created.gguf").tensor("t").size, 256u);
+    const fs::path nowhere = dir.path / "nowhere.gguf";
+    fs::create_symlink("missing/x.gguf", nowhere);
+    const std::string nowhere_error = error_of([&] { w.write(nowhere); });
+    EXPECT_NE(nowhere_error.find("cannot create a temporary file in " + (dir.path / "missing").string()), std::string::npos)
+        << nowhere_error;
+    const fs::path loop_a = dir.path / "loop_a.gguf", loop_b = dir.path / "loop_b.gguf";
+    fs::create_symlink("loop_b.gguf", loop_a);
+    fs::create_symlink("loop_a.gguf", loop_b);
+    const std::string loop_error = error_of([&] { w.write(loop_a); });
+    EXPECT_NE(loop_error.find(loop_a.string() + ": too many levels of symbolic links"), std::string::npos) << loop_error;
+    // fifo, target, link, dangling, created, nowhere, two loop links: no temporaries
+    EXPECT_EQ(dir.n_entries(), 8u);
+}
+
+// A new file's mode is 0666 less the umask (as open(2) gives it).
+TEST(GgufWriter, NewFileHonoursTheUmask) {
+    temp_dir dir;
+    gguf::writer w;
+    w.set_string("general.architecture", "x");
+    for (const mode_t mask : {mode_t{077}, mode_t{022}, mode_t{0}}) {
+        const mode_t old = ::umask(mask);
+        const fs::path out = dir.path / ("m" + std::to_string(mask) + ".gguf");
+        w.write(out);
+        ::umask(old);
+        struct stat st {};
+        ASSERT_EQ(::stat(out.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 07777, 0666u & ~mask) << "umask " << mask;
+    }
 }
 
 // SIGTERM (or SIGINT, SIGHUP) in the middle of a write removes the
@@ -340,4 +370,43 @@ TEST(GgufWriter, SignalMidWriteLeavesNoTemporary) {
         EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "signal " << sig << " status " << status;
         EXPECT_EQ(dir.n_entries(), 0u) << "signal " << sig;
     }
+}
+
+// A signal the process ignores (as under nohup) neither ends the write nor
+// removes its file: the output is complete and in place, no temporary left.
+TEST(GgufWriter, IgnoredSignalMidWriteCompletesTheFile) {
+    temp_dir dir;
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+        const fs::path out = dir.path / ("model" + std::to_string(sig) + ".gguf");
+        const pid_t pid = ::fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            ::signal(sig, SIG_IGN);
+            gguf::writer w;
+            const int64_t ne[1] = {1 << 16};
+            w.add_tensor("a", TSR_TYPE_F32, ne, std::vector<uint8_t>(4 << 16, 1));
+            w.add_tensor_fill("b", TSR_TYPE_F32, ne, [sig](std::span<uint8_t> d) {
+                ::raise(sig);
+                std::fill(d.begin(), d.end(), uint8_t{2});
+            });
+            try {
+                w.write(out);
+            } catch (...) {
+                ::_exit(2);
+            }
+            // still ignored after the write
+            struct sigaction now {};
+            ::sigaction(sig, nullptr, &now);
+            ::_exit(now.sa_handler == SIG_IGN ? 0 : 3);
+        }
+        int status = 0;
+        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "signal " << sig << " status " << status;
+        gguf::reader r(out);
+        const auto b = r.tensor("b");
+        ASSERT_EQ(b.size, 4u << 16);
+        EXPECT_EQ(b.data[0], 2u);
+        EXPECT_EQ(b.data[b.size - 1], 2u);
+    }
+    EXPECT_EQ(dir.n_entries(), 3u);
 }
