@@ -103,8 +103,16 @@ void apply_temperature(candidate_set & c, float temperature) {
     if (!(temperature > 0.0f)) {
         throw error(fmt::format("sampler: temperature must be > 0 here, got {}", temperature));
     }
+    float max = -std::numeric_limits<float>::infinity();
+    for (const auto & t : c.items) max = std::max(max, t.logit);
+    // A temperature so small that the largest logit over it overflows to
+    // +inf (e.g. 1e-38) would make the soft-max NaN: then every logit is
+    // taken relative to the largest first (the same probabilities, the
+    // largest at 0, the others -inf or below), so the choice is greedy
+    // instead of whichever +inf comes first.
+    const bool shift = std::isfinite(max) && !std::isfinite(max / temperature);
     for (auto & t : c.items) {
-        t.logit /= temperature;
+        t.logit = shift ? (t.logit - max) / temperature : t.logit / temperature;
     }
     // Dividing by a positive number keeps the order (ties stay ties or, for
     // values that round together, become ties that still sort by id).

@@ -171,6 +171,26 @@ TEST(Sampler, TemperatureScalesLogits) {
     EXPECT_THROW(apply_temperature(c, 0.0f), tessera::error);
 }
 
+// A temperature so small that a logit over it overflows (10 / 1e-38 >
+// FLT_MAX): the logits are taken relative to the largest, which stays the
+// only one near 0, so every draw picks it (before: several +inf, the
+// soft-max NaN, and the first +inf token picked). Where the largest does
+// not overflow (3 / 1e-38 = 3e38), the plain division as before.
+TEST(Sampler, TinyTemperatureIsGreedyNotNaN) {
+    candidate_set c = make_candidates(std::vector<float>{1.0f, 10.0f, 9.0f});
+    apply_temperature(c, 1e-38f);
+    EXPECT_EQ(c.items[0].logit, -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(c.items[1].logit, 0.0f);
+    EXPECT_EQ(c.items[2].logit, -1.0f / 1e-38f);
+    candidate_set n = make_candidates(std::vector<float>{1.0f, 3.0f});
+    apply_temperature(n, 1e-38f);
+    EXPECT_EQ(n.items[1].logit, 3.0f / 1e-38f);
+    for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+        sampler s({.temperature = 1e-38f, .seed = seed});
+        EXPECT_EQ(s.sample(std::vector<float>{1.0f, 10.0f, 9.0f, 10.0f - 1e-6f}), 1) << "seed " << seed;
+    }
+}
+
 TEST(Sampler, RandomDrawUsesDocumentedFormula) {
     // mt19937 with the standard's default seed 5489 first yields 3499211612
     // (C++ standard [rand.predef]: the 10000th value is 4123659995), so
