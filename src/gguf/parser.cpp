@@ -12,8 +12,6 @@
 
 namespace tessera::gguf {
 
-namespace detail {
-
 std::string printable(std::string_view s, size_t max) {
     std::string out;
     size_t n = 0;
@@ -30,8 +28,6 @@ std::string printable(std::string_view s, size_t max) {
     }
     return out;
 }
-
-} // namespace detail
 
 namespace {
 

@@ -1,13 +1,11 @@
-// Rendering untrusted bytes (keys, tensor names from a file) for messages.
+// Rendering untrusted bytes (keys, tensor names from a file) for messages:
+// the public gguf::printable, under the name the gguf sources use.
 #pragma once
 
-#include <string>
-#include <string_view>
+#include "tessera/gguf/printable.hpp"
 
 namespace tessera::gguf::detail {
 
-// `s` with control and non-ASCII bytes as \xNN and at most `max` bytes kept
-// (then "..."), so a hostile name cannot garble a message or a terminal.
-std::string printable(std::string_view s, size_t max = 96);
+using gguf::printable;
 
 } // namespace tessera::gguf::detail

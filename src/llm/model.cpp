@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/gguf/printable.hpp"
 #include "tessera/llm/file_type.hpp"
 
 namespace tessera::llm {
@@ -68,7 +69,7 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
 
     hp.arch = std::string(r.get_string("general.architecture"));
     if (hp.arch != "llama") {
-        throw error(fmt::format("{}: unsupported architecture '{}' (supported: llama)", r.name(), hp.arch));
+        throw error(fmt::format("{}: unsupported architecture '{}' (supported: llama)", r.name(), gguf::printable(hp.arch)));
     }
     if (auto n = r.find_string("general.name")) hp.name = std::string(*n);
     const std::string & a = hp.arch;
@@ -93,7 +94,29 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     }
     hp.rms_eps = read_f32(r, a + ".attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_freq_base = read_f32(r, a + ".rope.freq_base", 10000.0f);
+    // RoPE scaling: the ROPE op computes none and linear (positions times
+    // rope_freq_scale = 1 / factor; factor 0 or absent: none). YaRN,
+    // LongRoPE and per-dimension frequency factors (the rope_freqs.weight
+    // tensor of Llama 3.1 files) are not implemented: refused rather than
+    // run with the wrong positions.
+    if (const gguf::value * type = r.find_key(a + ".rope.scaling.type")) {
+        const bool is_string = type->type() == gguf::value_type::STRING;
+        const std::string_view t = is_string ? type->as_string() : std::string_view{};
+        if (t != "none" && t != "linear") {
+            throw error(fmt::format("{}: {}.rope.scaling.type {} is not supported (supported: none, linear)", r.name(), a,
+                                    is_string ? "'" + gguf::printable(t) + "'" : std::string("(not a string)")));
+        }
+    }
+    if (r.find_tensor("rope_freqs.weight") != nullptr) {
+        throw error(fmt::format("{}: tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors, as in Llama 3.1) "
+                                "is not supported",
+                                r.name()));
+    }
     const float rope_factor = read_f32(r, a + ".rope.scaling.factor", 0.0f);
+    if (!(rope_factor >= 0.0f) || !std::isfinite(rope_factor)) {
+        throw error(fmt::format("{}: {}.rope.scaling.factor = {} must be a finite number >= 0 (0: no scaling)", r.name(), a,
+                                rope_factor));
+    }
     hp.rope_freq_scale = rope_factor > 0.0f ? 1.0f / rope_factor : 1.0f;
     if (const gguf::value * tokens = r.find_key("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
         hp.n_vocab = static_cast<uint32_t>(tokens->array_size());

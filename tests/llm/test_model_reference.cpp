@@ -233,6 +233,53 @@ TEST(model_errors, non_finite_hyper_parameters_name_the_key) {
     fs::remove_all(dir);
 }
 
+// RoPE scaling the ROPE op does not compute (YaRN, LongRoPE, an unknown
+// type, Llama 3.1's rope_freqs.weight factors) or a bad factor is refused
+// at load, naming the key or tensor; linear and none still load.
+TEST(model_errors, unsupported_rope_scaling_is_refused) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_rope_scaling";
+    fs::create_directories(dir);
+    const fs::path path = dir / "m.gguf";
+    struct rope_case {
+        std::string type;  // "" = no type key
+        float factor;      // < -1e30: no factor key
+        bool freqs_tensor; // add rope_freqs.weight
+        std::string error; // "" = loads
+    };
+    const float none = -1e38f;
+    for (const rope_case & c : {rope_case{"yarn", 4.0f, false, "llama.rope.scaling.type 'yarn' is not supported"},
+                                rope_case{"longrope", none, false, "'longrope' is not supported"},
+                                rope_case{"bo\x01gus", none, false, "'bo\x5cx01gus' is not supported"},
+                                rope_case{"", none, true, "tensor 'rope_freqs.weight'"},
+                                rope_case{"", -2.0f, false, "llama.rope.scaling.factor = -2 must be a finite number >= 0"},
+                                rope_case{"", std::nanf(""), false, "llama.rope.scaling.factor = nan"},
+                                rope_case{"linear", 4.0f, false, ""},
+                                rope_case{"none", none, false, ""}}) {
+        SCOPED_TRACE(c.type + " " + std::to_string(c.factor));
+        gguf::writer w;
+        w.copy_all_kv(src);
+        if (!c.type.empty()) w.set_string("llama.rope.scaling.type", c.type);
+        if (c.factor > -1e30f || std::isnan(c.factor)) w.set_f32("llama.rope.scaling.factor", c.factor);
+        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+        const std::vector<uint8_t> ones(4 * 4, 0);
+        const int64_t ne[1] = {4};
+        if (c.freqs_tensor) w.add_tensor("rope_freqs.weight", TSR_TYPE_F32, ne, ones);
+        w.write(path);
+        if (c.error.empty()) {
+            EXPECT_NO_THROW(llm::model::load(path));
+            continue;
+        }
+        try {
+            llm::model::load(path);
+            ADD_FAILURE() << "expected an error";
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find(c.error), std::string::npos) << e.what();
+        }
+    }
+    fs::remove_all(dir);
+}
+
 TEST(session_errors, context_overflow_and_bad_token) {
     auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
     llm::session_params p;
