@@ -1,7 +1,9 @@
 // The GGUF parser behind gguf::reader: walks the header, key/values and tensor
 // infos with a bounds-checked cursor, validating every number before use.
 // Format: GGUF specification (ggml repository, docs/gguf.md), versions 2 and 3.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <limits>
 
 #include <fmt/core.h>
@@ -287,8 +289,15 @@ void reader::parse() {
     const uint64_t infos_end = c.pos();
     data_offset_ = (infos_end + alignment_ - 1) / alignment_ * alignment_; // infos_end <= file size: no overflow
     const uint64_t file_size = m.size();
+    struct placed {
+        uint64_t offset, size, field_off;
+        size_t index;
+    };
+    std::vector<placed> by_offset;
+    by_offset.reserve(tensors_.size());
     for (auto & t : tensors_) {
         const uint64_t field_off = t.file_offset;
+        by_offset.push_back({t.offset, t.size, field_off, by_offset.size()});
         c.set_context(fmt::format("tensor '{}'", detail::printable(t.name)));
         if (t.offset % alignment_ != 0) {
             c.fail(field_off, fmt::format("tensor data offset {} is misaligned (alignment {})", t.offset, alignment_));
@@ -306,6 +315,23 @@ void reader::parse() {
         t.file_offset = data_offset_ + t.offset;
         t.data = m.data() + t.file_offset;
     }
+    // Each tensor owns its bytes: two whose data overlap (one's offset
+    // pointing into another's bytes) would alias weights silently. The
+    // GGUF specification lays tensors out one after another; llama.cpp's
+    // reader also requires it.
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const placed & a, const placed & b) { return a.offset != b.offset ? a.offset < b.offset : a.index < b.index; });
+    for (size_t i = 1; i < by_offset.size(); ++i) {
+        const placed & prev = by_offset[i - 1];
+        const placed & next = by_offset[i];
+        if (next.offset < prev.offset + prev.size) { // both within the section: no overflow
+            c.set_context(fmt::format("tensor '{}'", detail::printable(tensors_[next.index].name)));
+            c.fail(next.field_off, fmt::format("tensor data [{}, +{}) overlaps tensor '{}' at [{}, +{})", next.offset,
+                                               next.size, detail::printable(tensors_[prev.index].name), prev.offset,
+                                               prev.size));
+        }
+    }
+    c.set_context("");
 }
 
 } // namespace tessera::gguf

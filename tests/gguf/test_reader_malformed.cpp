@@ -246,6 +246,13 @@ TEST(GgufMalformed, OffsetsAndDuplicates) {
     poke<uint64_t>(b, s.t1_offset, std::numeric_limits<uint64_t>::max() - 31); // aligned, near 2^64
     expect_reject(b, {"outside the data section", "tensor 'b'"});
     b = s.bytes;
+    poke<uint64_t>(b, s.t1_offset, 0); // b's data over a's (both 32 bytes)
+    expect_reject(b, {"tensor data [0, +32) overlaps tensor 'a' at [0, +32)", "tensor 'b'", at(s.t1_offset)});
+    b = s.bytes;
+    poke<uint64_t>(b, s.t0_offset, 32); // a and b swap places: not in info order, but disjoint
+    poke<uint64_t>(b, s.t1_offset, 0);
+    EXPECT_EQ(parse(b), std::nullopt);
+    b = s.bytes;
     b[s.t1 + 8] = 'a'; // rename "b" to "a"
     expect_reject(b, {"duplicate tensor name", "tensor 'a'", at(s.t1)});
     b = s.bytes;
