@@ -4,6 +4,7 @@
 // T: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M,
 // Q5_K_S or Q5_K_M (case-insensitive; per-tensor rule and fallbacks in
 // tessera/llm/file_type.hpp).
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/gguf/printable.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "tessera/llm/synth.hpp"
@@ -39,7 +41,9 @@ int run_synth(const options & o) {
         throw error(fmt::format("--type '{}' is not supported ({})", o.type, llm::quantize_target_names()));
     }
     llm::synth_params p;
-    p.shape = llm::synth_preset(o.preset);
+    std::string preset = o.preset; // case-insensitive, as --type
+    for (char & c : preset) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    p.shape = llm::synth_preset(preset);
     p.wtype = t;
     p.vocab = o.vocab;
     p.seed = parse_seed(o.seed);
@@ -63,6 +67,17 @@ int run_synth(const options & o) {
     fmt::print(stderr, "{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
                o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
+    // The tokenizer is copied whatever it is; say when `tessera run` cannot use it.
+    const gguf::reader vocab(o.vocab);
+    const gguf::value * model = vocab.find_key("tokenizer.ggml.model");
+    const std::string_view kind =
+        model != nullptr && model->type() == gguf::value_type::STRING ? model->as_string() : std::string_view{"?"};
+    if (kind != "llama") {
+        fmt::print(stderr,
+                   "warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench read only 'llama' "
+                   "(SentencePiece) vocabularies; the file is for runtimes that read this one\n",
+                   o.out, gguf::printable(kind), o.vocab);
+    }
     return 0;
 }
 
