@@ -59,6 +59,30 @@ std::string repack_text(const llm::session & s) {
 // "1 token", "2 tokens": a count with its noun, plural unless 1.
 std::string count_text(uint64_t n, const char * noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
 
+// A piece for `tokenize --pieces`, shown between single quotes: the quote,
+// the backslash, newline, tab and the other control bytes escaped (\', \\,
+// \n, \t, \xNN), so every id stays on one line; other bytes (UTF-8 text,
+// byte-fallback pieces) as they are.
+std::string quoted_piece(std::string_view piece) {
+    std::string out;
+    for (const char ch : piece) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '\'' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c < 0x20 || c == 0x7f) {
+            out += fmt::format("\\x{:02x}", c);
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
 // s.decode(tokens), its errors prefixed with `where` (which step failed).
 std::span<const float> decode_at(llm::session & s, std::span<const llm::token_id> tokens, const std::string & where) {
     try {
@@ -168,8 +192,10 @@ int run_generate(run_options o) {
         fmt::print(stderr, "generation: {} in {:.1f} ms\n", count_text(n_gen, "token"), tg_ms);
     }
     if (context_full) {
-        throw error(fmt::format("the context of {} is full after {} (raise it with -c, up to the model's {})",
-                                count_text(s.n_ctx(), "token"), count_text(n_gen, "generated token"), hp.n_ctx_train));
+        const std::string hint = s.n_ctx() < hp.n_ctx_train ? fmt::format("raise it with -c, up to the model's {}", hp.n_ctx_train)
+                                                             : std::string("the model's own context length");
+        throw error(fmt::format("the context of {} is full after {} ({})", count_text(s.n_ctx(), "token"),
+                                count_text(n_gen, "generated token"), hint));
     }
     return 0;
 }
@@ -243,7 +269,7 @@ command register_tokenize(CLI::App & app) {
                 for (size_t i = 0; i < ids.size(); ++i) {
                     if (i) line += o->pieces ? "\n" : " ";
                     if (o->pieces) {
-                        line += fmt::format("{} '{}'", ids[i], tok.token_to_piece(ids[i], true));
+                        line += fmt::format("{} '{}'", ids[i], quoted_piece(tok.token_to_piece(ids[i], true)));
                     } else {
                         line += std::to_string(ids[i]);
                     }

@@ -51,6 +51,8 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
         throw error(fmt::format("cannot quantize to {} (supported: {})", file_type_name(p.target),
                                 quantize_target_names()));
     }
+    if (in.empty()) throw error("quantize: the input path is empty");
+    if (out.empty()) throw error("quantize: the output path is empty");
     std::error_code ec;
     if (!std::filesystem::exists(in, ec)) { // ec: why it could not be looked up (a symlink loop, a permission)
         throw error(fmt::format("{}: {}", in.string(), ec ? ec.message() : std::string("no such file")));

@@ -90,6 +90,16 @@ TEST(cli_run, seed_takes_64_bit_values) {
     EXPECT_EQ(with_seed("18446744073709551615"), max);
 }
 
+// --pieces quotes each piece with the quote, backslash and control bytes
+// escaped: one line an id (stories260K: 439 is "'", 500 "\\", 13 the
+// byte-fallback newline, 12 the tab).
+TEST(cli_tokenize, pieces_are_escaped_one_per_line) {
+    const process_result r =
+        run({"tokenize", "-m", shared_dir + "/models/stories260K.gguf", "-p", "a'b\\c\nd\te", "--pieces"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "1 '<s>'\n261 ' a'\n439 '\\''\n430 'b'\n500 '\\\\'\n429 'c'\n13 '\\n'\n418 'd'\n12 '\\t'\n411 'e'\n");
+}
+
 TEST(cli_tokenize, prints_reference_ids) {
     const auto ref = reference("llama-2-tiny-random.json");
     for (const auto & c : ref["cases"]) {
@@ -145,6 +155,8 @@ TEST(cli_errors, clear_message_and_exit_1) {
     const std::string stories = shared_dir + "/models/stories260K.gguf";
     const fs::path not_gguf = fs::temp_directory_path() / "tessera_cli_not_gguf.txt";
     std::ofstream(not_gguf) << "this is not a GGUF file, just some text\n";
+    std::string the_2047 = "the"; // 2047 tokens ' the' after BOS: the whole context of 2048
+    for (int i = 1; i < 2047; ++i) the_2047 += " the";
     const std::vector<bad_case> cases = {
         {{"run", "-m", "/nonexistent/m.gguf", "-p", "x"}, "/nonexistent/m.gguf"},
         {{"run", "-m", not_gguf.string(), "-p", "x"}, "tessera_cli_not_gguf.txt"},
@@ -177,6 +189,11 @@ TEST(cli_errors, clear_message_and_exit_1) {
          "error: the context of 1 token is full after 1 generated token (raise it with -c, up to the model's 2048)"},
         {{"run", "-p", "x"}, "--model"},
         {{"tokenize", "-m", "/nonexistent/v.gguf", "-p", "x"}, "/nonexistent/v.gguf"},
+        {{"quantize", "", "out.gguf", "Q8_0"}, "error: quantize: the input path is empty"},
+        {{"quantize", stories, "", "Q8_0"}, "error: quantize: the output path is empty"},
+        // A prompt that fills the model's whole context: no -c to raise.
+        {{"run", "-m", stories, "-p", the_2047, "-n", "4", "--temp", "0"},
+         "error: the context of 2048 tokens is full after 1 generated token (the model's own context length)"},
     };
     for (const auto & c : cases) {
         const process_result r = run(c.args);
