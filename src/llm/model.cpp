@@ -121,6 +121,10 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     if (const gguf::value * tokens = r.find_key("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
         hp.n_vocab = static_cast<uint32_t>(tokens->array_size());
     }
+    if (hp.n_vocab == 0 && !r.find_int(a + ".vocab_size")) {
+        throw error(fmt::format("{}: no vocabulary: neither a tokenizer.ggml.tokens array nor the key '{}.vocab_size'",
+                                r.name(), a));
+    }
     hp.n_vocab = read_u32(r, a, "vocab_size", hp.n_vocab > 0 ? int64_t(hp.n_vocab) : -1);
     auto require_positive_finite = [&](const char * key, float v) {
         if (!(v > 0.0f) || !std::isfinite(v)) {

@@ -280,6 +280,32 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
     fs::remove_all(dir);
 }
 
+// A model with neither tokens nor a vocab_size key says that it has no
+// vocabulary (it named only the vocab_size key before).
+TEST(model_errors, no_vocabulary_is_named) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_no_vocab";
+    fs::create_directories(dir);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    ASSERT_TRUE(w.remove("tokenizer.ggml.tokens"));
+    for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+    w.write(dir / "m.gguf");
+    try {
+        llm::model::load(dir / "m.gguf");
+        ADD_FAILURE() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("no vocabulary: neither a tokenizer.ggml.tokens array nor the key "
+                                             "'llama.vocab_size'"),
+                  std::string::npos)
+            << e.what();
+    }
+    w.set_u32("llama.vocab_size", 512); // the size alone loads (the tokenizer is then what is missing)
+    w.write(dir / "m.gguf");
+    EXPECT_EQ(llm::model::load(dir / "m.gguf")->hp().n_vocab, 512u);
+    fs::remove_all(dir);
+}
+
 TEST(session_errors, context_overflow_and_bad_token) {
     auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
     llm::session_params p;
