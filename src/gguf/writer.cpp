@@ -395,7 +395,6 @@ void writer::write(const std::filesystem::path & path) const {
     // Paths that cannot name the file are refused before any data is made
     // (add_tensor_fill tensors are computed while writing).
     if (path.empty()) throw error("gguf writer: the output path is empty");
-    std::error_code ec;
     const auto is_a_directory = [&] {
         return error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
     };
