@@ -15,7 +15,7 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/gguf/printable.hpp"
+#include "tessera/core/printable.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "tessera/llm/synth.hpp"
@@ -76,7 +76,7 @@ int run_synth(const options & o) {
         fmt::print(stderr,
                    "warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench read only 'llama' "
                    "(SentencePiece) vocabularies; the file is for runtimes that read this one\n",
-                   o.out, gguf::printable(kind), o.vocab);
+                   o.out, tessera::printable(kind), o.vocab);
     }
     return 0;
 }

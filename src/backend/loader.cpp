@@ -62,10 +62,14 @@ bool is_base_file(const std::string & fname, std::string_view name) {
     return detail::iequals(fname, fmt::format("libtessera-{}.so", name));
 }
 
-// The family of a "libtessera-<family>[-<variant>].so" file name, or "".
+// The family of a "libtessera-<family>[-<variant>].so" file name (prefix
+// matched ignoring case, like is_variant_file), or "".
 std::string family_of(const std::string & fname) {
     constexpr std::string_view prefix = "libtessera-";
-    if (!fname.starts_with(prefix) || !fname.ends_with(".so")) return {};
+    if (!detail::istarts_with(fname, prefix) || !fname.ends_with(".so") ||
+        fname.size() < prefix.size() + 3) {
+        return {};
+    }
     std::string rest = fname.substr(prefix.size(), fname.size() - prefix.size() - 3);
     rest = rest.substr(0, rest.find('-'));
     return detail::valid_family_name(rest) ? rest : std::string();
@@ -144,10 +148,27 @@ backend_reg registry::load_handle(void * handle, const std::string & p) {
 
     std::vector<std::string> skipped;
     auto e = detail::make_entry(reg, what, skipped);
+    // A library named libtessera-<family>[-<variant>].so must hold that
+    // family: a stray or misnamed file cannot take over another family's
+    // place in load_best (e.g. win "cpu" and register something else).
+    const std::string family = family_of(fs::path(p).filename().string());
+    if (!family.empty() && !detail::iequals(family, e->name)) {
+        throw error(fmt::format("{}: its reg is named '{}', but its file name says it holds the "
+                                "'{}' backend",
+                                what, e->name, family));
+    }
+    for (const auto & s : skipped) log(s);
+    // A library without a usable device would only hide a working one.
+    if (e->devices.empty()) {
+        throw error(skipped.empty()
+                        ? fmt::format("{}: it reports no devices (a backend library must offer at "
+                                      "least one)",
+                                      what)
+                        : fmt::format("{}: none of its {} devices is usable", what, skipped.size()));
+    }
     e->handle = h.release(); // from here the entry closes it (also if add_entry throws)
     e->path = p;
     e->score = score;
-    for (const auto & s : skipped) log(s);
     return add_entry(std::move(e), what);
 }
 
@@ -192,7 +213,9 @@ load_report registry::load_best(std::string_view name, const fs::path & dir) {
         std::string err;
         handle_guard h{detail::dynlib_open(c.path, err)};
         if (h.h == nullptr) {
+            // e.g. a truncated or foreign file (dynlib_open checks it first)
             c.error = "cannot open: " + err;
+            log(fmt::format("backend library '{}': {}", c.path, c.error));
         } else if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
                        detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
             c.score = fn();

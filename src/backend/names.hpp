@@ -37,4 +37,17 @@ inline bool valid_family_name(std::string_view s) {
     return true;
 }
 
+// A backend (reg) name: 1..64 of [A-Za-z0-9_-]. A family loaded from a
+// libtessera-<family>[-<variant>].so file must moreover be named <family>,
+// which valid_family_name restricts further (no '-').
+inline bool valid_backend_name(std::string_view s) {
+    if (s.empty() || s.size() > 64) return false;
+    for (char c : s) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '_' || c == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
 } // namespace tessera::detail

@@ -13,6 +13,7 @@
 #include "backend/reg_entry.hpp"
 #include "backend/registry_internal.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera {
 
@@ -25,6 +26,11 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
     if (auto why = check_reg(reg); !why.empty()) throw error(fmt::format("{}: {}", what, why));
     const char * name = reg->iface->get_name(reg);
     if (name == nullptr || name[0] == '\0') throw error(fmt::format("{}: its reg has no name", what));
+    if (!valid_backend_name(name)) {
+        throw error(fmt::format("{}: its reg's name '{}' is not a backend name (1 to 64 of A-Z a-z "
+                                "0-9 _ -)",
+                                what, tessera::printable(name, 64)));
+    }
     auto e = std::make_shared<reg_entry>();
     e->name = name;
     e->reg = reg;
@@ -128,7 +134,7 @@ backend_reg registry::register_backend(tsr_reg * reg) {
     std::lock_guard load_lk(load_mu_);
     std::vector<std::string> skipped;
     const char * nm = (reg && reg->iface && reg->iface->get_name) ? reg->iface->get_name(reg) : "";
-    const std::string what = fmt::format("backend '{}'", detail::str_or_empty(nm));
+    const std::string what = fmt::format("backend '{}'", tessera::printable(detail::str_or_empty(nm), 64));
     auto e = detail::make_entry(reg, what, skipped);
     for (const auto & s : skipped) log(s);
     return add_entry(std::move(e), what);

@@ -15,8 +15,9 @@ class registry;
 namespace tessera::detail {
 
 // Validates `reg` and collects its usable devices into a new entry. Throws
-// tessera::error "<what>: <why>" when the reg itself is unusable; each
-// skipped device adds a message to `skipped`.
+// tessera::error "<what>: <why>" when the reg itself is unusable (invalid
+// tables, no name, a name that is not valid_backend_name (names.hpp), more
+// than 4096 devices); each skipped device adds a message to `skipped`.
 std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
                                       std::vector<std::string> & skipped);
 

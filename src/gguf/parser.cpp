@@ -14,23 +14,6 @@
 
 namespace tessera::gguf {
 
-std::string printable(std::string_view s, size_t max) {
-    std::string out;
-    size_t n = 0;
-    for (unsigned char c : s) {
-        if (n++ == max) {
-            out += "...";
-            break;
-        }
-        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-            out += static_cast<char>(c);
-        } else {
-            out += fmt::format("\\x{:02x}", c);
-        }
-    }
-    return out;
-}
-
 namespace {
 
 // Smallest possible encodings, used to bound counts by the bytes left.

@@ -1,11 +1,12 @@
 // Rendering untrusted bytes (keys, tensor names from a file) for messages:
-// the public gguf::printable, under the name the gguf sources use.
+// tessera::printable (tessera/core/printable.hpp), under the name the gguf
+// sources use.
 #pragma once
 
-#include "tessera/gguf/printable.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::gguf::detail {
 
-using gguf::printable;
+using tessera::printable;
 
 } // namespace tessera::gguf::detail

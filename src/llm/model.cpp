@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
-#include "tessera/gguf/printable.hpp"
+#include "tessera/core/printable.hpp"
 #include "tessera/llm/file_type.hpp"
 
 namespace tessera::llm {
@@ -69,7 +69,7 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
 
     hp.arch = std::string(r.get_string("general.architecture"));
     if (hp.arch != "llama") {
-        throw error(fmt::format("{}: unsupported architecture '{}' (supported: llama)", r.name(), gguf::printable(hp.arch)));
+        throw error(fmt::format("{}: unsupported architecture '{}' (supported: llama)", r.name(), tessera::printable(hp.arch)));
     }
     if (auto n = r.find_string("general.name")) hp.name = std::string(*n);
     const std::string & a = hp.arch;
@@ -104,7 +104,7 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         const std::string_view t = is_string ? type->as_string() : std::string_view{};
         if (t != "none" && t != "linear") {
             throw error(fmt::format("{}: {}.rope.scaling.type {} is not supported (supported: none, linear)", r.name(), a,
-                                    is_string ? "'" + gguf::printable(t) + "'" : std::string("(not a string)")));
+                                    is_string ? "'" + tessera::printable(t) + "'" : std::string("(not a string)")));
         }
     }
     if (r.find_tensor("rope_freqs.weight") != nullptr) {

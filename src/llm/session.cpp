@@ -29,7 +29,13 @@ constexpr uint32_t k_kv_graph_step = 256;
 device choose_device(registry & reg, const std::string & name) {
     if (name.empty()) {
         auto best = reg.best_device();
-        if (!best) throw error("no compute device found (no CPU backend could be loaded)");
+        if (!best) {
+            std::string dirs;
+            for (const auto & p : reg.search_paths()) dirs += fmt::format("{}{}", dirs.empty() ? "" : ", ", p.string());
+            throw error(fmt::format("no compute device found (no CPU backend could be loaded; looked for libtessera-cpu-*.so "
+                                    "in: {}; set TESSERA_BACKEND_PATH to the folder that holds them)",
+                                    dirs.empty() ? "no existing folder" : dirs));
+        }
         return *best;
     }
     if (auto d = reg.find_device(name)) return *d;

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
-#include "tessera/gguf/printable.hpp"
+#include "tessera/core/printable.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/llm/tokenizer.hpp"
 
@@ -41,7 +41,7 @@ tokenizer tokenizer::from_gguf(const gguf::reader & r) {
     if (model != "llama") {
         throw error(fmt::format("tokenizer: {}: unsupported tokenizer model '{}' ({}); only 'llama' "
                                 "(SentencePiece) is supported",
-                                r.name(), gguf::printable(model), k_model));
+                                r.name(), tessera::printable(model), k_model));
     }
 
     vocab_data v;

@@ -46,6 +46,20 @@ tessera_fake_plugin(fallback libtessera-fakefb-ok ${_f} FAKE_FAMILY="fakefb" FAK
 tessera_fake_plugin(base libtessera-fakebase-zero ${_f} FAKE_FAMILY="fakebase" FAKE_SCORE=0 FAKE_VARIANT="zero")
 tessera_fake_plugin(base libtessera-fakebase ${_f} FAKE_FAMILY="fakebase" FAKE_VARIANT="base")
 tessera_fake_plugin(planted libtessera-planted-evil ${_f} FAKE_FAMILY="planted" FAKE_SCORE=1000)
+# Variants of family fakeid that score above the good one (ok, 8) but say
+# the wrong thing about themselves: a reg name that is no name, another
+# family's name, no devices, only an unusable device.
+tessera_fake_plugin(identity libtessera-fakeid-badname ${_f} "FAKE_FAMILY=\"bad name/../x\"" FAKE_SCORE=100)
+tessera_fake_plugin(identity libtessera-fakeid-nodev ${_f} FAKE_FAMILY="fakeid" FAKE_SCORE=90 FAKE_N_DEVICES=0)
+tessera_fake_plugin(identity libtessera-fakeid-nulldev ${_f} FAKE_FAMILY="fakeid" FAKE_SCORE=80 FAKE_NULL_DEVICE=0)
+tessera_fake_plugin(identity libtessera-fakeid-other ${_f} FAKE_FAMILY="otherfam" FAKE_SCORE=50)
+tessera_fake_plugin(identity libtessera-fakeid-ok ${_f} FAKE_FAMILY="fakeid" FAKE_SCORE=8 FAKE_VARIANT="ok"
+                    FAKE_DEVICE_PREFIX="FakeId")
+# Stray libraries that claim the CPU family's place with score 100: the real
+# CPU variant plugins must still be loaded.
+tessera_fake_plugin(cpuid libtessera-cpu-x ${_f} "FAKE_FAMILY=\"bad name/../x\"" FAKE_SCORE=100
+                    FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_CPU)
+tessera_fake_plugin(cpuid libtessera-cpu-nodev ${_f} FAKE_FAMILY="cpu" FAKE_SCORE=100 FAKE_N_DEVICES=0)
 
 set(_backend_test_libs tessera_backend)
 if(TARGET tessera_cpu_backend)
@@ -105,7 +119,8 @@ endif()
 if(TARGET tessera)
   add_executable(test_backend_cli ${CMAKE_CURRENT_LIST_DIR}/cli/devices_cli_test.cpp)
   target_link_libraries(test_backend_cli PRIVATE tessera_test_support GTest::gtest GTest::gtest_main)
-  target_compile_definitions(test_backend_cli PRIVATE TESSERA_EXE_PATH="$<TARGET_FILE:tessera>")
-  add_dependencies(test_backend_cli tessera)
+  target_compile_definitions(test_backend_cli PRIVATE TESSERA_EXE_PATH="$<TARGET_FILE:tessera>"
+                             TESSERA_FAKE_PLUGIN_DIR="${TESSERA_FAKE_PLUGIN_DIR}")
+  add_dependencies(test_backend_cli tessera ${_fake_targets})
   gtest_discover_tests(test_backend_cli DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endif()

@@ -2,6 +2,13 @@
 // unchanged, libraries not left loaded; the C ABI version rules.
 #include <gtest/gtest.h>
 
+#include <elf.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
 #include <fmt/core.h>
 
 #include "backend/test_support.hpp"
@@ -375,6 +382,302 @@ TEST_F(RegistryLoad, CompiledInRegistrationAndLoneDevices) {
         EXPECT_STREQ(r.init_best().get_device().name(), "OtherGPU0");
     }
     dlclose(h);
+}
+
+// ------------------------------------------------ damaged and foreign files
+// Plugin files are checked with plain reads before dlopen maps them: a
+// truncated copy used to kill the process with SIGBUS inside glibc's dlopen
+// (every libtessera-<family>-*.so found is opened to be scored).
+
+std::string read_bytes(const fs::path & p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path & p, std::string_view bytes) {
+    std::ofstream out(p, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// Whether /proc/self/maps names `lib` (without asking dlopen about it).
+bool mapped(const fs::path & lib) {
+    return read_bytes("/proc/self/maps").find(lib.string()) != std::string::npos;
+}
+
+// The headers of a 64-bit ELF file as the test reads them itself.
+struct elf_layout {
+    Elf64_Ehdr eh{};
+    std::vector<Elf64_Phdr> ph;
+};
+
+elf_layout read_layout(const std::string & bytes) {
+    elf_layout l;
+    std::memcpy(&l.eh, bytes.data(), sizeof l.eh);
+    l.ph.resize(l.eh.e_phnum);
+    std::memcpy(l.ph.data(), bytes.data() + l.eh.e_phoff, l.ph.size() * sizeof(Elf64_Phdr));
+    return l;
+}
+
+std::string segment_type(uint32_t t) {
+    switch (t) {
+    case PT_LOAD: return "PT_LOAD";
+    case PT_DYNAMIC: return "PT_DYNAMIC";
+    case PT_NOTE: return "PT_NOTE";
+    case PT_TLS: return "PT_TLS";
+    case PT_GNU_EH_FRAME: return "PT_GNU_EH_FRAME";
+    case PT_GNU_RELRO: return "PT_GNU_RELRO";
+#ifdef PT_GNU_PROPERTY
+    case PT_GNU_PROPERTY: return "PT_GNU_PROPERTY";
+#endif
+    default: return fmt::format("type {:#x}", t);
+    }
+}
+
+// What the loader must say of the first `cut` bytes of a library laid out
+// as `l`: the first of ELF header, program header table, segments (in
+// table order) and section header table that does not fit.
+std::string truncation_message(const elf_layout & l, uint64_t cut) {
+    auto need = [&](const std::string & what, uint64_t off, uint64_t len) {
+        return fmt::format("truncated shared library: {} needs bytes [{}, {}) but the file has {} bytes",
+                           what, off, off + len, cut);
+    };
+    if (cut < sizeof(Elf64_Ehdr)) return need("the ELF header", 0, sizeof(Elf64_Ehdr));
+    const uint64_t ph_bytes = l.ph.size() * sizeof(Elf64_Phdr);
+    if (l.eh.e_phoff + ph_bytes > cut) return need("the program header table", l.eh.e_phoff, ph_bytes);
+    for (size_t i = 0; i < l.ph.size(); ++i) {
+        const Elf64_Phdr & p = l.ph[i];
+        if (p.p_filesz > 0 && p.p_offset + p.p_filesz > cut) {
+            return need(fmt::format("segment {} ({})", i, segment_type(p.p_type)), p.p_offset, p.p_filesz);
+        }
+    }
+    const uint64_t sh_bytes = uint64_t(l.eh.e_shnum) * l.eh.e_shentsize;
+    if (l.eh.e_shoff != 0 && l.eh.e_shoff + sh_bytes > cut) {
+        return need("the section header table", l.eh.e_shoff, sh_bytes);
+    }
+    return "";
+}
+
+TEST_F(RegistryLoad, TruncatedLibrariesAreRefusedWithoutCrashing) {
+    const std::string bytes = read_bytes(fake_plugin("variants", "libtessera-fakevar-high"));
+    ASSERT_GT(bytes.size(), sizeof(Elf64_Ehdr));
+    ASSERT_EQ(bytes[EI_CLASS], ELFCLASS64);
+    const elf_layout l = read_layout(bytes);
+    const uint64_t ph_end = l.eh.e_phoff + l.ph.size() * sizeof(Elf64_Phdr);
+    const Elf64_Phdr * dynamic = nullptr;
+    const Elf64_Phdr * last_load = nullptr;
+    for (const auto & p : l.ph) {
+        if (p.p_type == PT_DYNAMIC) dynamic = &p;
+        if (p.p_type == PT_LOAD && p.p_filesz > 0) last_load = &p;
+    }
+    ASSERT_TRUE(dynamic && last_load);
+    const std::vector<uint64_t> cuts = {
+        20,                                          // inside the ELF header
+        l.eh.e_phoff + sizeof(Elf64_Phdr) + 8,       // inside the program header table
+        ph_end,                                      // just after the program headers
+        dynamic->p_offset + dynamic->p_filesz / 2,   // mid PT_DYNAMIC
+        last_load->p_offset + last_load->p_filesz / 2, // mid last PT_LOAD
+        bytes.size() - 1,                            // one byte short
+    };
+
+    temp_dir tmp("truncated");
+    const fs::path good = tmp.path() / "libtessera-fakevar-good.so";
+    fs::copy_file(fake_plugin("variants", "libtessera-fakevar-low"), good);
+    std::vector<std::pair<fs::path, std::string>> cut_files; // path, dynlib message
+    for (size_t k = 0; k < cuts.size(); ++k) {
+        SCOPED_TRACE(fmt::format("cut at {} of {} bytes", cuts[k], bytes.size()));
+        const std::string why = truncation_message(l, cuts[k]);
+        ASSERT_NE(why, "");
+        const fs::path p = tmp.path() / fmt::format("libtessera-fakevar-cut{}.so", k);
+        write_bytes(p, std::string_view(bytes).substr(0, cuts[k]));
+        cut_files.emplace_back(p, fmt::format("{}: {}", p.string(), why));
+
+        // Direct load: an error naming the path; nothing registered or mapped.
+        const auto before = snapshot(reg);
+        EXPECT_EQ(error_of([&] { reg.load(p); }),
+                  fmt::format("backend library '{}': cannot open: {}", p.string(), cut_files.back().second));
+        EXPECT_EQ(snapshot(reg), before);
+        EXPECT_FALSE(mapped(p));
+    }
+    EXPECT_EQ(log.all(), "");
+
+    // Among them, load_best still loads the good library.
+    load_report rep = reg.load_best("fakevar", tmp.path());
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_EQ(rep.loaded.path(), good.string());
+    EXPECT_EQ(rep.loaded.score(), 3);
+    ASSERT_EQ(rep.candidates.size(), cuts.size() + 1);
+    EXPECT_EQ(rep.candidates[0].path, good.string());
+    EXPECT_EQ(rep.candidates[0].error, "");
+    std::string expected_log;
+    for (size_t k = 0; k < cut_files.size(); ++k) {
+        const auto & [p, why] = cut_files[k];
+        const load_candidate & c = rep.candidates[k + 1];
+        EXPECT_EQ(c.path, p.string());
+        EXPECT_EQ(c.score, -1);
+        EXPECT_EQ(c.error, "cannot open: " + why);
+        EXPECT_FALSE(mapped(p));
+        expected_log += fmt::format("backend library '{}': cannot open: {}\n", p.string(), why);
+    }
+    EXPECT_EQ(log.all(), expected_log);
+    EXPECT_STREQ(reg.init_best().get_device().name(), "Fake0");
+}
+
+TEST_F(RegistryLoad, ForeignFilesAreRefusedByTheirHeaders) {
+    const std::string bytes = read_bytes(fake_plugin("gpu", "libtessera-fakegpu"));
+    ASSERT_GT(bytes.size(), sizeof(Elf64_Ehdr));
+    temp_dir tmp("foreign");
+    auto patched = [&](const char * name, auto && patch) {
+        std::string b = bytes;
+        Elf64_Ehdr eh;
+        std::memcpy(&eh, b.data(), sizeof eh);
+        patch(eh);
+        std::memcpy(b.data(), &eh, sizeof eh);
+        const fs::path p = tmp.path() / name;
+        write_bytes(p, b);
+        return p;
+    };
+    auto expect_refused = [&](const fs::path & p, const std::string & why) {
+        expect_load_fails(p, fmt::format("backend library '{}': cannot open: {}: {}", p.string(),
+                                         p.string(), why));
+    };
+
+    const fs::path empty = tmp.path() / "libtessera-empty.so";
+    write_bytes(empty, "");
+    expect_refused(empty, "empty file, not a shared library");
+
+    const fs::path script = tmp.path() / "libtessera-script.so";
+    write_bytes(script, "INPUT(libtessera-real.so)\n"); // a linker script, as some lib*.so are
+    expect_refused(script, "not an ELF file (it does not begin with the ELF magic bytes 7f 45 4c 46)");
+
+    expect_refused(patched("libtessera-elf32.so", [](Elf64_Ehdr & eh) { eh.e_ident[EI_CLASS] = ELFCLASS32; }),
+                   "wrong ELF class: a 32-bit library; this tessera is a 64-bit program");
+    expect_refused(patched("libtessera-msb.so", [](Elf64_Ehdr & eh) { eh.e_ident[EI_DATA] = ELFDATA2MSB; }),
+                   "wrong byte order: a big-endian library on a little-endian machine");
+    expect_refused(patched("libtessera-exec.so", [](Elf64_Ehdr & eh) { eh.e_type = ET_EXEC; }),
+                   "not a shared library: an executable");
+#if defined(__x86_64__)
+    expect_refused(patched("libtessera-arm.so", [](Elf64_Ehdr & eh) { eh.e_machine = EM_AARCH64; }),
+                   "wrong machine: built for AArch64; this tessera runs on x86-64");
+#elif defined(__aarch64__)
+    expect_refused(patched("libtessera-x86.so", [](Elf64_Ehdr & eh) { eh.e_machine = EM_X86_64; }),
+                   "wrong machine: built for x86-64; this tessera runs on AArch64");
+#endif
+    expect_refused(patched("libtessera-phent.so", [](Elf64_Ehdr & eh) { eh.e_phentsize = 32; }),
+                   "corrupt ELF header: program header entries of 32 bytes (this ELF class uses 56)");
+    expect_refused(patched("libtessera-phoff.so", [](Elf64_Ehdr & eh) { eh.e_phoff = ~uint64_t(0) - 8; }),
+                   fmt::format("corrupt shared library: the program header table claims {} bytes at "
+                               "offset {} (past the end of any file)",
+                               uint64_t(read_layout(bytes).eh.e_phnum) * 56, ~uint64_t(0) - 8));
+
+    // Not regular files: refused at once (a FIFO must not block the loader).
+    // (expect_load_fails's is_loaded would itself block on the FIFO.)
+    const fs::path fifo = tmp.path() / "libtessera-fifo.so";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_EQ(error_of([&] { reg.load(fifo); }),
+              fmt::format("backend library '{}': cannot open: {}: not a regular file", fifo.string(),
+                          fifo.string()));
+    EXPECT_EQ(reg.reg_count(), 0u);
+    const fs::path dir = tmp.path() / "libtessera-dir.so";
+    fs::create_directory(dir);
+    expect_refused(dir, "not a regular file");
+    EXPECT_EQ(log.all(), "");
+}
+
+// A variant must say who it is: a reg name that is a name, the family its
+// file name gives, and at least one usable device. Each that does not is
+// refused with a message naming the file, and the next best is loaded (a
+// stray library with score 100 used to win and hide the real family).
+TEST_F(RegistryLoad, LoadBestRefusesVariantsThatMisstateTheirIdentity) {
+    const fs::path badname = fake_plugin("identity", "libtessera-fakeid-badname");
+    const fs::path nodev = fake_plugin("identity", "libtessera-fakeid-nodev");
+    const fs::path nulldev = fake_plugin("identity", "libtessera-fakeid-nulldev");
+    const fs::path other = fake_plugin("identity", "libtessera-fakeid-other");
+    const fs::path ok = fake_plugin("identity", "libtessera-fakeid-ok");
+    const std::vector<std::pair<fs::path, std::string>> refused = {
+        {badname, "its reg's name 'bad name/../x' is not a backend name (1 to 64 of A-Z a-z 0-9 _ -)"},
+        {nodev, "it reports no devices (a backend library must offer at least one)"},
+        {nulldev, "none of its 1 devices is usable"},
+        {other, "its reg is named 'otherfam', but its file name says it holds the 'fakeid' backend"},
+    };
+
+    load_report rep = reg.load_best("fakeid", fake_dir("identity"));
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_STREQ(rep.loaded.name(), "fakeid");
+    EXPECT_EQ(rep.loaded.path(), ok.string());
+    EXPECT_EQ(rep.loaded.score(), 8);
+    ASSERT_EQ(rep.candidates.size(), refused.size() + 1);
+    std::string expected_log;
+    for (size_t k = 0; k < refused.size(); ++k) {
+        const auto & [p, why] = refused[k];
+        const std::string msg = fmt::format("backend library '{}': {}", p.string(), why);
+        EXPECT_EQ(rep.candidates[k].path, p.string());
+        EXPECT_EQ(rep.candidates[k].error, msg);
+        if (p == nulldev) expected_log += fmt::format("backend library '{}': device 0 is null; skipped\n", p.string());
+        expected_log += msg + "\n";
+        EXPECT_FALSE(is_loaded(p)) << p;
+    }
+    EXPECT_EQ(rep.candidates.back().path, ok.string());
+    EXPECT_EQ(rep.candidates.back().error, "");
+    EXPECT_EQ(log.all(), expected_log);
+    ASSERT_EQ(reg.reg_count(), 1u);
+    ASSERT_EQ(reg.device_count(), 1u);
+    EXPECT_STREQ(reg.device_at(0).name(), "FakeId0");
+    reg.unload(rep.loaded);
+
+    // load() refuses each the same way, leaving nothing behind.
+    log.lines.clear();
+    for (const auto & [p, why] : refused) {
+        expect_load_fails(p, fmt::format("backend library '{}': {}", p.string(), why));
+    }
+}
+
+TEST_F(RegistryLoad, RegisterBackendRefusesARegNameThatIsNoName) {
+    const fs::path lib = fake_plugin("identity", "libtessera-fakeid-badname");
+    void * h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr);
+    auto init = reinterpret_cast<tsr_backend_init_fn>(dlsym(h, "tessera_backend_init"));
+    ASSERT_NE(init, nullptr);
+    EXPECT_EQ(error_of([&] { reg.register_backend(init()); }),
+              "backend 'bad name/../x': its reg's name 'bad name/../x' is not a backend name (1 to "
+              "64 of A-Z a-z 0-9 _ -)");
+    EXPECT_EQ(reg.reg_count(), 0u);
+    dlclose(h);
+}
+
+// The reported case: libtessera-cpu-x.so (reg name "bad name/../x") and
+// libtessera-cpu-nodev.so (no devices), both score 100, beside the real
+// CPU variant plugins: a real one is loaded and its CPU device is used.
+TEST_F(RegistryLoad, StrayLibrariesCannotTakeTheCpuFamily) {
+    const fs::path bin(TESSERA_BINARY_DIR);
+    if (!fs::exists(bin / "libtessera-cpu-x64.so")) {
+        GTEST_SKIP() << "no CPU plugins in " << bin << " (TESSERA_CPU_STATIC build)";
+    }
+    const fs::path x = fake_plugin("cpuid", "libtessera-cpu-x");
+    const fs::path nodev = fake_plugin("cpuid", "libtessera-cpu-nodev");
+    ASSERT_EQ(setenv("TESSERA_BACKEND_PATH", bin.c_str(), 1), 0);
+    load_report rep = reg.load_best("cpu", fake_dir("cpuid"));
+    unsetenv("TESSERA_BACKEND_PATH");
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_STREQ(rep.loaded.name(), "cpu");
+    EXPECT_EQ(fs::path(rep.loaded.path()).parent_path(), bin);
+    EXPECT_GT(rep.loaded.score(), 0);
+    EXPECT_LT(rep.loaded.score(), 100);
+    ASSERT_TRUE(reg.best_device());
+    EXPECT_EQ(reg.best_device()->type(), TSR_DEVICE_TYPE_CPU);
+    ASSERT_GE(rep.candidates.size(), 3u);
+    // Equal scores keep the search order (file names sorted).
+    EXPECT_EQ(rep.candidates[0].path, nodev.string());
+    EXPECT_EQ(rep.candidates[0].error,
+              fmt::format("backend library '{}': it reports no devices (a backend library must "
+                          "offer at least one)",
+                          nodev.string()));
+    EXPECT_EQ(rep.candidates[1].path, x.string());
+    EXPECT_EQ(rep.candidates[1].error,
+              fmt::format("backend library '{}': its reg's name 'bad name/../x' is not a backend "
+                          "name (1 to 64 of A-Z a-z 0-9 _ -)",
+                          x.string()));
+    EXPECT_FALSE(is_loaded(x));
+    EXPECT_FALSE(is_loaded(nodev));
 }
 
 } // namespace

@@ -100,6 +100,28 @@ TEST(cli_tokenize, pieces_are_escaped_one_per_line) {
     EXPECT_EQ(r.out, "1 '<s>'\n261 ' a'\n439 '\\''\n430 'b'\n500 '\\\\'\n429 'c'\n13 '\\n'\n418 'd'\n12 '\\t'\n411 'e'\n");
 }
 
+// The program alone in a folder (no CPU plugin beside it, none in
+// TESSERA_BACKEND_PATH): run says where it looked and what to set.
+TEST(cli_run, no_backend_names_the_folders_searched) {
+    const fs::path dir = fs::temp_directory_path() / "tessera_cli_lone";
+    fs::remove_all(dir);
+    fs::create_directories(dir / "empty");
+    fs::copy_file(tessera_bin, dir / "tessera");
+    tessera::test::process_options opt;
+    opt.env = {"TESSERA_BACKEND_PATH=" + (dir / "empty").string()};
+    const process_result r = tessera::test::run_process((dir / "tessera").string(),
+                                                        {"run", "-m", shared_dir + "/models/stories260K.gguf", "-p", "x"}, opt);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("no compute device found (no CPU backend could be loaded; looked for libtessera-cpu-*.so in: "),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find((dir / "empty").string()), std::string::npos) << r.err;
+    const bool own_folder = r.err.find(dir.string() + ";") != std::string::npos || r.err.find(dir.string() + ",") != std::string::npos;
+    EXPECT_TRUE(own_folder) << "the program's own folder " << dir << " not listed: " << r.err;
+    EXPECT_NE(r.err.find("set TESSERA_BACKEND_PATH"), std::string::npos) << r.err;
+    fs::remove_all(dir);
+}
+
 TEST(cli_tokenize, prints_reference_ids) {
     const auto ref = reference("llama-2-tiny-random.json");
     for (const auto & c : ref["cases"]) {

@@ -97,8 +97,8 @@ public:
     // made through it is still alive, or when it is not registered here.
     void unload(const backend_reg & reg);
 
-    // Directories load_best searches, in order: `dir` (when given), each
-    // directory in TESSERA_BACKEND_PATH, the directory of the running
+    // Directories load_best searches, in order: `dir` (when given), the
+    // directory TESSERA_BACKEND_PATH names (one path, not a list), the directory of the running
     // executable, then the install plugin directory. The current working
     // directory is not searched unless one of these names it.
     std::vector<std::filesystem::path> search_paths(const std::filesystem::path & dir = {}) const;

@@ -2,10 +2,14 @@
 // and the listing's content (runs the built tessera program).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
@@ -13,9 +17,11 @@ using tessera::test::process_result;
 
 // Runs the tessera program with `args` (split at spaces; no shell); out
 // holds stdout and stderr as written.
-process_result run(const std::string & args) {
+// `env`: extra "NAME=value" entries.
+process_result run(const std::string & args, std::vector<std::string> env = {}) {
     tessera::test::process_options opt;
     opt.merge_stderr = true;
+    opt.env = std::move(env);
     return tessera::test::run_process(TESSERA_EXE_PATH, tessera::test::split_args(args), opt);
 }
 
@@ -72,6 +78,56 @@ TEST(DevicesCli, RunsNeedsBench) {
     r = run("devices --bench --runs 3");
     EXPECT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("over 3 runs"), std::string::npos) << r.out;
+}
+
+// A half-copied CPU plugin in TESSERA_BACKEND_PATH is refused with a
+// message naming it, and the real CPU plugins beside the program are used
+// (it used to kill every backend-loading command with SIGBUS in dlopen).
+TEST(DevicesCli, TruncatedPluginIsRefusedAndTheOthersStillLoad) {
+    namespace fs = std::filesystem;
+    const fs::path plugin = fs::path(TESSERA_EXE_PATH).parent_path() / "libtessera-cpu-x64.so";
+    if (!fs::exists(plugin)) GTEST_SKIP() << "no CPU plugins beside the program (TESSERA_CPU_STATIC build)";
+    tessera::test::temp_dir tmp("plugins");
+    const fs::path broken = tmp / "libtessera-cpu-broken.so";
+    {
+        std::ifstream in(plugin, std::ios::binary);
+        std::string bytes(std::istreambuf_iterator<char>(in), {});
+        ASSERT_GT(bytes.size(), 20000u);
+        std::ofstream(broken, std::ios::binary).write(bytes.data(), 20000);
+    }
+    const process_result r = run("devices", {"TESSERA_BACKEND_PATH=" + tmp.path.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("backends (1):\n  cpu  API 1.0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tessera: backend library '" + broken.string() + "': cannot open: " +
+                         broken.string() + ": truncated shared library: "),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("but the file has 20000 bytes"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("devices (1):\n  CPU: "), std::string::npos) << r.out;
+}
+
+// Stray libtessera-cpu-*.so files with score 100 that misstate their
+// identity (a reg name "bad name/../x"; no devices) are refused with a
+// message naming each, and a real CPU plugin is loaded.
+TEST(DevicesCli, StrayCpuLibrariesAreRefusedAndTheRealOneIsUsed) {
+    namespace fs = std::filesystem;
+    if (!fs::exists(fs::path(TESSERA_EXE_PATH).parent_path() / "libtessera-cpu-x64.so")) {
+        GTEST_SKIP() << "no CPU plugins beside the program (TESSERA_CPU_STATIC build)";
+    }
+    const fs::path dir = fs::path(TESSERA_FAKE_PLUGIN_DIR) / "cpuid";
+    const process_result r = run("devices", {"TESSERA_BACKEND_PATH=" + dir.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("backends (1):\n  cpu  API 1.0"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("bad name/../x  API"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("backend library '" + (dir / "libtessera-cpu-x.so").string() +
+                         "': its reg's name 'bad name/../x' is not a backend name"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("backend library '" + (dir / "libtessera-cpu-nodev.so").string() +
+                         "': it reports no devices"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("devices (1):\n  CPU: "), std::string::npos) << r.out;
 }
 
 } // namespace
