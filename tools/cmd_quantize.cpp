@@ -65,6 +65,11 @@ int run_quantize(const options & o) {
     fmt::print(stderr, "{}: {} of {} tensors converted to {}{}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", o.out,
                r.n_converted, r.n_tensors, llm::file_type_name(p.target), mix, double(r.bytes_in) / mib,
                double(r.bytes_out) / mib, s);
+    if (r.n_converted == 0) {
+        fmt::print(stderr, "warning: {}: no tensor was converted to {} (none of {}'s tensors is a weight matrix the type "
+                           "applies to, or they have it already); general.file_type is kept from the input\n",
+                   o.out, llm::file_type_name(p.target), o.in);
+    }
     return 0;
 }
 

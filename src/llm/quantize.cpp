@@ -124,6 +124,17 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
             });
         }
     }
+    if (res.n_converted == 0) {
+        // Nothing took the target type: the file keeps the input's own
+        // type keys rather than claim one none of its tensors has.
+        for (const char * key : {"general.file_type", "general.quantization_version"}) {
+            if (r->find_key(key) != nullptr) {
+                w.copy_kv(*r, key);
+            } else {
+                w.remove(key);
+            }
+        }
+    }
     w.write(out);
     return res;
 }

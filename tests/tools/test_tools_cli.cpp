@@ -198,6 +198,24 @@ TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
     EXPECT_FALSE(fs::exists(d / "out.gguf"));
 }
 
+// A file none of whose tensors takes the target (the mnist classifier: no
+// Llama weight names) is copied with a warning, and keeps its own type keys
+// (it has no general.file_type) instead of claiming Q8_0's 7.
+TEST(QuantizeCli, NothingConvertedKeepsTheInputFileType) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string mnist = std::string(TESSERA_SHARED_DIR) + "/models/mnist-fc-f32.gguf";
+    const auto r = run_tessera("quantize " + mnist + " " + (d / "q.gguf") + " Q8_0");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "0 of ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "warning: " + (d / "q.gguf") + ": no tensor was converted to Q8_0")) << r.err;
+    const tessera::gguf::reader in(mnist), out(d / "q.gguf");
+    EXPECT_EQ(in.find_key("general.file_type") != nullptr, out.find_key("general.file_type") != nullptr);
+    EXPECT_EQ(out.find_key("general.quantization_version") != nullptr, in.find_key("general.quantization_version") != nullptr);
+    ASSERT_EQ(out.n_tensors(), in.n_tensors());
+    for (size_t i = 0; i < in.n_tensors(); ++i) EXPECT_EQ(out.tensors()[i].type, in.tensors()[i].type);
+}
+
 // Q4_K_M on the tiny shape (n_embd 64, n_ff 128: no 256-element super-block
 // fits, so every matrix falls back: Q4_K -> Q5_0, Q6_K -> Q8_0), from an F16
 // model and then run; from an F32 model it equals synth's own Q4_K_M file.

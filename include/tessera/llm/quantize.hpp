@@ -97,7 +97,9 @@ struct quantize_result {
 // tensor: `in` missing or not GGUF, target not a quantize target (the
 // message lists quantize_target_names()), a tensor to
 // convert of a type without to_float, a quantized tensor without
-// allow_requantize, `in` and `out` the same file.
+// allow_requantize, `in` and `out` the same file. When no tensor is
+// converted (n_converted 0) `out` keeps `in`'s general.file_type and
+// general.quantization_version (or has none), not the target's.
 quantize_result quantize_file(const std::filesystem::path & in, const std::filesystem::path & out,
                               const quantize_params & p);
 
