@@ -1,6 +1,7 @@
 // tools/cmd_gguf.cpp — `tessera gguf info FILE [--json] [--full]`: prints a
 // GGUF file's version, alignment, metadata and tensor table.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -132,10 +133,20 @@ std::string value_text(const value & v, bool full) {
     return fmt::format("[{} x {}] [{}]", gguf::value_type_name(v.array_type()), n, items);
 }
 
+// A float as a JSON number; NaN and the infinities, which JSON numbers
+// cannot hold (RFC 8259 section 6) and a JSON writer would turn into null,
+// as the strings "nan", "inf" and "-inf" (the value's "type" still says it
+// is a float).
+json float_json(double x) {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    return x;
+}
+
 json scalar_json(const value & v) {
     switch (v.type()) {
-    case value_type::FLOAT32: return v.as_f32();
-    case value_type::FLOAT64: return v.as_f64();
+    case value_type::FLOAT32: return float_json(v.as_f32());
+    case value_type::FLOAT64: return float_json(v.as_f64());
     case value_type::BOOL: return v.as_bool();
     case value_type::UINT64: return v.as_u64();
     default: return v.as_int();

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -78,6 +80,35 @@ TEST(GgufCli, BadInputExitsOne) {
     EXPECT_NE(r.err.find("truncated file"), std::string::npos) << r.err;
     r = run_tessera({"gguf", "info"});
     EXPECT_EQ(r.exit_code, 1);
+}
+
+// Non-finite float metadata: JSON numbers cannot hold NaN or infinity (a
+// JSON writer turns them into null, losing the value), so --json gives the
+// strings "nan", "inf", "-inf"; finite floats stay numbers.
+TEST(GgufCli, NonFiniteFloatsInJsonAreNamed) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    raw f;
+    f.b.reserve(512);
+    f.header(0, 5);
+    f.str("general.architecture").u32(8).str("test");
+    f.str("test.nan").u32(6).f32(std::nanf(""));
+    f.str("test.ninf").u32(6).f32(-std::numeric_limits<float>::infinity());
+    f.str("test.f64").u32(12).put<double>(std::numeric_limits<double>::infinity());
+    f.str("test.list").u32(9).u32(6).u64(3).f32(1.5f).f32(std::numeric_limits<float>::infinity()).f32(std::nanf(""));
+    char templ[] = "/tmp/tessera_cli_nonfinite_XXXXXX";
+    const int fd = ::mkstemp(templ);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, f.b.data(), f.b.size()), ssize_t(f.b.size()));
+    ::close(fd);
+    const auto js = run_tessera({"gguf", "info", "--json", templ});
+    ::unlink(templ);
+    ASSERT_EQ(js.exit_code, 0) << js.err;
+    const auto j = nlohmann::json::parse(js.out);
+    EXPECT_EQ(j["metadata"][1]["value"], "nan") << js.out;
+    EXPECT_EQ(j["metadata"][2]["value"], "-inf") << js.out;
+    EXPECT_EQ(j["metadata"][3]["type"], "FLOAT64") << js.out;
+    EXPECT_EQ(j["metadata"][3]["value"], "inf") << js.out;
+    EXPECT_EQ(j["metadata"][4]["value"], nlohmann::json::parse(R"([1.5, "inf", "nan"])")) << js.out;
 }
 
 // String metadata that is not valid UTF-8: the text output shows each bad
