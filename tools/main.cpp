@@ -58,6 +58,10 @@ int main(int argc, char ** argv) {
     using namespace tessera::tools;
     CLI::App app{"tessera: an on-device tensor runtime for GGUF language models"};
     app.require_subcommand(1);
+    // Options a subcommand does not know go up to this app, so `tessera run
+    // --version` prints the version as `tessera --version` does (unknown
+    // ones are still refused, by name).
+    app.fallthrough();
     app.set_version_flag("--version", fmt::format("tessera {} (commit {}, build {})", k_version, k_build_commit, k_build_number),
                          "print the version, the git commit built and the number of commits up to it, then exit");
     std::vector<command> commands;

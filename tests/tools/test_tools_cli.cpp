@@ -757,6 +757,16 @@ TEST(BenchCli, CombinedTestsAndOutputFormats) {
     };
     const auto version = run_tessera("--version");
     ASSERT_EQ(version.exit_code, 0) << version.err;
+    // After a subcommand too (it said "--model is required"); an unknown
+    // option there is still refused by name.
+    for (const std::string sub : {"run", "bench", "quantize", "gguf info"}) {
+        const auto v = run_tessera(sub + " --version");
+        EXPECT_EQ(v.exit_code, 0) << sub << ": " << v.err;
+        EXPECT_EQ(v.out, version.out) << sub;
+    }
+    const auto bogus = run_tessera("run -m x --bogus");
+    EXPECT_EQ(bogus.exit_code, 1);
+    EXPECT_TRUE(contains(bogus.err, "--bogus")) << bogus.err;
     auto r = with({"-o", "json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::ordered_json::parse(r.out); // in the program's field order
