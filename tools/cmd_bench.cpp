@@ -31,7 +31,6 @@
 //       token; quantized and BF16 weights may exceed 1: their kernels run
 //       on integer and BF16 dot products).
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -149,11 +148,6 @@ double stddev(const std::vector<double> & v) {
 }
 
 template <class T> std::vector<double> as_double(const std::vector<T> & v) { return {v.begin(), v.end()}; }
-
-std::string lower(std::string s) {
-    for (char & c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
 
 std::string utc_now() {
     const std::time_t t = std::time(nullptr);

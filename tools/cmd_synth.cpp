@@ -4,7 +4,6 @@
 // T: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M,
 // Q5_K_S or Q5_K_M (case-insensitive; per-tensor rule and fallbacks in
 // tessera/llm/file_type.hpp).
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -41,9 +40,7 @@ int run_synth(const options & o) {
         throw error(fmt::format("--type '{}' is not supported ({})", o.type, llm::quantize_target_names()));
     }
     llm::synth_params p;
-    std::string preset = o.preset; // case-insensitive, as --type
-    for (char & c : preset) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    p.shape = llm::synth_preset(preset);
+    p.shape = llm::synth_preset(lower(o.preset)); // case-insensitive, as --type
     p.wtype = t;
     p.vocab = o.vocab;
     p.seed = parse_seed(o.seed);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -56,6 +57,12 @@ inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed
                                 std::numeric_limits<uint64_t>::max()));
     }
     return v;
+}
+
+// `s` with ASCII letters in lower case (case-insensitive option values).
+inline std::string lower(std::string s) {
+    for (char & c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
 }
 
 // --device as given to run or bench: `given` = it was on the command line.

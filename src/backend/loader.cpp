@@ -66,10 +66,8 @@ bool is_base_file(const std::string & fname, std::string_view name) {
 // matched ignoring case, like is_variant_file), or "".
 std::string family_of(const std::string & fname) {
     constexpr std::string_view prefix = "libtessera-";
-    if (!detail::istarts_with(fname, prefix) || !fname.ends_with(".so") ||
-        fname.size() < prefix.size() + 3) {
-        return {};
-    }
+    // (The prefix ends in '-' and ".so" begins with '.': they cannot overlap.)
+    if (!detail::istarts_with(fname, prefix) || !fname.ends_with(".so")) return {};
     std::string rest = fname.substr(prefix.size(), fname.size() - prefix.size() - 3);
     rest = rest.substr(0, rest.find('-'));
     return detail::valid_family_name(rest) ? rest : std::string();

@@ -26,28 +26,23 @@ inline std::string to_lower(std::string_view s) {
     return out;
 }
 
-// A backend family name usable in a file name: 1..64 of [A-Za-z0-9_].
-inline bool valid_family_name(std::string_view s) {
+// 1..64 of [A-Za-z0-9_], and '-' as well when `dash`.
+inline bool valid_name_chars(std::string_view s, bool dash) {
     if (s.empty() || s.size() > 64) return false;
     for (char c : s) {
         const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                        (c >= '0' && c <= '9') || c == '_';
+                        (c >= '0' && c <= '9') || c == '_' || (dash && c == '-');
         if (!ok) return false;
     }
     return true;
 }
 
+// A backend family name usable in a file name: 1..64 of [A-Za-z0-9_].
+inline bool valid_family_name(std::string_view s) { return valid_name_chars(s, false); }
+
 // A backend (reg) name: 1..64 of [A-Za-z0-9_-]. A family loaded from a
 // libtessera-<family>[-<variant>].so file must moreover be named <family>,
 // which valid_family_name restricts further (no '-').
-inline bool valid_backend_name(std::string_view s) {
-    if (s.empty() || s.size() > 64) return false;
-    for (char c : s) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                        (c >= '0' && c <= '9') || c == '_' || c == '-';
-        if (!ok) return false;
-    }
-    return true;
-}
+inline bool valid_backend_name(std::string_view s) { return valid_name_chars(s, true); }
 
 } // namespace tessera::detail

@@ -3,8 +3,8 @@
 // Format: GGUF specification (ggml repository, docs/gguf.md), versions 2 and 3.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 #include <limits>
+#include <vector>
 
 #include <fmt/core.h>
 
