@@ -15,7 +15,6 @@
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/printable.hpp"
-#include "tessera/gguf/reader.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "tessera/llm/synth.hpp"
 
@@ -57,7 +56,7 @@ int run_synth(const options & o) {
         };
     }
     const auto t0 = std::chrono::steady_clock::now();
-    llm::synth_model(p, o.out);
+    const std::string kind = llm::synth_model(p, o.out);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::error_code ec;
     const auto size = std::filesystem::file_size(o.out, ec);
@@ -65,10 +64,6 @@ int run_synth(const options & o) {
                o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
     // The tokenizer is copied whatever it is; say when `tessera run` cannot use it.
-    const gguf::reader vocab(o.vocab);
-    const gguf::value * model = vocab.find_key("tokenizer.ggml.model");
-    const std::string_view kind =
-        model != nullptr && model->type() == gguf::value_type::STRING ? model->as_string() : std::string_view{"?"};
     if (kind != "llama") {
         fmt::print(stderr,
                    "warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench read only 'llama' "

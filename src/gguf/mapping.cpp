@@ -33,6 +33,8 @@ mapping::mapping(const std::filesystem::path & path) : name_(path.string()) {
     // S_ISREG check refuses it (it has no effect on a regular file).
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
+        // "no such file", as every command words a missing input.
+        if (errno == ENOENT) throw error(fmt::format("gguf: {}: no such file", name_));
         throw error(fmt::format("gguf: {}: cannot open: {}", name_, std::strerror(errno)));
     }
     fd_guard guard{fd};

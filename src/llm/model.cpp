@@ -58,10 +58,6 @@ float read_f32(const gguf::reader & r, const std::string & key, float fallback) 
 model::~model() = default;
 
 std::unique_ptr<model> model::load(const std::filesystem::path & path) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-        throw error(fmt::format("{}: no such file", path.string()));
-    }
     std::unique_ptr<model> m(new model());
     m->reader_ = std::make_unique<gguf::reader>(path);
     const gguf::reader & r = *m->reader_;

@@ -142,7 +142,7 @@ uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_typ
     return total;
 }
 
-void synth_model(const synth_params & p, const std::filesystem::path & out) {
+std::string synth_model(const synth_params & p, const std::filesystem::path & out) {
     const synth_shape & s = p.shape;
     check_shape(s, p.wtype);
     std::error_code ec;
@@ -158,9 +158,11 @@ void synth_model(const synth_params & p, const std::filesystem::path & out) {
         tokens->array_size() == 0) {
         throw error(fmt::format("{}: not a vocabulary: no tokenizer.ggml.tokens array of strings", vocab.name()));
     }
-    if (!vocab.has_key("tokenizer.ggml.model")) {
-        throw error(fmt::format("{}: not a vocabulary: no tokenizer.ggml.model key", vocab.name()));
+    const gguf::value * tokenizer_model = vocab.find_key("tokenizer.ggml.model");
+    if (tokenizer_model == nullptr || tokenizer_model->type() != gguf::value_type::STRING) {
+        throw error(fmt::format("{}: not a vocabulary: no tokenizer.ggml.model string", vocab.name()));
     }
+    std::string copied_model(tokenizer_model->as_string());
     if (tokens->array_size() > (uint64_t(1) << 30)) {
         throw error(fmt::format("{}: {} tokens is too many", vocab.name(), tokens->array_size()));
     }
@@ -214,6 +216,7 @@ void synth_model(const synth_params & p, const std::filesystem::path & out) {
         });
     }
     w.write(out);
+    return copied_model;
 }
 
 } // namespace tessera::llm

@@ -163,7 +163,7 @@ TEST(Synth, Q5MixDataSizes) {
 
 TEST(Synth, LayoutMetadataAndValues) {
     temp_dir dir;
-    llm::synth_model(tiny(TSR_TYPE_F32, 7), dir / "m.gguf");
+    EXPECT_EQ(llm::synth_model(tiny(TSR_TYPE_F32, 7), dir / "m.gguf"), "llama"); // the tokenizer model it copied
     const gguf::reader r(dir / "m.gguf");
     const gguf::reader v(vocab_path);
 
@@ -519,6 +519,23 @@ TEST(Synth, Errors) {
     p.shape.n_head_kv = 3;
     expect_error(p, "not a multiple of n_head_kv");
     EXPECT_TRUE(fs::is_empty(dir.path)); // no temporaries left
+
+    // A tokenizer.ggml.model that is not a string is no vocabulary; a BPE
+    // one is copied, and synth says which it copied.
+    {
+        const gguf::reader v(vocab_path);
+        gguf::writer w;
+        for (const gguf::kv & e : v.metadata()) w.set(e.key, e.val);
+        w.set_u32("tokenizer.ggml.model", 1);
+        w.write(dir / "model-u32.gguf");
+    }
+    p = tiny(TSR_TYPE_Q4_0);
+    p.vocab = dir / "model-u32.gguf";
+    expect_error(p, "model-u32.gguf: not a vocabulary: no tokenizer.ggml.model string");
+    fs::remove(dir / "model-u32.gguf");
+    p.vocab = fs::path(TESSERA_SHARED_DIR) / "vocab" / "ggml-vocab-gpt-2.gguf";
+    EXPECT_EQ(llm::synth_model(p, dir / "bpe.gguf"), "gpt2");
+    fs::remove(dir / "bpe.gguf");
 
     // -o naming the vocabulary file itself (or a link to it) is refused; the vocabulary stays.
     const fs::path vocab_copy = dir / "vocab.gguf", vocab_link = dir / "vocab-link.gguf";

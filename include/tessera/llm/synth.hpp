@@ -90,7 +90,10 @@ struct synth_params {
 // its type even after the K-quant fallback, n_head not a
 // multiple of n_head_kv, a vocab file that is missing, not GGUF, or lacks
 // tokenizer.ggml.tokens, or a write failure (`out` then left as it was).
-void synth_model(const synth_params & p, const std::filesystem::path & out);
+// Returns the value of the tokenizer.ggml.model key it copied ("llama",
+// "gpt2", ...; printable() before showing it), which tells whether tessera's
+// tokenizer can read the file.
+std::string synth_model(const synth_params & p, const std::filesystem::path & out);
 
 // The generator of one tensor's values (see the file comment), exposed for
 // tests: fills `out` with the first out.size() values (row-major, ne[0]
