@@ -1,9 +1,11 @@
 // tools/cmd_bench.cpp — `tessera bench`: prompt-processing (pp) and
 // token-generation (tg) speed of GGUF models, reported like the reference's
-// bench tool (llama.cpp tools/llama-bench: same test definitions, same JSON
-// field names, so one script can read both):
+// bench tool (llama.cpp tools/llama-bench: same test definitions, same
+// options where tessera has the feature, same JSON field names, so one
+// script can run and read both):
 //   ppP: a fresh (empty) cache, one decode call of P random tokens (BOS first
-//        when the model asks for it), split into micro-batches of -b tokens;
+//        when the model asks for it), split into graphs of min(-b, -ub)
+//        tokens;
 //   tgN: a fresh cache, N decode calls of one token each (BOS first, then
 //        random tokens);
 //   ppP+tgN (-pg P,N): a fresh cache, the pp test's decode of P tokens, then
@@ -12,12 +14,17 @@
 //   with -d D > 0 ("pp512 @ d1024", "tg128 @ d1024"): the cache first holds
 //        D tokens (one untimed decode of a random prompt, BOS first), and
 //        the test's tokens (random, no BOS) follow them: speed at depth.
+// Every list option takes comma-separated values, may be repeated, and
+// takes the reference's ranges: "first-last" (step 1), "first-last+step",
+// "first-last*mult". Each test runs for every combination of the lists.
 // Each test runs once untimed (warm-up), then -r times timed; tokens/s of a
 // repetition = tokens / seconds; the table shows mean ± sample standard
-// deviation (n - 1) of those rates. Output: a markdown table (-o md), or
-// the reference's JSON array (json), JSON Lines (jsonl: one object a line,
-// as each test ends) or CSV (csv: a header of field names, then one row a
-// test, every value double-quoted, without the samples arrays).
+// deviation (n - 1) of those rates. Output (-o on stdout, and -oe on
+// stderr as well): a markdown table (md), the reference's JSON array
+// (json), JSON Lines (jsonl: one object a line, as each test ends), CSV
+// (csv: a header of field names, then one row a test, every value
+// double-quoted, without the samples arrays) or SQL (sql: CREATE TABLE
+// test, then an INSERT a test, the same fields); tools/bench_report.hpp.
 // With --limits, the machine's limits for the test's thread count are
 // measured just before and just after each test (bench/machine_peaks.hpp:
 // the widest F32 FMA chains, a 512 MiB streaming read; the larger of the
@@ -47,7 +54,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "build_info.hpp"
+#include "bench_report.hpp"
 #include "commands.hpp"
 #include "machine_peaks.hpp"
 #include "tessera/core/error.hpp"
@@ -59,13 +66,15 @@ namespace tessera::tools {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using namespace bench_report; // result, report, to_json, ...
 using clock_type = std::chrono::steady_clock;
 
-// The comma-separated list options as given, one string per occurrence
-// (CLI11's own ',' delimiter silently drops empty entries: int_list checks them).
+// The list options as given, one string per occurrence (CLI11's own ','
+// delimiter silently drops empty entries: split_list checks them).
 struct list_args {
     std::vector<std::string> n_prompt{"512"}, n_gen{"128"}, n_depth{"0"}, threads, flash_attn, repack;
+    std::vector<std::string> n_batch{"2048"}, n_ubatch{"512"}; // the reference's defaults
+    std::vector<std::string> cache_k, cache_v, n_gpu_layers;   // -ctk, -ctv, -ngl
     std::vector<std::string> prompt_gen; // -pg, one "P,N" pair each
 };
 
@@ -82,72 +91,26 @@ struct options {
     std::vector<int> n_depth;    // -d: tokens in the cache before each test
     std::vector<prompt_gen> pg;  // -pg: the combined tests
     std::vector<int> threads;    // empty = all hardware threads
-    std::vector<int> flash_attn; // -fa values (0/1); empty = the session's automatic choice
+    std::vector<int> flash_attn; // -fa values: 0 off, 1 on, -1 auto (the session's choice); empty = auto
     std::vector<int> repack;     // --rp values (0/1): repacked weight layout; empty = on
+    std::vector<int> n_batch, n_ubatch; // -b, -ub: a graph holds min(b, ub) tokens
+    std::vector<std::string> kv_types;  // "F16"/"F32", one per (-ctk, -ctv) pair (they must agree)
+    std::vector<int> n_gpu_layers;      // -ngl: recorded only (see --help)
     int reps = 5;
-    int n_batch = 512;
-    std::string output = "md"; // md, json, jsonl or csv
+    std::string output = "md";  // -o: a format of bench_report.hpp
+    std::string output_err;     // -oe: the same on stderr as well ("" none)
+    int delay = 0;              // --delay: seconds of sleep before each test
     std::string device;
     bool device_given = false; // --device was on the command line (an empty name is an error, not "the best")
-    std::string kv_type = "F16";
+    std::string kv_type = "F16"; // --kv-type: -ctk and -ctv when they are not given
+    bool batch_given = false;      // -b or -ub was given: the table shows n_batch and n_ubatch
+    bool cache_type_given = false; // -ctk or -ctv was given: the table shows type_k and type_v
     bool no_warmup = false;
     bool progress = false;
     std::string seed_text = "1234"; // --seed as given (parse_seed)
     uint64_t seed = 1234;
     bool limits = false; // --limits: measure the machine's limits, print fractions of them
 };
-
-// The machine's limits for one thread count (--limits); 0 = not measured
-// (the processor lacks the instructions, or the buffer could not be had).
-struct machine_limits {
-    double fma_flops = 0;  // F32 FMA FLOP/s
-    int fma_bits = 0;      // of these vectors
-    double read_bps = 0;   // streaming read bytes/s
-};
-
-// One finished test.
-struct result {
-    std::string filename, model_type, backend, cpu_info;
-    uint64_t model_size = 0;
-    int64_t n_params = 0;
-    int n_threads = 0, n_prompt = 0, n_gen = 0, n_depth = 0, n_batch = 0;
-    std::string kv_type, test_time;
-    bool flash_attn = false; // fused attention used (as resolved by the session)
-    bool repack = true;      // weight matrices in CPU_REPACK: asked for (--rp) and the device had it
-    std::vector<uint64_t> samples_ns;
-    // --limits only: the weight bytes a decoded token reads, this thread
-    // count's limits, and the test's fraction of its limit (0: none).
-    bool with_limits = false;
-    uint64_t weight_bytes_per_token = 0;
-    machine_limits limits;
-    double of_limit = 0;
-    const char * limit_name = ""; // "bw" (tg) or "FMA" (pp)
-
-    int n_tokens() const { return n_prompt + n_gen; }
-    std::vector<double> samples_ts() const {
-        std::vector<double> ts;
-        for (uint64_t ns : samples_ns) ts.push_back(1e9 * n_tokens() / double(ns));
-        return ts;
-    }
-};
-
-double mean(const std::vector<double> & v) {
-    if (v.empty()) return 0.0;
-    double s = 0.0;
-    for (double x : v) s += x;
-    return s / double(v.size());
-}
-
-// Sample standard deviation (divides by n - 1); 0 for fewer than 2 values.
-double stddev(const std::vector<double> & v) {
-    if (v.size() < 2) return 0.0;
-    const double m = mean(v);
-    double s = 0.0;
-    for (double x : v) s += (x - m) * (x - m);
-    return std::sqrt(s / double(v.size() - 1));
-}
-
-template <class T> std::vector<double> as_double(const std::vector<T> & v) { return {v.begin(), v.end()}; }
 
 std::string utc_now() {
     const std::time_t t = std::time(nullptr);
@@ -166,144 +129,6 @@ std::string model_type(const llm::model & m) {
     const double n = double(m.n_params());
     std::string size = n >= 1e9 ? fmt::format("{:.0f}B", n / 1e9) : fmt::format("{:.0f}M", n / 1e6);
     return fmt::format("{} {} {}", m.hp().arch, size, m.type_description());
-}
-
-std::string size_text(uint64_t bytes) {
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    if (double(bytes) >= gib) return fmt::format("{:.2f} GiB", double(bytes) / gib);
-    return fmt::format("{:.2f} MiB", double(bytes) / (1024.0 * 1024.0));
-}
-
-std::string params_text(int64_t n) {
-    if (n >= 1000000000) return fmt::format("{:.2f} B", double(n) / 1e9);
-    return fmt::format("{:.2f} M", double(n) / 1e6);
-}
-
-// "pp512", "tg128", "tg128 @ d1024": the reference's test names.
-std::string test_name(int n_prompt, int n_gen, int n_depth) {
-    const std::string at = n_depth > 0 ? fmt::format(" @ d{}", n_depth) : "";
-    if (n_gen == 0) return fmt::format("pp{}{}", n_prompt, at);
-    if (n_prompt == 0) return fmt::format("tg{}{}", n_gen, at);
-    return fmt::format("pp{}+tg{}{}", n_prompt, n_gen, at);
-}
-
-std::string test_name(const result & r) { return test_name(r.n_prompt, r.n_gen, r.n_depth); }
-
-// Markdown table, one row per test, printed as results arrive (the header
-// with the first).
-struct md_printer {
-    static constexpr int w_model = 24, w_size = 10, w_params = 10, w_backend = 7, w_threads = 7, w_ts = 20;
-    int w_test = 12; // widened to the longest test name ("tg128 @ d1024")
-    bool show_fa = false; // an "fa" column after "threads" (only when -fa was given)
-    bool show_rp = false; // an "rp" column after that (only when --rp was given)
-    bool show_limit = false; // an "of limit" column at the end (--limits)
-    void header() const {
-        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |{}\n", "model", w_model, "size", w_size,
-                   "params", w_params, "backend", w_backend, "threads", w_threads,
-                   std::string(show_fa ? " fa |" : "") + (show_rp ? " rp |" : ""), "test",
-                   w_test, "t/s", w_ts, show_limit ? "   of limit |" : "");
-        fmt::print("| {:-<{}} | {:->{}}: | {:->{}}: | {:-<{}} | {:->{}}: |{} {:->{}}: | {:->{}}: |{}\n", "", w_model, "",
-                   w_size - 1, "", w_params - 1, "", w_backend, "", w_threads - 1,
-                   std::string(show_fa ? " -: |" : "") + (show_rp ? " -: |" : ""), "",
-                   w_test - 1, "", w_ts - 1, show_limit ? " ---------: |" : "");
-        std::fflush(stdout);
-    }
-    bool header_done = false;
-    // Prints the header first, with the first row: a model refused before
-    // any test ran (a missing file, a context too short) leaves no table.
-    void row(const result & r) {
-        if (!header_done) {
-            header();
-            header_done = true;
-        }
-        const auto ts = r.samples_ts();
-        // Two decimals; two significant digits below 0.1 (an oversubscribed run).
-        const std::string limit = r.of_limit <= 0     ? "n/a"
-                                  : r.of_limit < 0.1 ? fmt::format("{:.2g} {}", r.of_limit, r.limit_name)
-                                                     : fmt::format("{:.2f} {}", r.of_limit, r.limit_name);
-        fmt::print("| {:<{}} | {:>{}} | {:>{}} | {:<{}} | {:>{}} |{} {:>{}} | {:>{}} |{}\n", r.model_type, w_model,
-                   size_text(r.model_size), w_size, params_text(r.n_params), w_params, r.backend, w_backend,
-                   r.n_threads, w_threads,
-                   std::string(show_fa ? (r.flash_attn ? "  1 |" : "  0 |") : "") + (show_rp ? (r.repack ? "  1 |" : "  0 |") : ""),
-                   test_name(r), w_test,
-                   fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts)), w_ts,
-                   show_limit ? fmt::format(" {:>10} |", limit) : "");
-        std::fflush(stdout);
-    }
-};
-
-json to_json(const result & r) {
-    const auto ts = r.samples_ts();
-    const auto ns = as_double(r.samples_ns);
-    json j;
-    j["build_commit"] = k_build_commit;
-    j["build_number"] = k_build_number;
-    j["cpu_info"] = r.cpu_info;
-    j["gpu_info"] = "";
-    j["backends"] = r.backend;
-    j["model_filename"] = r.filename;
-    j["model_type"] = r.model_type;
-    j["model_size"] = r.model_size;
-    j["model_n_params"] = r.n_params;
-    j["n_params"] = r.n_params;
-    j["n_batch"] = r.n_batch;
-    j["n_ubatch"] = r.n_batch;
-    j["n_threads"] = r.n_threads;
-    j["type_k"] = lower(r.kv_type);
-    j["type_v"] = lower(r.kv_type);
-    j["flash_attn"] = r.flash_attn;
-    j["repack"] = r.repack;
-    j["n_gpu_layers"] = 0;
-    j["n_prompt"] = r.n_prompt;
-    j["n_gen"] = r.n_gen;
-    j["n_depth"] = r.n_depth;
-    j["test"] = test_name(r);
-    j["test_time"] = r.test_time;
-    j["avg_ns"] = static_cast<uint64_t>(std::llround(mean(ns)));
-    j["stddev_ns"] = static_cast<uint64_t>(std::llround(stddev(ns)));
-    j["avg_ts"] = mean(ts);
-    j["stddev_ts"] = stddev(ts);
-    j["samples_ns"] = r.samples_ns;
-    j["samples_ts"] = ts;
-    if (r.with_limits) { // --limits (not in the reference's output)
-        j["weight_bytes_per_token"] = r.weight_bytes_per_token;
-        j["fma_peak_flops"] = r.limits.fma_flops;
-        j["fma_peak_bits"] = r.limits.fma_bits;
-        j["read_bw_bytes_per_s"] = r.limits.read_bps;
-        j["of_limit"] = r.of_limit;
-        j["limit"] = r.limit_name;
-    }
-    return j;
-}
-
-// JSON text of j; bytes of strings that are not UTF-8 (a model path from
-// the command line) are replaced by U+FFFD rather than failing the output.
-std::string dump(const json & j, int indent) {
-    return j.dump(indent, ' ', false, json::error_handler_t::replace);
-}
-
-// RFC 4180 field: the value's text in double quotes, quotes inside doubled
-// (every field quoted, and true/false as 1/0, as the reference's CSV has them).
-std::string csv_field(const json & v) {
-    const std::string text = v.is_string() ? v.get<std::string>() : v.is_boolean() ? (v.get<bool>() ? "1" : "0") : v.dump();
-    std::string out = "\"";
-    for (char c : text) {
-        if (c == '"') out += '"';
-        out += c;
-    }
-    return out + "\"";
-}
-
-// One CSV line of `j`'s fields that are not arrays (the samples), in its
-// order; with header = true, their names instead.
-std::string csv_line(const json & j, bool header) {
-    std::string line;
-    for (const auto & [key, value] : j.items()) {
-        if (value.is_array()) continue;
-        if (!line.empty()) line += ',';
-        line += header ? csv_field(key) : csv_field(value);
-    }
-    return line;
 }
 
 // Bytes of weights one decoded token reads: every weight tensor but the
@@ -416,14 +241,15 @@ uint64_t run_once(llm::session & s, token_source & src, int n_prompt, int n_gen,
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
 }
 
-// The whole numbers of a comma-separated list option `flag`, from every time
-// it was given ("-p 8,16 -p 32": 8, 16, 32; spaces around an entry are
-// allowed). Throws tessera::error naming the flag and the list for an empty
-// entry ("8,,8", "8,", "") or one that is not a decimal int (or is out of
-// int's range, named as 0 to INT_MAX: no list option takes a negative value,
-// and each option's own check refuses one in int's range).
-std::vector<int> int_list(const std::vector<std::string> & given, const char * flag) {
-    std::vector<int> out;
+// The entries of a list option `flag`, from every time it was given ("-p
+// 8,16 -p 32": 8, 16, 32), spaces around an entry removed. Throws
+// tessera::error naming the flag and the list for an empty entry ("8,,8",
+// "8,", "").
+struct list_entry {
+    std::string text, list; // the entry, and the whole list it came in (for messages)
+};
+std::vector<list_entry> split_list(const std::vector<std::string> & given, const char * flag) {
+    std::vector<list_entry> out;
     for (const std::string & list : given) {
         size_t at = 0;
         for (;;) {
@@ -435,16 +261,7 @@ std::vector<int> int_list(const std::vector<std::string> & given, const char * f
             if (entry.empty()) {
                 throw error(fmt::format("{} '{}': empty entry in the comma-separated list", flag, list));
             }
-            int v = 0;
-            const auto [end, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), v);
-            if (ec == std::errc::result_out_of_range) {
-                throw error(fmt::format("{} '{}': {} is out of range (0 to {})", flag, list, entry,
-                                        std::numeric_limits<int>::max()));
-            }
-            if (ec != std::errc() || end != entry.data() + entry.size()) {
-                throw error(fmt::format("{} '{}': '{}' is not a whole number", flag, list, entry));
-            }
-            out.push_back(v);
+            out.push_back({entry, list});
             if (comma == std::string::npos) break;
             at = comma + 1;
         }
@@ -452,10 +269,96 @@ std::vector<int> int_list(const std::vector<std::string> & given, const char * f
     return out;
 }
 
-// Every value of a comma-separated on/off option (-fa, --rp) is 0 or 1.
+// A decimal int (a sign allowed: each option checks its own range).
+int whole_number(const std::string & text, const list_entry & e, const char * flag) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc::result_out_of_range) {
+        throw error(fmt::format("{} '{}': {} is out of range (0 to {})", flag, e.list, text, std::numeric_limits<int>::max()));
+    }
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+        throw error(fmt::format("{} '{}': '{}' is not a whole number", flag, e.list, e.text));
+    }
+    return v;
+}
+
+// Most values one range entry may stand for.
+constexpr int64_t k_max_range_values = 1024;
+
+// The whole numbers of a list option (split_list), each entry a decimal
+// int or a range as the reference writes them: "first-last" (every value),
+// "first-last+step" (first, first + step, ... up to last) or
+// "first-last*mult" (first, first * mult, ... up to last). Throws
+// tessera::error naming the flag and the list for an entry that is none
+// of these, a value out of int's range (named as 0 to INT_MAX: no list
+// option takes a negative value but -ngl's -1, and each option's own check
+// refuses one in int's range), a range that runs backwards, a step below
+// 1, a multiplier below 2 or from 0, or more than k_max_range_values values.
+std::vector<int> int_list(const std::vector<std::string> & given, const char * flag) {
+    std::vector<int> out;
+    for (const list_entry & e : split_list(given, flag)) {
+        const size_t dash = e.text.find('-', 1); // a leading '-' is a sign
+        if (dash == std::string::npos) {
+            out.push_back(whole_number(e.text, e, flag));
+            continue;
+        }
+        const size_t op = e.text.find_first_of("+*", dash + 1);
+        const int first = whole_number(e.text.substr(0, dash), e, flag);
+        const int last = whole_number(e.text.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1), e, flag);
+        const bool times = op != std::string::npos && e.text[op] == '*';
+        const int step = op == std::string::npos ? 1 : whole_number(e.text.substr(op + 1), e, flag);
+        const std::string range = fmt::format("{} '{}': range '{}'", flag, e.list, e.text);
+        if (first > last) throw error(fmt::format("{}: runs backwards ({} is above {})", range, first, last));
+        if (!times && step < 1) throw error(fmt::format("{}: the step must be at least 1", range));
+        if (times && (step < 2 || first < 1)) throw error(fmt::format("{}: needs a multiplier of 2 or more and a first value of 1 or more", range));
+        int64_t n = 0;
+        for (int64_t v = first; v <= last; v = times ? v * step : v + step) {
+            if (++n > k_max_range_values) throw error(fmt::format("{}: more than {} values", range, k_max_range_values));
+            out.push_back(int(v));
+        }
+    }
+    return out;
+}
+
+// -fa's values: 0, 1, off, on or auto (either case), as 0, 1 and -1.
+std::vector<int> flash_attn_list(const std::vector<std::string> & given) {
+    std::vector<int> out;
+    for (const list_entry & e : split_list(given, "-fa")) {
+        const std::string v = lower(e.text);
+        if (v == "0" || v == "off") out.push_back(0);
+        else if (v == "1" || v == "on") out.push_back(1);
+        else if (v == "auto") out.push_back(-1);
+        else throw error(fmt::format("-fa '{}': '{}' is not 0, 1, off, on or auto", e.list, e.text));
+    }
+    return out;
+}
+
+// The KV cache type of each entry of -ctk or -ctv (or --kv-type): f16 or
+// f32, either case (the reference writes them in lower case); other cache
+// types (q8_0, q4_0, bf16, ...) are named as ones tessera's cache lacks.
+std::vector<std::string> kv_type_list(const std::vector<std::string> & given, const char * flag) {
+    std::vector<std::string> out;
+    for (const list_entry & e : split_list(given, flag)) {
+        const std::string v = lower(e.text);
+        if (v != "f16" && v != "f32") {
+            throw error(fmt::format("{} '{}': cache type '{}' is not one tessera has (f16 or f32)", flag, e.list, e.text));
+        }
+        out.push_back(v == "f16" ? "F16" : "F32");
+    }
+    return out;
+}
+
+// Every value of an on/off option (--rp) is 0 or 1.
 void need_on_off(const std::vector<int> & values, const char * flag) {
     for (int v : values) {
         if (v != 0 && v != 1) throw error(fmt::format("{} {}: expected 0 (off) or 1 (on)", flag, v));
+    }
+}
+
+// Every value of `values` (from option `flag`) is at least `least`.
+void need_at_least(const std::vector<int> & values, int least, const char * flag, const char * what) {
+    for (int v : values) {
+        if (v < least) throw error(fmt::format("{} {}: {}", flag, v, what));
     }
 }
 
@@ -468,8 +371,11 @@ void check_options(options & o) {
     o.n_gen = int_list(o.lists.n_gen, "-n");
     o.n_depth = int_list(o.lists.n_depth, "-d");
     o.threads = int_list(o.lists.threads, "-t");
-    o.flash_attn = int_list(o.lists.flash_attn, "-fa");
+    o.flash_attn = flash_attn_list(o.lists.flash_attn);
     o.repack = int_list(o.lists.repack, "--rp");
+    o.n_batch = int_list(o.lists.n_batch, "-b");
+    o.n_ubatch = int_list(o.lists.n_ubatch, "-ub");
+    o.n_gpu_layers = int_list(o.lists.n_gpu_layers, "-ngl");
     for (const std::string & text : o.lists.prompt_gen) {
         const std::vector<int> v = int_list({text}, "-pg");
         if (v.size() != 2) {
@@ -481,31 +387,39 @@ void check_options(options & o) {
         o.pg.push_back({v[0], v[1]});
     }
     o.seed = parse_seed(o.seed_text);
-    if (o.output != "md" && o.output != "json" && o.output != "jsonl" && o.output != "csv") {
-        throw error(fmt::format("-o '{}': expected md, json, jsonl or csv", o.output));
+    if (!is_format(o.output)) throw error(fmt::format("-o '{}': expected {}", o.output, k_formats));
+    if (!o.output_err.empty() && !is_format(o.output_err)) {
+        throw error(fmt::format("-oe '{}': expected {}", o.output_err, k_formats));
     }
     if (o.reps < 1) throw error(fmt::format("-r {}: need at least one repetition", o.reps));
-    if (o.n_batch < 1) throw error(fmt::format("-b {}: batch size must be at least 1", o.n_batch));
-    for (int p : o.n_prompt) {
-        if (p < 0) throw error(fmt::format("-p {}: must not be negative", p));
-    }
-    for (int n : o.n_gen) {
-        if (n < 0) throw error(fmt::format("-n {}: must not be negative", n));
-    }
-    for (int d : o.n_depth) {
-        if (d < 0) throw error(fmt::format("-d {}: must not be negative", d));
-    }
+    if (o.delay < 0) throw error(fmt::format("--delay {}: must not be negative", o.delay));
+    need_at_least(o.n_batch, 1, "-b", "batch size must be at least 1");
+    need_at_least(o.n_ubatch, 1, "-ub", "micro-batch size must be at least 1");
+    need_at_least(o.n_gpu_layers, -1, "-ngl", "expected -1 or more");
+    need_at_least(o.n_prompt, 0, "-p", "must not be negative");
+    need_at_least(o.n_gen, 0, "-n", "must not be negative");
+    need_at_least(o.n_depth, 0, "-d", "must not be negative");
     for (int t : o.threads) {
         if (t < 0 || t > k_max_threads) throw error(fmt::format("-t {}: expected 0 (all cores) to {}", t, k_max_threads));
     }
-    need_on_off(o.flash_attn, "-fa");
     need_on_off(o.repack, "--rp");
     const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
                      std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; }) || !o.pg.empty();
     if (!any) throw error("nothing to run: every -p and -n value is 0 and there is no -pg");
-    const std::string kv = lower(o.kv_type); // f16 as the JSON (and llama-bench's -ctk) spells it
-    if (kv != "f32" && kv != "f16") throw error(fmt::format("--kv-type '{}': expected F32 or F16", o.kv_type));
-    o.kv_type = kv == "f32" ? "F32" : "F16";
+    // -ctk and -ctv default to --kv-type; tessera's cache has one type for K and V.
+    const std::vector<std::string> kv = kv_type_list({o.kv_type}, "--kv-type");
+    if (kv.size() != 1) throw error(fmt::format("--kv-type '{}': expected one type, F32 or F16", o.kv_type));
+    const std::vector<std::string> ks = o.lists.cache_k.empty() ? kv : kv_type_list(o.lists.cache_k, "-ctk");
+    const std::vector<std::string> vs = o.lists.cache_v.empty() ? kv : kv_type_list(o.lists.cache_v, "-ctv");
+    for (const std::string & k : ks) {
+        for (const std::string & v : vs) {
+            if (k != v) {
+                throw error(fmt::format("-ctk {} with -ctv {}: tessera's KV cache holds K and V in one type; give both the same",
+                                        lower(k), lower(v)));
+            }
+            o.kv_types.push_back(k);
+        }
+    }
 }
 
 // The error of a model that could not be benched, naming its file.
@@ -527,27 +441,48 @@ int run_bench(options o) {
     int64_t max_pg = 0; // the longest -pg test (prompt and generated tokens)
     for (const prompt_gen & t : o.pg) max_pg = std::max(max_pg, int64_t{t.n_prompt} + t.n_gen);
 
-    md_printer md;
-    md.show_fa = !o.flash_attn.empty();
-    md.show_rp = !o.repack.empty();
-    md.show_limit = o.limits;
+    // Columns for the options given (and so possibly varied), between threads and test.
+    std::vector<md_column> columns;
+    const auto on_off = [](bool v) { return std::string(v ? "1" : "0"); };
+    if (!o.flash_attn.empty()) columns.push_back({"fa", [on_off](const result & r) { return on_off(r.flash_attn); }});
+    if (!o.repack.empty()) columns.push_back({"rp", [on_off](const result & r) { return on_off(r.repack); }});
+    if (o.batch_given) {
+        columns.push_back({"n_batch", [](const result & r) { return std::to_string(r.n_batch); }});
+        columns.push_back({"n_ubatch", [](const result & r) { return std::to_string(r.n_ubatch); }});
+    }
+    if (o.cache_type_given) {
+        columns.push_back({"type_k", [](const result & r) { return lower(r.kv_type); }});
+        columns.push_back({"type_v", [](const result & r) { return lower(r.kv_type); }});
+    }
+    if (!o.n_gpu_layers.empty()) columns.push_back({"ngl", [](const result & r) { return std::to_string(r.n_gpu_layers); }});
+    int w_test = 12; // widened to the longest test name ("tg128 @ d1024")
+    for (int d : o.n_depth) {
+        for (int p : o.n_prompt) w_test = std::max(w_test, int(test_name(p, 0, d).size()));
+        for (int n : o.n_gen) w_test = std::max(w_test, int(test_name(0, n, d).size()));
+        for (const prompt_gen & t : o.pg) w_test = std::max(w_test, int(test_name(t.n_prompt, t.n_gen, d).size()));
+    }
+    std::vector<report> reports{report(o.output, stdout, columns, o.limits, w_test)};
+    if (!o.output_err.empty()) reports.emplace_back(o.output_err, stderr, columns, o.limits, w_test);
     std::map<int, machine_limits> limits; // --limits: by thread count, the largest measured
     std::map<int, bool> warned;           // --limits: a thread count's missing limit was reported
-    for (int d : o.n_depth) { // the longest name the tests will have
-        for (int p : o.n_prompt) md.w_test = std::max(md.w_test, int(test_name(p, 0, d).size()));
-        for (int n : o.n_gen) md.w_test = std::max(md.w_test, int(test_name(0, n, d).size()));
-        for (const prompt_gen & t : o.pg) md.w_test = std::max(md.w_test, int(test_name(t.n_prompt, t.n_gen, d).size()));
+    // Every combination of the list options, in the reference's order.
+    struct config {
+        int threads, fa, rp, n_batch, n_ubatch, n_gpu_layers;
+        std::string kv_type;
+    };
+    std::vector<config> configs;
+    const std::vector<int> fa_values = o.flash_attn.empty() ? std::vector<int>{-1} : o.flash_attn; // -1: automatic
+    const std::vector<int> rp_values = o.repack.empty() ? std::vector<int>{1} : o.repack;
+    const std::vector<int> ngl_values = o.n_gpu_layers.empty() ? std::vector<int>{0} : o.n_gpu_layers;
+    for (int b : o.n_batch) for (int ub : o.n_ubatch) for (const std::string & kv : o.kv_types) for (int ngl : ngl_values) {
+        for (int nt : threads) for (int fa : fa_values) for (int rp : rp_values) configs.push_back({nt, fa, rp, b, ub, ngl, kv});
     }
-    std::vector<int> fa_values = o.flash_attn; // -1: automatic
-    if (fa_values.empty()) fa_values.push_back(-1);
-    std::vector<int> rp_values = o.repack;
-    if (rp_values.empty()) rp_values.push_back(1);
     json all = json::array();
     // A model that fails (missing file, not a model, a session it cannot
     // have) is reported on stderr and skipped: the others are still benched
     // and printed, and the exit code is 1.
     size_t n_failed = 0;
-    bool csv_header_done = false;
+    bool ngl_noted = false;
     for (const std::string & path : o.models) try {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(path, ec)) {
@@ -578,17 +513,23 @@ int run_bench(options o) {
                 src.bos = int32_t(*b);
             }
         }
-        for (int nt : threads) for (int fa : fa_values) for (int rp : rp_values) {
+        for (const config & c : configs) {
+            const int nt = c.threads;
             llm::session_params sp;
             sp.n_ctx = uint32_t(max_d + std::max<int64_t>({max_p, max_n, max_pg, 1})); // checked above: fits the model's context
-            sp.n_batch = uint32_t(o.n_batch);
+            sp.n_batch = uint32_t(std::min(c.n_batch, c.n_ubatch));
             sp.n_threads = nt;
             sp.device = o.device;
-            sp.kv_type = type_from_name(o.kv_type);
+            sp.kv_type = type_from_name(c.kv_type);
             using fa_mode = llm::session_params::flash_attn_mode;
-            sp.flash_attn = fa < 0 ? fa_mode::automatic : fa == 1 ? fa_mode::on : fa_mode::off;
-            sp.repack = rp != 0;
+            sp.flash_attn = c.fa < 0 ? fa_mode::automatic : c.fa == 1 ? fa_mode::on : fa_mode::off;
+            sp.repack = c.rp != 0;
             llm::session s(*m, sp);
+            if (c.n_gpu_layers != 0 && !ngl_noted) {
+                ngl_noted = true;
+                fmt::print(stderr, "note: -ngl {}: tessera runs every layer on the bench's device ({}); n_gpu_layers is only recorded\n",
+                           c.n_gpu_layers, s.device_name());
+            }
 
             auto run_test = [&](int p, int n, int depth) {
                 result r;
@@ -602,8 +543,10 @@ int run_bench(options o) {
                 r.n_prompt = p;
                 r.n_gen = n;
                 r.n_depth = depth;
-                r.n_batch = o.n_batch;
-                r.kv_type = o.kv_type;
+                r.n_batch = c.n_batch;
+                r.n_ubatch = c.n_ubatch;
+                r.n_gpu_layers = c.n_gpu_layers;
+                r.kv_type = c.kv_type;
                 r.flash_attn = s.flash_attn();
                 r.repack = s.repack().n_repacked > 0;
                 r.test_time = utc_now();
@@ -633,37 +576,36 @@ int run_bench(options o) {
                     l = larger(l, r.limits);
                 }
                 const json j = to_json(r);
-                if (o.output == "md") md.row(r);
-                if (o.output == "jsonl") fmt::print("{}\n", dump(j, -1));
-                if (o.output == "csv") {
-                    if (!csv_header_done) fmt::print("{}\n", csv_line(j, true));
-                    csv_header_done = true;
-                    fmt::print("{}\n", csv_line(j, false));
-                }
-                if (o.output == "jsonl" || o.output == "csv") std::fflush(stdout);
+                for (report & out : reports) out.add(r, j);
                 all.push_back(j);
+            };
+            // --delay: a pause before each test (the reference's, to let the machine cool down).
+            const auto test = [&](int p, int n, int depth) {
+                if (o.delay > 0) std::this_thread::sleep_for(std::chrono::seconds(o.delay));
+                run_test(p, n, depth);
             };
             for (int d : o.n_depth) {
                 for (int p : o.n_prompt) {
-                    if (p > 0) run_test(p, 0, d);
+                    if (p > 0) test(p, 0, d);
                 }
                 for (int n : o.n_gen) {
-                    if (n > 0) run_test(0, n, d);
+                    if (n > 0) test(0, n, d);
                 }
-                for (const prompt_gen & t : o.pg) run_test(t.n_prompt, t.n_gen, d);
+                for (const prompt_gen & t : o.pg) test(t.n_prompt, t.n_gen, d);
             }
         }
     } catch (const std::exception & e) {
         ++n_failed;
         fmt::print(stderr, "error: {}\n", model_error(path, e.what()));
     }
-    if (o.output == "json") fmt::print("{}\n", dump(all, 2));
-    if (o.output == "md" && !limits.empty()) {
-        fmt::print("\nlimits measured in this run, the largest per thread count (bench/machine_peaks.hpp):\n");
+    for (report & out : reports) {
+        out.finish(all);
+        if (limits.empty()) continue;
+        out.md_note("\nlimits measured in this run, the largest per thread count (bench/machine_peaks.hpp):");
         for (const auto & [n, l] : limits) {
-            fmt::print("  {}: F32 FMA peak {} ({}-bit), read bandwidth {}\n", threads_text(n),
-                       l.fma_flops > 0 ? fmt::format("{:.1f} GFLOP/s", l.fma_flops / 1e9) : "not measured", l.fma_bits,
-                       l.read_bps > 0 ? fmt::format("{:.1f} GB/s", l.read_bps / 1e9) : "not measured");
+            out.md_note(fmt::format("  {}: F32 FMA peak {} ({}-bit), read bandwidth {}", threads_text(n),
+                                    l.fma_flops > 0 ? fmt::format("{:.1f} GFLOP/s", l.fma_flops / 1e9) : "not measured",
+                                    l.fma_bits, l.read_bps > 0 ? fmt::format("{:.1f} GB/s", l.read_bps / 1e9) : "not measured"));
         }
     }
     if (n_failed > 0) {
@@ -697,14 +639,35 @@ command register_bench(CLI::App & app) {
                     "a combined test (also -pg): P prompt tokens then N generated, timed together, as P,N; repeat for several")
         ->type_name("P,N");
     sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")->capture_default_str();
-    sub->add_option("-b,--batch-size", o->n_batch, "micro-batch: most tokens per graph")->capture_default_str();
-    sub->add_option("-o,--output", o->output, "output format: md (table), json, jsonl (a line a test) or csv")
+    CLI::Option * batch = sub->add_option("-b,--batch-size", o->lists.n_batch,
+                                          "logical batch sizes (comma-separated); a graph holds min(-b, -ub) tokens")
+                              ->type_name("INT")
+                              ->capture_default_str();
+    CLI::Option * ubatch = sub->add_option("--ubatch-size", o->lists.n_ubatch, // also spelled -ub (tools/main.cpp)
+                                           "micro-batch sizes (also -ub; comma-separated): most prompt tokens per graph")
+                               ->type_name("INT")
+                               ->capture_default_str();
+    sub->add_option("-o,--output", o->output, "output format: md (table), json, jsonl (a line a test), csv or sql")
         ->capture_default_str();
+    sub->add_option("--output-err", o->output_err, "also write the results to stderr in this format (also -oe)")
+        ->type_name("FORMAT");
+    sub->add_option("--delay", o->delay, "seconds to wait before each test")->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
-    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16 (either case)")->capture_default_str();
-    sub->add_option("--flash-attn", o->lists.flash_attn, // also spelled -fa (tools/main.cpp)
-                    "fused attention (also -fa): 0 (off) and/or 1 (on), comma-separated; default: on where the device supports it")
+    sub->add_option("--kv-type", o->kv_type, "KV cache type of K and V: F32 or F16 (either case)")->capture_default_str();
+    CLI::Option * ctk = sub->add_option("--cache-type-k", o->lists.cache_k, // also spelled -ctk (tools/main.cpp)
+                                        "K cache types (also -ctk; comma-separated): f16 or f32, the same as -ctv")
+                            ->type_name("TYPE");
+    CLI::Option * ctv = sub->add_option("--cache-type-v", o->lists.cache_v, // also spelled -ctv (tools/main.cpp)
+                                        "V cache types (also -ctv; comma-separated): f16 or f32, the same as -ctk")
+                            ->type_name("TYPE");
+    sub->add_option("--n-gpu-layers", o->lists.n_gpu_layers, // also spelled -ngl (tools/main.cpp)
+                    "accepted for the reference's scripts (also -ngl) and recorded as n_gpu_layers; the device "
+                    "(--device) runs every layer")
         ->type_name("INT");
+    sub->add_option("--flash-attn", o->lists.flash_attn, // also spelled -fa (tools/main.cpp)
+                    "fused attention (also -fa): 0/off, 1/on or auto, comma-separated; default: auto (on where the device "
+                    "supports it)")
+        ->type_name("MODE");
     sub->add_option("--rp,--repack", o->lists.repack,
                     "repacked weight layout (CPU_REPACK): 0 (off) and/or 1 (on), comma-separated; default: on")
         ->type_name("INT");
@@ -716,8 +679,10 @@ command register_bench(CLI::App & app) {
     sub->add_flag("--limits", o->limits,
                   "also measure this machine's F32 FMA peak and read bandwidth before and after each test and give "
                   "it as a fraction of its limit (tg: of the read bandwidth, pp: of the FMA peak)");
-    return command{sub, [o, device]() {
+    return command{sub, [o, device, batch, ubatch, ctk, ctv]() {
                        o->device_given = device->count() > 0;
+                       o->batch_given = batch->count() > 0 || ubatch->count() > 0;
+                       o->cache_type_given = ctk->count() > 0 || ctv->count() > 0;
                        return run_bench(*o);
                    }};
 }

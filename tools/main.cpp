@@ -1,4 +1,5 @@
 // tools/main.cpp — the `tessera` command line program.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <exception>
@@ -37,6 +38,31 @@ std::pair<std::string, std::string> unknown_subcommand(CLI::App & app, int argc,
         where += " " + a;
     }
     return {};
+}
+
+// For a parse that left arguments nobody takes (CLI::ExtrasError): the
+// command they were given to ("tessera bench") and the first of them in
+// command-line order, an option ('-...') before any stray value. Empty when
+// there are none.
+std::pair<std::string, std::string> unexpected_argument(CLI::App & app, int argc, char ** argv) {
+    std::string where = "tessera";
+    for (CLI::App * cur = &app;;) {
+        CLI::App * next = nullptr;
+        for (CLI::App * sub : cur->get_subcommands([](CLI::App * s) { return s->parsed(); })) next = sub;
+        if (next == nullptr) break;
+        where += " " + next->get_name();
+        cur = next;
+    }
+    const std::vector<std::string> extras = app.remaining(true);
+    const auto is_extra = [&](const std::string & a) { return std::find(extras.begin(), extras.end(), a) != extras.end(); };
+    std::string stray;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (!is_extra(a)) continue;
+        if (a.size() > 1 && a[0] == '-') return {a, where};
+        if (stray.empty()) stray = a;
+    }
+    return {stray, where};
 }
 
 // The exit code `code`, or 1 with a message when what went to stdout could
@@ -87,16 +113,19 @@ int main(int argc, char ** argv) {
         if (c.sub->get_name() != "devices") add_list_devices_flag(c.sub);
     }
 #endif
-    // `bench -fa 0,1` (llama-bench's spelling): CLI11 has no one-dash
-    // multi-letter names, so the token is read as --flash-attn.
+    // llama-bench's one-dash multi-letter options (`bench -fa 0,1 -ub 256`):
+    // CLI11 has none, so each such token is read as its long name.
     std::vector<char *> args(argv, argv + argc);
-    static char flash_attn_long[] = "--flash-attn";
-    static char repack_long[] = "--repack";
-    static char prompt_gen_long[] = "--pg";
+    static char flash_attn_long[] = "--flash-attn", repack_long[] = "--repack", prompt_gen_long[] = "--pg",
+                ubatch_long[] = "--ubatch-size", ctk_long[] = "--cache-type-k", ctv_long[] = "--cache-type-v",
+                ngl_long[] = "--n-gpu-layers", output_err_long[] = "--output-err";
+    static const std::pair<std::string_view, char *> bench_spellings[] = {
+        {"-fa", flash_attn_long}, {"-rp", repack_long}, {"-pg", prompt_gen_long}, {"-ub", ubatch_long},
+        {"-ctk", ctk_long},       {"-ctv", ctv_long},   {"-ngl", ngl_long},       {"-oe", output_err_long}};
     for (int i = 2; i < argc && std::string_view(argv[1]) == "bench"; ++i) {
-        if (std::string_view(argv[i]) == "-fa") args[size_t(i)] = flash_attn_long;
-        if (std::string_view(argv[i]) == "-rp") args[size_t(i)] = repack_long; // the same for -rp (repack)
-        if (std::string_view(argv[i]) == "-pg") args[size_t(i)] = prompt_gen_long; // and -pg (prompt then generation)
+        for (const auto & [spelling, long_name] : bench_spellings) {
+            if (std::string_view(argv[i]) == spelling) args[size_t(i)] = long_name;
+        }
     }
     try {
         app.parse(argc, args.data());
@@ -108,6 +137,13 @@ int main(int argc, char ** argv) {
             fmt::print(stderr, "error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand", arg,
                        where);
             return 1;
+        }
+        if (dynamic_cast<const CLI::ExtrasError *>(&e) != nullptr) {
+            if (const auto [arg, where] = unexpected_argument(app, argc, args.data()); !arg.empty()) {
+                fmt::print(stderr, "error: {}: {} '{}' (see {} --help)\n", where,
+                           arg.size() > 1 && arg[0] == '-' ? "unknown option" : "unexpected argument", arg, where);
+                return 1;
+            }
         }
         return app.exit(e) == 0 ? 0 : 1;
     }

@@ -550,7 +550,7 @@ TEST(BenchCli, BadInputExitsOne) {
     ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -o xml");
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "-o 'xml': expected md, json, jsonl or csv")) << r.err;
+    EXPECT_TRUE(contains(r.err, "-o 'xml': expected md, json, jsonl, csv or sql")) << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0");
     EXPECT_EQ(r.exit_code, 1);
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 0 -n 0");
@@ -884,11 +884,110 @@ TEST(BenchCli, CombinedTestsAndOutputFormats) {
     EXPECT_EQ(json::parse(r.out)[0]["type_k"], "f32");
     r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "4", "-n", "0", "--kv-type", "q8_0"});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "--kv-type 'q8_0': expected F32 or F16")) << r.err;
+    EXPECT_TRUE(contains(r.err, "--kv-type 'q8_0': cache type 'q8_0' is not one tessera has (f16 or f32)")) << r.err;
 }
 
 // Output that cannot be written (a full disk) is an error, exit 1, for
 // bench's formats and --version alike; the same runs succeed otherwise.
+// llama-bench's options where tessera has the feature: ranges in the
+// lists, -b/-ub, -ctk/-ctv, -fa on/off/auto, -ngl (recorded), -o sql and
+// -oe (a second format on stderr); one test per combination, the values in
+// every format; an option tessera lacks is refused by name.
+TEST(BenchCli, ReferenceOptionsRangesAndSql) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string model = d / "m.gguf";
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + model).exit_code, 0);
+    auto r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "2-8*2", "-n", "1-3+2", "-t", "1", "-r", "1", "-b",
+                                                  "2048", "-ub", "2,4", "-ctk", "F16", "-ctv", "f16", "-ngl", "99", "-fa", "on",
+                                                  "-o", "json", "-oe", "jsonl", "--delay", "0"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    // Per -ub value: pp2, pp4, pp8 (2-8*2), tg1, tg3 (1-3+2).
+    const std::vector<std::string> names{"pp2", "pp4", "pp8", "tg1", "tg3"};
+    ASSERT_EQ(j.size(), 2 * names.size()) << r.out;
+    for (size_t i = 0; i < j.size(); ++i) {
+        EXPECT_EQ(j[i]["test"], names[i % names.size()]) << i;
+        EXPECT_EQ(j[i]["n_batch"], 2048);
+        EXPECT_EQ(j[i]["n_ubatch"], i < names.size() ? 2 : 4);
+        EXPECT_EQ(j[i]["type_k"], "f16");
+        EXPECT_EQ(j[i]["type_v"], "f16");
+        EXPECT_EQ(j[i]["n_gpu_layers"], 99);
+        EXPECT_EQ(j[i]["flash_attn"], true);
+    }
+    EXPECT_TRUE(contains(r.err, "note: -ngl 99: tessera runs every layer on the bench's device (CPU)")) << r.err;
+    // -oe jsonl: the same tests on stderr, one object a line.
+    size_t on_stderr = 0;
+    for (const std::string & line : lines_of(r.err)) {
+        if (line.empty() || line[0] != '{') continue;
+        const json o = json::parse(line);
+        EXPECT_EQ(o["test"], j[on_stderr]["test"]);
+        EXPECT_EQ(o["n_ubatch"], j[on_stderr]["n_ubatch"]);
+        ++on_stderr;
+    }
+    EXPECT_EQ(on_stderr, j.size()) << r.err;
+
+    // The table shows a column for each of these options given.
+    r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "2", "-n", "0", "-t", "1", "-r", "1", "-ub", "2",
+                                             "-ctk", "f32", "-ctv", "f32", "-ngl", "0", "-fa", "0,auto"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "| threads | fa | n_batch | n_ubatch | type_k | type_v | ngl |")) << r.out;
+    EXPECT_TRUE(contains(r.out, "|       1 |  0 |    2048 |        2 |    f32 |    f32 |   0 |")) << r.out;
+    EXPECT_TRUE(contains(r.out, "|       1 |  1 |    2048 |        2 |    f32 |    f32 |   0 |")) << r.out; // auto: on for the CPU
+    EXPECT_FALSE(contains(r.err, "note: -ngl")) << r.err;
+
+    // -o sql: the reference's table, then one INSERT a test with the JSON's values.
+    r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "2", "-n", "1", "-t", "1", "-r", "1", "-o", "sql"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto sql = lines_of(r.out);
+    ASSERT_FALSE(sql.empty());
+    EXPECT_EQ(sql[0], "CREATE TABLE IF NOT EXISTS llama_bench (");
+    EXPECT_TRUE(contains(r.out, "  model_filename TEXT,\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "  n_prompt INTEGER,\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "  flash_attn INTEGER,\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "  stddev_ts REAL\n);\n")) << r.out;
+    EXPECT_FALSE(contains(r.out, "samples_ns")) << r.out; // no arrays, as in CSV
+    std::vector<std::string> inserts;
+    for (const std::string & line : sql) {
+        if (line.rfind("INSERT INTO llama_bench (build_commit, ", 0) == 0) inserts.push_back(line);
+    }
+    ASSERT_EQ(inserts.size(), 2u) << r.out;
+    EXPECT_TRUE(contains(inserts[0], "'" + model + "'")) << inserts[0];
+    EXPECT_TRUE(contains(inserts[0], ", 2, 0, 0, 'pp2', '")) << inserts[0]; // n_prompt, n_gen, n_depth, test
+    EXPECT_TRUE(contains(inserts[1], ", 0, 1, 0, 'tg1', '")) << inserts[1];
+
+    // Bad values name the option, the list and what is wrong; nothing runs.
+    const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+        {{"-p", "8-4"}, "error: -p '8-4': range '8-4': runs backwards (8 is above 4)"},
+        {{"-p", "1-8+0"}, "error: -p '1-8+0': range '1-8+0': the step must be at least 1"},
+        {{"-p", "0-8*2"}, "error: -p '0-8*2': range '0-8*2': needs a multiplier of 2 or more and a first value of 1 or more"},
+        {{"-p", "1-9*1"}, "error: -p '1-9*1': range '1-9*1': needs a multiplier of 2 or more and a first value of 1 or more"},
+        {{"-n", "1-5000"}, "error: -n '1-5000': range '1-5000': more than 1024 values"},
+        {{"-t", "1-x"}, "error: -t '1-x': '1-x' is not a whole number"},
+        {{"-fa", "maybe"}, "error: -fa 'maybe': 'maybe' is not 0, 1, off, on or auto"},
+        {{"-ctk", "q8_0"}, "error: -ctk 'q8_0': cache type 'q8_0' is not one tessera has (f16 or f32)"},
+        {{"-ctk", "f16", "-ctv", "f32"}, "error: -ctk f16 with -ctv f32: tessera's KV cache holds K and V in one type"},
+        {{"-ub", "0"}, "error: -ub 0: micro-batch size must be at least 1"},
+        {{"-b", "1,0"}, "error: -b 0: batch size must be at least 1"},
+        {{"-ngl", "-2"}, "error: -ngl -2: expected -1 or more"},
+        {{"-oe", "xml"}, "error: -oe 'xml': expected md, json, jsonl, csv or sql"},
+        {{"--delay", "-1"}, "error: --delay -1: must not be negative"},
+        {{"--numa", "distribute"}, "error: tessera bench: unknown option '--numa' (see tessera bench --help)"},
+        {{"-sm", "none"}, "error: tessera bench: unknown option '-sm' (see tessera bench --help)"},
+    };
+    for (const auto & [extra, want] : bad) {
+        std::vector<std::string> args{"bench", "-m", model, "-r", "1", "-t", "1"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto e = run_tessera(args);
+        EXPECT_EQ(e.exit_code, 1) << extra[0];
+        EXPECT_TRUE(contains(e.err, want)) << extra[0] << ": " << e.err;
+        EXPECT_EQ(e.out, "") << extra[0];
+    }
+    const auto stray = run_tessera(std::vector<std::string>{"run", "-m", model, "stray"});
+    EXPECT_EQ(stray.exit_code, 1);
+    EXPECT_TRUE(contains(stray.err, "error: tessera run: unexpected argument 'stray' (see tessera run --help)")) << stray.err;
+}
+
 TEST(BenchCli, OutputThatCannotBeWrittenExitsOne) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
