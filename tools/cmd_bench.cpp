@@ -162,12 +162,12 @@ machine_limits measure_limits(int n, std::map<int, bool> & warned) {
     if (!warned[n] && (l.fma_flops == 0 || l.read_bps == 0 || buffer != size_t{512} << 20)) {
         warned[n] = true;
         if (l.fma_bits == 0) {
-            fmt::print(stderr, "warning: --limits: this processor has no FMA/AVX2 loop to measure; its tests show n/a\n");
+            eprint("warning: --limits: this processor has no FMA/AVX2 loop to measure; its tests show n/a\n");
         } else if (l.read_bps == 0) {
-            fmt::print(stderr, "warning: --limits: no buffer of 128 MiB for the read bandwidth of {}; tg tests show n/a\n",
+            eprint("warning: --limits: no buffer of 128 MiB for the read bandwidth of {}; tg tests show n/a\n",
                        threads_text(n));
         } else if (buffer != size_t{512} << 20) {
-            fmt::print(stderr, "warning: --limits: the read bandwidth of {} measured on 128 MiB (512 MiB could not be had)\n",
+            eprint("warning: --limits: the read bandwidth of {} measured on 128 MiB (512 MiB could not be had)\n",
                        threads_text(n));
         }
     }
@@ -527,7 +527,7 @@ int run_bench(options o) {
             llm::session s(*m, sp);
             if (c.n_gpu_layers != 0 && !ngl_noted) {
                 ngl_noted = true;
-                fmt::print(stderr, "note: -ngl {}: tessera runs every layer on the bench's device ({}); n_gpu_layers is only recorded\n",
+                eprint("note: -ngl {}: tessera runs every layer on the bench's device ({}); n_gpu_layers is only recorded\n",
                            c.n_gpu_layers, s.device_name());
             }
 
@@ -551,25 +551,25 @@ int run_bench(options o) {
                 r.repack = s.repack().n_repacked > 0;
                 r.test_time = utc_now();
                 if (o.limits) {
-                    if (o.progress) fmt::print(stderr, "bench: {} threads {}: measuring the limits before\n", nt, test_name(r));
+                    if (o.progress) eprint("bench: {} threads {}: measuring the limits before\n", nt, test_name(r));
                     r.with_limits = true;
                     r.limits = measure_limits(nt, warned);
                     r.weight_bytes_per_token = w_bytes;
                 }
-                if (o.progress && !o.no_warmup) fmt::print(stderr, "bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
+                if (o.progress && !o.no_warmup) eprint("bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
                     if (p > 0) run_once(s, src, p, 0, depth);
                     if (n > 0) run_once(s, src, 0, 1, depth);
                 }
                 for (int rep = 0; rep < o.reps; ++rep) {
                     if (o.progress) {
-                        fmt::print(stderr, "bench: {} threads {} {}: repetition {}/{}{}\n", path, nt, test_name(r), rep + 1,
+                        eprint("bench: {} threads {} {}: repetition {}/{}{}\n", path, nt, test_name(r), rep + 1,
                                    o.reps, depth > 0 ? fmt::format(" (after {} tokens of depth, untimed)", depth) : "");
                     }
                     r.samples_ns.push_back(run_once(s, src, p, n, depth));
                 }
                 if (o.limits) {
-                    if (o.progress) fmt::print(stderr, "bench: {} threads {}: measuring the limits after\n", nt, test_name(r));
+                    if (o.progress) eprint("bench: {} threads {}: measuring the limits after\n", nt, test_name(r));
                     r.limits = larger(r.limits, measure_limits(nt, warned)); // and just after
                     set_fraction(r);
                     machine_limits & l = limits[nt];
@@ -596,7 +596,7 @@ int run_bench(options o) {
         }
     } catch (const std::exception & e) {
         ++n_failed;
-        fmt::print(stderr, "error: {}\n", model_error(path, e.what()));
+        eprint("error: {}\n", model_error(path, e.what()));
     }
     for (report & out : reports) {
         out.finish(all);
@@ -609,7 +609,7 @@ int run_bench(options o) {
         }
     }
     if (n_failed > 0) {
-        fmt::print(stderr, "error: {} of {} models failed (see above)\n", n_failed, o.models.size());
+        eprint("error: {} of {} models failed (see above)\n", n_failed, o.models.size());
         return 1;
     }
     return 0;

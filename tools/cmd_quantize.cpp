@@ -48,7 +48,7 @@ int run_quantize(const options & o) {
                 note = fmt::format("  ({}: {} needs ne[0] % {} == 0)", pr.from == pr.to ? "kept" : "fallback",
                                    type_name(pr.wanted), get_type_traits(pr.wanted).block_size);
             }
-            fmt::print(stderr, "[{:>{}}/{}] {:<32} {:>5} -> {:<5} {:<16} {:9.2f} MiB -> {:9.2f} MiB{}\n", pr.index + 1, w,
+            eprint("[{:>{}}/{}] {:<32} {:>5} -> {:<5} {:<16} {:9.2f} MiB -> {:9.2f} MiB{}\n", pr.index + 1, w,
                        pr.count, pr.name, type_name(pr.from), type_name(pr.to), shape_text(pr.ne),
                        double(pr.bytes_in) / mib, double(pr.bytes_out) / mib, note);
         };
@@ -62,11 +62,11 @@ int run_quantize(const options & o) {
         for (const auto & [t, n] : r.n_by_type) mix += fmt::format("{}{} {}", mix.empty() ? " (" : ", ", n, type_name(t));
         mix += ")";
     }
-    fmt::print(stderr, "{}: {} of {} tensors converted to {}{}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", o.out,
+    eprint("{}: {} of {} tensors converted to {}{}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", o.out,
                r.n_converted, r.n_tensors, llm::file_type_name(p.target), mix, double(r.bytes_in) / mib,
                double(r.bytes_out) / mib, s);
     if (r.n_converted == 0) {
-        fmt::print(stderr, "warning: {}: no tensor was converted to {} (none of {}'s tensors is a weight matrix the type "
+        eprint("warning: {}: no tensor was converted to {} (none of {}'s tensors is a weight matrix the type "
                            "applies to, or they have it already); general.file_type is kept from the input\n",
                    o.out, llm::file_type_name(p.target), o.in);
     }

@@ -1,5 +1,6 @@
 // tools/cmd_run.cpp — `tessera run` (text generation) and `tessera tokenize`.
 #include <chrono>
+#include <exception>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -128,19 +129,19 @@ int run_generate(run_options o) {
     const double load_ms = ms_since(t_load);
 
     const llm::hparams & hp = m->hp();
-    fmt::print(stderr, "model: {} ({}), {} layers, n_embd {}, {} heads ({} kv), vocab {}, context {}\n",
+    eprint("model: {} ({}), {} layers, n_embd {}, {} heads ({} kv), vocab {}, context {}\n",
                o.model_path, hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab, hp.n_ctx_train);
     // The file type ("Q5_K - Medium"), and the type most weights have when
     // that differs (a Q5_K_M file of short rows is mostly Q5_1).
     std::string type_text = m->type_description();
     if (const std::string most = m->type_summary(); most != type_text) type_text += fmt::format(" (most weights {})", most);
-    fmt::print(stderr, "model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6, type_text,
+    eprint("model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6, type_text,
                double(m->n_bytes()) / (1024.0 * 1024.0));
-    fmt::print(stderr, "device: {} ({}), {} threads, context {}, batch {}, KV cache {}, flash attention {}\n",
-               s.device_name(), s.device_description(), s.n_threads(), s.n_ctx(), o.n_batch, o.kv_type,
+    eprint("device: {} ({}), {}, context {}, batch {}, KV cache {}, flash attention {}\n",
+               s.device_name(), s.device_description(), count_text(s.n_threads(), "thread"), s.n_ctx(), o.n_batch, o.kv_type,
                s.flash_attn() ? "on" : "off");
-    fmt::print(stderr, "{}\n", repack_text(s));
-    fmt::print(stderr, "load time: {:.1f} ms\n", load_ms);
+    eprint("{}\n", repack_text(s));
+    eprint("load time: {:.1f} ms\n", load_ms);
 
     const std::vector<llm::token_id> prompt_ids = tok.encode(o.prompt, true, true);
     if (prompt_ids.empty()) throw error("the prompt gives no tokens and the model adds no BOS");
@@ -152,6 +153,14 @@ int run_generate(run_options o) {
                                 count_text(prompt_ids.size(), "token"), s.n_ctx(), hint));
     }
     write_out(o.prompt);
+    // An error from here on ends the text's line first, so that its
+    // message starts a line of its own on a terminal.
+    struct end_line_on_error {
+        bool armed = true; // the line is still open
+        ~end_line_on_error() {
+            if (armed && std::uncaught_exceptions() > 0) eprint("\n");
+        }
+    } end_line;
 
     llm::sampler smp(o.sp);
     for (llm::token_id id : prompt_ids) smp.accept(id);
@@ -180,16 +189,17 @@ int run_generate(run_options o) {
     }
     write_out(out.finish());
     const double tg_ms = ms_since(t_tg);
-    fmt::print(stderr, "\n");
-    fmt::print(stderr, "prompt: {} in {:.1f} ms, {:.2f} tokens/s\n", count_text(prompt_ids.size(), "token"), pp_ms,
+    eprint("\n");
+    end_line.armed = false;
+    eprint("prompt: {} in {:.1f} ms, {:.2f} tokens/s\n", count_text(prompt_ids.size(), "token"), pp_ms,
                pp_ms > 0 ? 1000.0 * double(prompt_ids.size()) / pp_ms : 0.0);
     // The first generated token comes from the prompt's logits: the rate
     // counts the n_gen - 1 decode steps after it.
     if (n_gen > 1 && tg_ms > 0) {
-        fmt::print(stderr, "generation: {} in {:.1f} ms, {:.2f} tokens/s\n", count_text(n_gen, "token"), tg_ms,
+        eprint("generation: {} in {:.1f} ms, {:.2f} tokens/s\n", count_text(n_gen, "token"), tg_ms,
                    1000.0 * double(n_gen - 1) / tg_ms);
     } else {
-        fmt::print(stderr, "generation: {} in {:.1f} ms\n", count_text(n_gen, "token"), tg_ms);
+        eprint("generation: {} in {:.1f} ms\n", count_text(n_gen, "token"), tg_ms);
     }
     if (context_full) {
         const std::string hint = s.n_ctx() < hp.n_ctx_train ? fmt::format("raise it with -c, up to the model's {}", hp.n_ctx_train)
@@ -235,12 +245,15 @@ command register_run(CLI::App & app) {
         ->type_name("UINT64")
         ->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
-    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")->check(CLI::IsMember({"F32", "F16"}))->capture_default_str();
+    // Values in either case (as bench takes them), kept in the spelling shown here.
+    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")
+        ->transform(CLI::IsMember({"F32", "F16"}, CLI::ignore_case))
+        ->capture_default_str();
     sub->add_option("--repack", o->repack, "repacked weight layout where the device has one (CPU_REPACK)")
-        ->check(CLI::IsMember({"on", "off"}))
+        ->transform(CLI::IsMember({"on", "off"}, CLI::ignore_case))
         ->capture_default_str();
     sub->add_option("--flash-attn", o->flash_attn, "fused attention: on, off or auto (on where the device supports it)")
-        ->check(CLI::IsMember({"on", "off", "auto"}))
+        ->transform(CLI::IsMember({"on", "off", "auto"}, CLI::ignore_case))
         ->capture_default_str();
     return {sub, [o, device] {
                 o->device_given = device->count() > 0;

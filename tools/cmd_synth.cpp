@@ -48,10 +48,10 @@ int run_synth(const options & o) {
         const bool tty = ::isatty(STDERR_FILENO) != 0;
         p.progress = [tty](size_t i, size_t n, std::string_view name) {
             if (tty) {
-                fmt::print(stderr, "\r[{}/{}] {:<40}", i + 1, n, name);
-                if (i + 1 == n) fmt::print(stderr, "\n");
+                eprint("\r[{}/{}] {:<40}", i + 1, n, name);
+                if (i + 1 == n) eprint("\n");
             } else {
-                fmt::print(stderr, "[{}/{}] {}\n", i + 1, n, name);
+                eprint("[{}/{}] {}\n", i + 1, n, name);
             }
         };
     }
@@ -60,7 +60,7 @@ int run_synth(const options & o) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::error_code ec;
     const auto size = std::filesystem::file_size(o.out, ec);
-    fmt::print(stderr, "{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
+    eprint("{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
                o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
     // The tokenizer is copied whatever it is; say when `tessera run` cannot use it.

@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -26,6 +27,20 @@ struct command {
     command_fn run;
 };
 
+// Prints a diagnostic (warning, progress, error) on stderr without ever
+// throwing: fmt::print throws when the write fails (stderr closed, a full
+// disk, `2>/dev/full`), and a lost message must not cost the work itself
+// (a generated text, a written file) nor end in std::terminate from the
+// handler that reports the error.
+template <class... T>
+void eprint(fmt::format_string<T...> format, T &&... args) noexcept {
+    try {
+        const std::string text = fmt::format(format, std::forward<T>(args)...);
+        (void)std::fwrite(text.data(), 1, text.size(), stderr);
+    } catch (...) { // formatting ran out of memory: nothing to report with
+    }
+}
+
 // Most threads `run` and `bench` accept (-t): the CPU backend's pool limit.
 inline constexpr int k_max_threads = 512;
 
@@ -36,7 +51,7 @@ inline constexpr int k_max_threads = 512;
 inline void warn_if_oversubscribed(int n_threads) {
     const unsigned hw = std::thread::hardware_concurrency();
     if (hw > 0 && n_threads > int(hw)) {
-        fmt::print(stderr, "warning: -t {} is more than the {} hardware threads of this machine; expect a much slower run\n",
+        eprint("warning: -t {} is more than the {} hardware threads of this machine; expect a much slower run\n",
                    n_threads, hw);
     }
 }

@@ -1,12 +1,17 @@
 // tools/main.cpp — the `tessera` command line program.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 #include <exception>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -72,7 +77,7 @@ int finish(int code) {
     std::cout.flush();
     const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::cout.fail();
     if (failed && code == 0) {
-        fmt::print(stderr, "error: could not write the output to stdout\n");
+        tessera::tools::eprint("error: could not write the output to stdout\n");
         return 1;
     }
     return code;
@@ -80,8 +85,26 @@ int finish(int code) {
 
 } // namespace
 
+// Gives each standard descriptor the caller closed (`2>&-`, `>&-`) a
+// stand-in: /dev/null opened read-only, so that writes to it still fail
+// as they would on the closed descriptor (and are reported as such), but
+// no file the program opens later (a quantize temporary) can take the
+// number and receive the diagnostics. False when one could not be had.
+bool occupy_closed_std_fds() {
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int got = ::open("/dev/null", O_RDONLY | O_CLOEXEC); // the lowest free number: fd
+        if (got != fd) {
+            if (got >= 0) ::close(got);
+            return false;
+        }
+    }
+    return true;
+}
+
 int main(int argc, char ** argv) {
     using namespace tessera::tools;
+    if (!occupy_closed_std_fds()) return 1; // nowhere to report it, and nothing safe to write
     CLI::App app{"tessera: an on-device tensor runtime for GGUF language models"};
     app.require_subcommand(1);
     // Options a subcommand does not know go up to this app, so `tessera run
@@ -134,13 +157,13 @@ int main(int argc, char ** argv) {
         // success even where a subcommand would otherwise be required.
         if (e.get_exit_code() == 0) return finish(app.exit(e) == 0 ? 0 : 1);
         if (const auto [arg, where] = unknown_subcommand(app, argc, args.data()); !arg.empty()) {
-            fmt::print(stderr, "error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand", arg,
+            eprint("error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand", arg,
                        where);
             return 1;
         }
         if (dynamic_cast<const CLI::ExtrasError *>(&e) != nullptr) {
             if (const auto [arg, where] = unexpected_argument(app, argc, args.data()); !arg.empty()) {
-                fmt::print(stderr, "error: {}: {} '{}' (see {} --help)\n", where,
+                eprint("error: {}: {} '{}' (see {} --help)\n", where,
                            arg.size() > 1 && arg[0] == '-' ? "unknown option" : "unexpected argument", arg, where);
                 return 1;
             }
@@ -152,10 +175,20 @@ int main(int argc, char ** argv) {
             if (c.sub->parsed()) return finish(c.run());
         }
     } catch (const tessera::error & e) {
-        fmt::print(stderr, "error: {}\n", e.what());
+        eprint("error: {}\n", e.what());
+        return 1;
+    } catch (const std::system_error & e) {
+        // fmt::print's failed write (stdout on a full disk, -oe on a closed
+        // stderr) says "cannot write to file: <reason>"; worded as finish() does.
+        const std::string_view what = e.what(), fmt_prefix = "cannot write to file: ";
+        if (what.starts_with(fmt_prefix)) {
+            eprint("error: could not write the output: {}\n", what.substr(fmt_prefix.size()));
+        } else {
+            eprint("error: {}\n", what);
+        }
         return 1;
     } catch (const std::exception & e) {
-        fmt::print(stderr, "error: {}\n", e.what());
+        eprint("error: {}\n", e.what());
         return 1;
     }
     return 1;

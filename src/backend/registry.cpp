@@ -63,7 +63,9 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
 } // namespace detail
 
 registry::registry()
-    : log_([](std::string_view msg) { fmt::print(stderr, "tessera: {}\n", msg); }) {}
+    : log_([](std::string_view msg) { // std::fprintf: a failed write (stderr closed or full) is not an exception
+          std::fprintf(stderr, "tessera: %.*s\n", static_cast<int>(msg.size()), msg.data());
+      }) {}
 
 registry::~registry() {
     std::unique_lock lk(mu_);

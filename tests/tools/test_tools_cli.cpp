@@ -1004,6 +1004,46 @@ TEST(BenchCli, OutputThatCannotBeWrittenExitsOne) {
     }
 }
 
+// Standard streams closed or full: a closed stderr must not let the next
+// file opened (quantize's and synth's temporaries) take descriptor 2 and
+// receive the progress lines (the file then replaced a good output with a
+// corrupt one, and the process aborted); a failed diagnostic write never
+// aborts (it ended in std::terminate) and never costs the work: the file
+// is written with the bytes of a normal run, the text is generated, exit 0;
+// a real error still exits 1. A closed stdout is still a failed output.
+TEST(TesseraCli, ClosedOrFullStandardStreams) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+    temp_dir d;
+    const std::string bin = std::string(TESSERA_BINARY_DIR) + "/tessera";
+    const std::string model = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    const auto sh = [](const std::string & cmd) { return tessera::test::run_process("/bin/sh", {"-c", cmd}); };
+    ASSERT_EQ(run_tessera("quantize " + model + " " + (d / "ref.gguf") + " Q8_0").exit_code, 0);
+    ASSERT_EQ(run_tessera("gguf synth --preset tiny --type Q4_0 --vocab " + vocab + " -o " + (d / "ref-s.gguf")).exit_code, 0);
+    for (const std::string redirect : {"2>&-", "2>/dev/full"}) {
+        fs::copy_file(d / "ref.gguf", d / "q.gguf", fs::copy_options::overwrite_existing);
+        auto r = sh(bin + " quantize " + model + " " + (d / "q.gguf") + " Q8_0 " + redirect);
+        EXPECT_EQ(r.exit_code, 0) << redirect << ": " << r.err;
+        EXPECT_EQ(slurp(d / "q.gguf"), slurp(d / "ref.gguf")) << redirect;
+        r = sh(bin + " gguf synth --preset tiny --type Q4_0 --vocab " + vocab + " -o " + (d / "s.gguf") + " " + redirect);
+        EXPECT_EQ(r.exit_code, 0) << redirect << ": " << r.err;
+        EXPECT_EQ(slurp(d / "s.gguf"), slurp(d / "ref-s.gguf")) << redirect;
+        r = sh(bin + " run -m " + model + " -p Once -n 4 --temp 0 -t 1 " + redirect);
+        EXPECT_EQ(r.exit_code, 0) << redirect << ": " << r.err;
+        EXPECT_TRUE(r.out.starts_with("Once") && r.out.size() > 4) << redirect << ": " << r.out;
+        r = sh(bin + " run -m " + (d / "missing.gguf") + " -p Once " + redirect);
+        EXPECT_EQ(r.exit_code, 1) << redirect; // the error is lost, not the status
+        EXPECT_EQ(r.term_signal, 0) << redirect;
+    }
+    for (const std::string cmd : {bin + " tokenize -m " + model + " -p hi >&-", bin + " tokenize -m " + model + " -p hi >&- 2>&-",
+                                  bin + " gguf info " + model + " > /dev/full"}) {
+        const auto r = sh(cmd);
+        EXPECT_EQ(r.exit_code, 1) << cmd;
+        EXPECT_EQ(r.term_signal, 0) << cmd;
+        if (!contains(cmd, "2>&-")) EXPECT_TRUE(contains(r.err, "error: could not write the output")) << cmd << ": " << r.err;
+    }
+}
+
 // gguf synth's --seed takes every 64-bit value and refuses others, naming
 // the flag and the range, without writing the output.
 TEST(SynthCli, SeedRange) {
