@@ -398,7 +398,13 @@ void writer::write(const std::filesystem::path & path) const {
     const auto is_a_directory = [&] {
         return error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
     };
-    if (path.filename().empty()) throw is_a_directory();
+    if (path.filename().empty()) { // "x/": a directory's name; say so when x is a file
+        struct stat st {};
+        if (::stat(path.parent_path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+            throw error(fmt::format("gguf writer: {}: not a directory (the trailing '/' names one)", path.string()));
+        }
+        throw is_a_directory();
+    }
     // The file is written beside its final name and renamed over it, so a
     // symbolic link is followed to the file it names (the link stays), and
     // anything but a regular file (a directory; a device such as /dev/null,
@@ -409,6 +415,11 @@ void writer::write(const std::filesystem::path & path) const {
     if (exists && S_ISDIR(st.st_mode)) throw is_a_directory();
     if (exists && !S_ISREG(st.st_mode)) {
         throw error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
+    }
+    // Replacing goes by the directory's permissions, not the file's: refuse
+    // a file this user may not write, as `>` would (root may write any).
+    if (exists && ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) {
+        throw error(fmt::format("gguf writer: {}: cannot replace it: {}", path.string(), std::strerror(errno)));
     }
     const uint32_t a = alignment();
     std::vector<uint64_t> offsets;
@@ -426,8 +437,12 @@ void writer::write(const std::filesystem::path & path) const {
     }
     tmp.path = templ;
     tmp.guard_signals();
-    // A replaced file keeps its permissions; a new one gets what open(2)
-    // would give it: 0666 less the umask.
+    // A replaced file keeps its owner and group where this process may give
+    // them (root; a group it is in), else it becomes this user's, as with
+    // `sed -i`; then its permissions (after the chown, which may clear
+    // set-id bits). A new file gets what open(2) would give it: 0666 less
+    // the umask. (Hard links to a replaced file keep the old contents.)
+    if (exists && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) (void)::fchown(tmp.fd, st.st_uid, st.st_gid);
     ::fchmod(tmp.fd, exists ? (st.st_mode & 07777) : (0666 & ~process_umask()));
     write_all(tmp.fd, head.data(), head.size(), tmp.path);
     static const uint8_t zeros[4096] = {};

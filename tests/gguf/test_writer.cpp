@@ -10,6 +10,7 @@
 #include <limits>
 #include <utility>
 
+#include <grp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -328,6 +329,70 @@ TEST(GgufWriter, SpecialFilesLinksAndPermissions) {
     EXPECT_NE(loop_error.find(loop_a.string() + ": too many levels of symbolic links"), std::string::npos) << loop_error;
     // fifo, target, link, dangling, created, nowhere, two loop links: no temporaries
     EXPECT_EQ(dir.n_entries(), 8u);
+}
+
+// Replacing a file: refused, as `>` would be, when this user may not write
+// it (renaming over it needs only the directory's permission); else the
+// new file keeps the old one's owner, group and mode (it became root's
+// when root replaced another user's file). "file.gguf/" names no directory.
+// As root the refusal is checked in a child running as nobody (65534).
+TEST(GgufWriter, ReplacingKeepsTheOwnerAndNeedsWritePermission) {
+    temp_dir dir;
+    ASSERT_EQ(::chmod(dir.path.c_str(), 0777), 0);
+    gguf::writer w;
+    w.set_string("general.architecture", "new");
+    const fs::path file = dir.path / "old.gguf";
+    gguf::writer old;
+    old.set_string("general.architecture", "old");
+    old.write(file);
+    const bool root = ::geteuid() == 0;
+    const uid_t user = root ? 65534 : ::geteuid();
+    const gid_t group = root ? 65534 : ::getegid();
+    if (root) ASSERT_EQ(::chown(file.c_str(), user, group), 0);
+
+    // The error of w.write(path) run as `user` (error_of: "(no error)" on success).
+    const auto write_as_user = [&](const fs::path & path) -> std::string {
+        if (!root) return tessera::test::error_of([&] { w.write(path); });
+        int fds[2];
+        if (::pipe(fds) != 0) return "pipe failed";
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(fds[0]);
+            std::string e = "cannot become the user";
+            if (::setgroups(0, nullptr) == 0 && ::setgid(group) == 0 && ::setuid(user) == 0) {
+                e = tessera::test::error_of([&] { w.write(path); });
+            }
+            (void)!::write(fds[1], e.data(), e.size());
+            ::_exit(0);
+        }
+        ::close(fds[1]);
+        std::string e;
+        char buf[512];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) e.append(buf, size_t(n));
+        ::close(fds[0]);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        return e;
+    };
+    ASSERT_EQ(::chmod(file.c_str(), 0444), 0);
+    const std::string refused = write_as_user(file);
+    EXPECT_NE(refused.find(file.string() + ": cannot replace it: Permission denied"), std::string::npos) << refused;
+    EXPECT_EQ(gguf::reader(file).get_string("general.architecture"), "old");
+    EXPECT_EQ(dir.n_entries(), 1u); // no temporary left
+
+    ASSERT_EQ(::chmod(file.c_str(), 0640), 0);
+    EXPECT_EQ(write_as_user(file), "(no error)");
+    EXPECT_EQ(gguf::reader(file).get_string("general.architecture"), "new");
+    w.write(file); // by this process (root: another user's file)
+    struct stat st {};
+    ASSERT_EQ(::stat(file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, user);
+    EXPECT_EQ(st.st_gid, group);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+
+    const std::string slash = tessera::test::error_of([&] { w.write(file.string() + "/"); });
+    EXPECT_NE(slash.find(file.string() + "/: not a directory (the trailing '/' names one)"), std::string::npos) << slash;
+    EXPECT_EQ(dir.n_entries(), 1u);
 }
 
 // A new file's mode is 0666 less the umask (as open(2) gives it).
