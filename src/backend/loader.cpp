@@ -272,30 +272,36 @@ load_report registry::load_best(std::string_view name, const fs::path & dir) {
 
 std::vector<load_report> registry::load_all(const fs::path & dir) {
     std::vector<load_report> reports;
-    for (const auto & name : known_names()) reports.push_back(load_best(name, dir));
-
     const std::string env = env_path();
-    if (env.empty()) return reports;
     std::error_code ec;
     const fs::path ep(env);
-    if (fs::is_regular_file(ep, ec)) {
-        for (const auto & r : regs()) {
-            if (!r.path().empty() && same_file(r.path(), ep)) return reports; // loaded above
+    const bool env_file = !env.empty() && fs::is_regular_file(ep, ec);
+    // A single library named by the variable is loaded first, so that it
+    // takes its family's place (e.g. forces one CPU variant); load_best
+    // then finds that family registered. If it cannot be loaded, the
+    // family's best variant is loaded as usual.
+    if (env_file) {
+        bool loaded_before = false;
+        for (const auto & r : regs()) loaded_before = loaded_before || (!r.path().empty() && same_file(r.path(), ep));
+        if (!loaded_before) {
+            load_report rep;
+            load_candidate c;
+            c.path = env;
+            try {
+                rep.loaded = load(ep);
+                rep.name = rep.loaded.name();
+                c.score = rep.loaded.score();
+            } catch (const error & e) {
+                c.error = e.what();
+                log(fmt::format("{}: {}", env_var, c.error));
+            }
+            rep.candidates.push_back(std::move(c));
+            reports.push_back(std::move(rep));
         }
-        load_report rep;
-        load_candidate c;
-        c.path = env;
-        try {
-            rep.loaded = load(ep);
-            rep.name = rep.loaded.name();
-            c.score = rep.loaded.score();
-        } catch (const error & e) {
-            c.error = e.what();
-            log(fmt::format("{}: {}", env_var, c.error));
-        }
-        rep.candidates.push_back(std::move(c));
-        reports.push_back(std::move(rep));
-    } else if (fs::is_directory(ep, ec)) {
+    }
+    for (const auto & name : known_names()) reports.push_back(load_best(name, dir));
+    if (env.empty() || env_file) return reports;
+    if (fs::is_directory(ep, ec)) {
         // Families named only by files in that directory.
         std::vector<std::string> families;
         for (const auto & f : list_files(ep)) {

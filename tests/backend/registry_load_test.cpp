@@ -644,6 +644,29 @@ TEST_F(RegistryLoad, RegisterBackendRefusesARegNameThatIsNoName) {
     dlclose(h);
 }
 
+// TESSERA_BACKEND_PATH naming one CPU variant's library forces that
+// variant: it is loaded before the family's best (it was loaded after, and
+// refused: "a backend named 'cpu' is already registered"); the log stays
+// quiet. Without the variable the best variant of the same folder loads.
+TEST_F(RegistryLoad, EnvironmentFileTakesItsFamilysPlace) {
+    const fs::path bin(TESSERA_BINARY_DIR);
+    const fs::path x64 = bin / "libtessera-cpu-x64.so";
+    if (!fs::exists(x64)) GTEST_SKIP() << "no CPU plugins in " << bin << " (TESSERA_CPU_STATIC build)";
+    ASSERT_EQ(setenv("TESSERA_BACKEND_PATH", x64.c_str(), 1), 0);
+    reg.load_all(bin);
+    unsetenv("TESSERA_BACKEND_PATH");
+    const auto cpu = reg.find_reg("cpu");
+    ASSERT_TRUE(cpu);
+    EXPECT_EQ(fs::path(cpu->path()), x64);
+    const std::string logged = log.all();
+    EXPECT_EQ(logged.find("already registered"), std::string::npos) << logged;
+    registry plain;
+    plain.load_all(bin);
+    const auto best = plain.find_reg("cpu");
+    ASSERT_TRUE(best);
+    EXPECT_GE(best->score(), cpu->score());
+}
+
 // The reported case: libtessera-cpu-x.so (reg name "bad name/../x") and
 // libtessera-cpu-nodev.so (no devices), both score 100, beside the real
 // CPU variant plugins: a real one is loaded and its CPU device is used.

@@ -87,9 +87,12 @@ public:
     // plugin: each problem is in the report (and logged).
     load_report load_best(std::string_view name, const std::filesystem::path & dir = {});
 
-    // load_best for every known family (GPU families, then blas, rpc, cpu),
-    // then TESSERA_BACKEND_PATH: a file is loaded; a directory is searched
-    // for every libtessera-<name>[-<variant>].so family not yet registered.
+    // load_best for every known family (GPU families, then blas, rpc, cpu)
+    // and TESSERA_BACKEND_PATH: a file is loaded first, so it takes its
+    // family's place (one CPU variant forced; when it cannot be loaded the
+    // family's best is); a directory is searched, after the known
+    // families, for every libtessera-<name>[-<variant>].so family not yet
+    // registered.
     std::vector<load_report> load_all(const std::filesystem::path & dir = {});
 
     // Removes the family and its devices and closes its library. Throws
