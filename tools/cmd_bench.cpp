@@ -24,7 +24,7 @@
 // (json), JSON Lines (jsonl: one object a line, as each test ends), CSV
 // (csv: a header of field names, then one row a test, every value
 // double-quoted, without the samples arrays) or SQL (sql: CREATE TABLE
-// test, then an INSERT a test, the same fields); tools/bench_report.hpp.
+// llama_bench, then an INSERT a test, the same fields); tools/bench_report.hpp.
 // With --limits, the machine's limits for the test's thread count are
 // measured just before and just after each test (bench/machine_peaks.hpp:
 // the widest F32 FMA chains, a 512 MiB streaming read; the larger of the
