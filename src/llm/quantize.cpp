@@ -4,6 +4,9 @@
 #include "tessera/llm/quantize.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -14,6 +17,79 @@
 #include "tessera/gguf/writer.hpp"
 
 namespace tessera::llm {
+
+namespace {
+
+// True when every one of the n values is finite (no NaN, no +-Inf): one
+// branch-free pass over the exponent bits, which the compiler vectorizes.
+bool all_finite(const float * x, int64_t n) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, x + i, sizeof bits);
+        bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad == 0;
+}
+
+// A stored field of an encoded block that must hold a finite number: its
+// byte offset in the block, its width (F16 or BF16) and what it is, for
+// the message.
+struct finite_field {
+    size_t offset;
+    type t; // TSR_TYPE_F16 or TSR_TYPE_BF16
+    const char * what;
+};
+
+bool field_is_finite(const uint8_t * p, type t) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    const uint16_t exp = t == TSR_TYPE_F16 ? 0x7c00 : 0x7f80; // F16: 5 exponent bits; BF16: 8
+    return (h & exp) != exp;
+}
+
+// The fields of one block (one element for F16 and BF16) of type `t` that
+// hold numbers in floating point, per the block layouts of
+// tessera/core/types.hpp; empty where finite input cannot give a
+// non-finite field (F32, whose values are the checked input; Q8_K).
+// Throws for a type with an encoder but no entry here, so a new encoder
+// cannot skip the check unnoticed.
+std::vector<finite_field> finite_fields_of(type t) {
+    switch (t) {
+    case TSR_TYPE_F32: return {};
+    case TSR_TYPE_F16: return {{0, TSR_TYPE_F16, "value"}};
+    case TSR_TYPE_BF16: return {{0, TSR_TYPE_BF16, "value"}};
+    case TSR_TYPE_Q8_0: return {{offsetof(block_q8_0, d), TSR_TYPE_F16, "scale"}};
+    case TSR_TYPE_Q4_0: return {{offsetof(block_q4_0, d), TSR_TYPE_F16, "scale"}};
+    case TSR_TYPE_Q5_0: return {{offsetof(block_q5_0, d), TSR_TYPE_F16, "scale"}};
+    case TSR_TYPE_Q5_1:
+        return {{offsetof(block_q5_1, d), TSR_TYPE_F16, "scale"}, {offsetof(block_q5_1, m), TSR_TYPE_F16, "minimum"}};
+    case TSR_TYPE_Q4_K:
+        return {{offsetof(block_q4_k, d), TSR_TYPE_F16, "scale (d)"},
+                {offsetof(block_q4_k, dmin), TSR_TYPE_F16, "scale of the minimums (dmin)"}};
+    case TSR_TYPE_Q5_K:
+        return {{offsetof(block_q5_k, d), TSR_TYPE_F16, "scale (d)"},
+                {offsetof(block_q5_k, dmin), TSR_TYPE_F16, "scale of the minimums (dmin)"}};
+    case TSR_TYPE_Q6_K: return {{offsetof(block_q6_k, d), TSR_TYPE_F16, "scale (d)"}};
+    // Q8_K's F32 d is 1 / (-127 / v) for a finite v: finite (0 where -127 / v overflows).
+    case TSR_TYPE_Q8_K: return {};
+    default: break;
+    }
+    throw error(fmt::format("cannot check the values written as {}: its block layout has no entry in the "
+                            "converter's list",
+                            type_name(t)));
+}
+
+// Column (in the row) of the first value of largest magnitude among x[0, n).
+int64_t largest_magnitude(const float * x, int64_t n) {
+    int64_t at = 0;
+    for (int64_t i = 1; i < n; ++i) {
+        if (std::fabs(x[i]) > std::fabs(x[at])) at = i;
+    }
+    return at;
+}
+
+} // namespace
 
 bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer, bool tied_output) {
     const auto to = tensor_type_for(target, ti.name, std::span<const int64_t>(ti.ne, ti.n_dims), n_layer, tied_output);
@@ -38,10 +114,38 @@ void convert_rows(std::string_view what, type from, std::span<const uint8_t> src
                                 n_rows, ne0, rs_in * static_cast<size_t>(n_rows),
                                 rs_out * static_cast<size_t>(n_rows), src.size(), dst.size()));
     }
+    const std::vector<finite_field> fields = finite_fields_of(to);
+    const int64_t bs = tt.block_size;
+    const int64_t n_blocks = ne0 / bs;
     std::vector<float> row(static_cast<size_t>(ne0));
     for (int64_t r = 0; r < n_rows; ++r) {
         tf.to_float(src.data() + static_cast<size_t>(r) * rs_in, row.data(), ne0);
-        tt.from_float(row.data(), dst.data() + static_cast<size_t>(r) * rs_out, ne0);
+        if (!all_finite(row.data(), ne0)) {
+            const auto c = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); }) - row.begin();
+            throw error(fmt::format("tensor '{}': value {} at row {}, column {} is not a finite number (converting {} "
+                                    "to {})",
+                                    what, row[size_t(c)], r, c, tf.name, tt.name));
+        }
+        uint8_t * out = dst.data() + static_cast<size_t>(r) * rs_out;
+        tt.from_float(row.data(), out, ne0);
+        if (fields.empty()) continue;
+        // Finite values can still overflow what is stored: an F16 value past
+        // 65504, a block scale computed from a huge value.
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            const uint8_t * blk = out + static_cast<size_t>(b) * tt.type_size;
+            for (const finite_field & f : fields) {
+                if (field_is_finite(blk + f.offset, f.t)) continue;
+                const int64_t c0 = b * bs;
+                const int64_t c = c0 + largest_magnitude(row.data() + c0, bs);
+                const std::string why =
+                    bs == 1 ? fmt::format("its largest finite value is {}",
+                                          to == TSR_TYPE_F16 ? f16_to_f32(0x7bff) : bf16_to_f32(0x7f7f))
+                            : fmt::format("the {} of its {}, columns {}..{}, overflows {}", f.what,
+                                          bs == qk_k ? "super-block" : "block", c0, c0 + bs - 1, type_name(f.t));
+                throw error(fmt::format("tensor '{}': value {} at row {}, column {} does not fit {} ({})", what,
+                                        row[size_t(c)], r, c, tt.name, why));
+            }
+        }
     }
 }
 
@@ -120,7 +224,11 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
         } else {
             w.add_tensor_fill(ti.name, to, ne, [r, &ti, to, report](std::span<uint8_t> dst) {
                 report();
-                convert_rows(ti.name, ti.type, ti.bytes(), to, dst, ti.ne[0], ti.n_elements() / ti.ne[0]);
+                try {
+                    convert_rows(ti.name, ti.type, ti.bytes(), to, dst, ti.ne[0], ti.n_elements() / ti.ne[0]);
+                } catch (const error & e) {
+                    throw error(fmt::format("{}: {}", r->name(), e.what())); // which input file
+                }
             });
         }
     }

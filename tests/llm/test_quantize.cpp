@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "tessera/gguf/writer.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "llm/quantize_test_data.hpp"
+#include "support/error_of.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {
@@ -529,4 +531,150 @@ TEST(Quantize, ConvertRowsChecksSizes) {
     EXPECT_THROW(llm::convert_rows("t", TSR_TYPE_F32, src, TSR_TYPE_Q8_0, dst, 64, 1), error); // dst too small
     dst.resize(68);
     EXPECT_NO_THROW(llm::convert_rows("t", TSR_TYPE_F32, src, TSR_TYPE_Q8_0, dst, 64, 1));
+}
+
+// --- values a conversion cannot carry ------------------------------------------
+
+// What convert_rows says converting the F32 rows `x` (ne0 long) to `to`
+// ("(no error)" when it converts them).
+std::string convert_error(const std::vector<float> & x, int64_t ne0, type to) {
+    const int64_t n_rows = int64_t(x.size()) / ne0;
+    std::vector<uint8_t> dst(row_size(to, ne0) * size_t(n_rows));
+    return tessera::test::error_of(
+        [&] { llm::convert_rows("w", TSR_TYPE_F32, f32_bytes(x), to, dst, ne0, n_rows); });
+}
+
+const type all_targets[] = {TSR_TYPE_F32,  TSR_TYPE_F16,  TSR_TYPE_BF16, TSR_TYPE_Q8_0, TSR_TYPE_Q4_0,
+                            TSR_TYPE_Q5_0, TSR_TYPE_Q5_1, TSR_TYPE_Q4_K, TSR_TYPE_Q5_K, TSR_TYPE_Q6_K};
+
+// A NaN or infinite input value is refused, named by row, column and value,
+// for every target (block types used to write it as zeros or garbage).
+TEST(Quantize, ConvertRowsRefusesNonFiniteValues) {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (type to : all_targets) {
+        std::vector<float> x = lcg_values(2 * 256, 7, 1.0f);
+        EXPECT_EQ(convert_error(x, 256, to), "(no error)") << type_name(to);
+        for (const auto & [v, shown] : {std::pair{std::nanf(""), "nan"}, std::pair{inf, "inf"}, std::pair{-inf, "-inf"}}) {
+            x[256 + 37] = v;
+            EXPECT_EQ(convert_error(x, 256, to),
+                      fmt::format("tensor 'w': value {} at row 1, column 37 is not a finite number (converting F32 to {})",
+                                  shown, type_name(to)));
+        }
+    }
+    // The value as decoded: an F16 +Inf (0x7C00) in an F16 tensor.
+    std::vector<uint8_t> h(2 * 32 * 2, 0);
+    h[2 * (32 + 5)] = 0x00;
+    h[2 * (32 + 5) + 1] = 0x7c;
+    std::vector<uint8_t> dst(2 * 34);
+    EXPECT_EQ(tessera::test::error_of([&] { llm::convert_rows("h", TSR_TYPE_F16, h, TSR_TYPE_Q8_0, dst, 32, 2); }),
+              "tensor 'h': value inf at row 1, column 5 is not a finite number (converting F16 to Q8_0)");
+}
+
+// Finite values whose encoding is not finite: an F16 or BF16 value past the
+// type's largest, a block scale (or minimum) past F16's. Each field of each
+// block layout, and the largest values that still fit.
+TEST(Quantize, ConvertRowsRefusesValuesTheTypeCannotHold) {
+    struct overflow_case {
+        type to;
+        int64_t from, to_col; // columns of row 1 set to `v`: [from, to_col)
+        float v;
+        std::string want; // "" = converts
+    };
+    const std::string at40 = "value 1e+30 at row 1, column 40 does not fit ";
+    const overflow_case cases[] = {
+        {TSR_TYPE_Q8_0, 40, 41, 1e30f, at40 + "Q8_0 (the scale of its block, columns 32..63, overflows F16)"},
+        {TSR_TYPE_Q4_0, 40, 41, 1e30f, at40 + "Q4_0 (the scale of its block, columns 32..63, overflows F16)"},
+        {TSR_TYPE_Q5_0, 40, 41, 1e30f, at40 + "Q5_0 (the scale of its block, columns 32..63, overflows F16)"},
+        {TSR_TYPE_Q5_1, 40, 41, 1e30f, at40 + "Q5_1 (the scale of its block, columns 32..63, overflows F16)"},
+        // Equal values: scale 0, minimum -1e30.
+        {TSR_TYPE_Q5_1, 32, 64, -1e30f,
+         "value -1e+30 at row 1, column 32 does not fit Q5_1 (the minimum of its block, columns 32..63, overflows F16)"},
+        {TSR_TYPE_Q4_K, 40, 41, 1e30f, at40 + "Q4_K (the scale (d) of its super-block, columns 0..255, overflows F16)"},
+        {TSR_TYPE_Q5_K, 40, 41, 1e30f, at40 + "Q5_K (the scale (d) of its super-block, columns 0..255, overflows F16)"},
+        {TSR_TYPE_Q6_K, 40, 41, 1e30f, at40 + "Q6_K (the scale (d) of its super-block, columns 0..255, overflows F16)"},
+        // All -1e7: d = 1e7 / 15 / 63 (Q5_K: / 31 / 63) fits F16, dmin = 1e7 / 63 does not.
+        {TSR_TYPE_Q4_K, 0, 256, -1e7f,
+         "value -10000000 at row 1, column 0 does not fit Q4_K (the scale of the minimums (dmin) of its super-block, "
+         "columns 0..255, overflows F16)"},
+        {TSR_TYPE_Q5_K, 0, 256, -1e7f,
+         "value -10000000 at row 1, column 0 does not fit Q5_K (the scale of the minimums (dmin) of its super-block, "
+         "columns 0..255, overflows F16)"},
+        {TSR_TYPE_F16, 40, 41, 1e5f, "value 100000 at row 1, column 40 does not fit F16 (its largest finite value is 65504)"},
+        {TSR_TYPE_BF16, 40, 41, std::numeric_limits<float>::max(),
+         "value 3.4028235e+38 at row 1, column 40 does not fit BF16 (its largest finite value is 3.3895314e+38)"},
+        {TSR_TYPE_F32, 40, 41, std::numeric_limits<float>::max(), ""},
+        // The largest that fit: d = 8e6 / 127 = 62992; 65504 itself; BF16's largest.
+        {TSR_TYPE_Q8_0, 40, 41, 8e6f, ""},
+        {TSR_TYPE_Q5_1, 32, 64, -65504.0f, ""},
+        {TSR_TYPE_F16, 40, 41, 65504.0f, ""},
+        {TSR_TYPE_BF16, 40, 41, bf16_to_f32(0x7f7f), ""},
+    };
+    for (const overflow_case & c : cases) {
+        std::vector<float> x = lcg_values(2 * 256, 11, 1.0f);
+        for (int64_t i = c.from; i < c.to_col; ++i) x[size_t(256 + i)] = c.v;
+        EXPECT_EQ(convert_error(x, 256, c.to), c.want.empty() ? "(no error)" : "tensor 'w': " + c.want)
+            << type_name(c.to) << " " << c.v;
+    }
+}
+
+// The output check knows the block layout of every type with an encoder
+// (one without an entry would be refused rather than written unchecked).
+TEST(Quantize, ConvertRowsChecksEveryEncodedType) {
+    const std::vector<float> x = lcg_values(2 * 256, 5, 2.0f);
+    for (int t = 0; t < TSR_TYPE_COUNT; ++t) {
+        if (!type_is_valid(t) || get_type_traits(t).from_float == nullptr) continue;
+        EXPECT_EQ(convert_error(x, 256, type(t)), "(no error)") << type_name(t);
+    }
+}
+
+// quantize_file: the tensor is named after the input file, nothing is
+// written and an existing output stays as it was; tensors copied unchanged
+// are not looked at.
+TEST(Quantize, NonFiniteOrOverflowingWeightsLeaveTheOutputAlone) {
+    temp_dir dir;
+    const float nan = std::nanf("");
+    auto write = [&](const fs::path & path, float embd_2_5, float q_0_0, float norm_0) {
+        gguf::writer w;
+        w.set_string("general.architecture", "llama");
+        w.set_u32("llama.block_count", 1);
+        std::vector<float> embd = lcg_values(64 * 4, 1, 1.0f), q = lcg_values(64 * 64, 2, 1.0f), norm(64, 1.0f);
+        embd[2 * 64 + 5] = embd_2_5;
+        q[0] = q_0_0;
+        norm[0] = norm_0;
+        const int64_t ne_embd[] = {64, 4}, ne_q[] = {64, 64}, ne_norm[] = {64};
+        w.add_tensor("token_embd.weight", TSR_TYPE_F32, ne_embd, f32_bytes(embd));
+        w.add_tensor("blk.0.attn_norm.weight", TSR_TYPE_F32, ne_norm, f32_bytes(norm));
+        w.add_tensor("blk.0.attn_q.weight", TSR_TYPE_F32, ne_q, f32_bytes(q));
+        w.write(path);
+    };
+    write(dir / "nan.gguf", nan, 0.5f, 1.0f);
+    write(dir / "big.gguf", 0.5f, 1e30f, 1.0f);
+    write(dir / "nan_norm.gguf", 0.5f, 0.5f, nan);
+    { std::ofstream(dir / "out.gguf") << "previous contents"; }
+    auto expect_refused = [&](const fs::path & in, const llm::file_type & to, const std::string & want) {
+        llm::quantize_params p;
+        p.target = to;
+        EXPECT_EQ(tessera::test::error_of([&] { llm::quantize_file(in, dir / "out.gguf", p); }),
+                  in.string() + ": " + want);
+        std::ifstream f(dir / "out.gguf");
+        EXPECT_EQ(std::string((std::istreambuf_iterator<char>(f)), {}), "previous contents");
+    };
+    expect_refused(dir / "nan.gguf", TSR_TYPE_Q8_0,
+                   "tensor 'token_embd.weight': value nan at row 2, column 5 is not a finite number (converting F32 to Q8_0)");
+    expect_refused(dir / "nan.gguf", TSR_TYPE_F16,
+                   "tensor 'token_embd.weight': value nan at row 2, column 5 is not a finite number (converting F32 to F16)");
+    expect_refused(dir / "big.gguf", TSR_TYPE_Q8_0,
+                   "tensor 'blk.0.attn_q.weight': value 1e+30 at row 0, column 0 does not fit Q8_0 (the scale of its "
+                   "block, columns 0..31, overflows F16)");
+    expect_refused(dir / "big.gguf", TSR_TYPE_F16,
+                   "tensor 'blk.0.attn_q.weight': value 1e+30 at row 0, column 0 does not fit F16 (its largest finite "
+                   "value is 65504)");
+    expect_refused(dir / "big.gguf", llm::file_type_q4_k_m,
+                   "tensor 'blk.0.attn_q.weight': value 1e+30 at row 0, column 0 does not fit Q5_0 (the scale of its "
+                   "block, columns 0..31, overflows F16)"); // Q4_K falls back to Q5_0: rows of 64
+    EXPECT_EQ(dir.n_entries(), 4u); // the inputs and out.gguf: no temporaries
+    // The 1-D norm weight is copied as it is.
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q8_0;
+    EXPECT_EQ(llm::quantize_file(dir / "nan_norm.gguf", dir / "out.gguf", p).n_converted, 2u);
 }

@@ -5,9 +5,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -18,6 +23,7 @@
 
 #include "support/run_process.hpp"
 #include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "support/temp_dir.hpp"
 
@@ -196,6 +202,72 @@ TEST(QuantizeCli, BadInputExitsOneWithoutOutput) {
     r = run_tessera("quantize " + (d / "m.gguf"));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_FALSE(fs::exists(d / "out.gguf"));
+}
+
+// stories260K (F32) written to `path` with the values of F32 tensor `name`
+// changed by edit(values, ne[0]); everything else copied.
+void write_stories_with_values(const std::string & path, const std::string & name,
+                               const std::function<void(std::vector<float> &, int64_t)> & edit) {
+    const tessera::gguf::reader src(std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf");
+    tessera::gguf::writer w;
+    w.copy_all_kv(src);
+    for (const tessera::gguf::tensor_info & ti : src.tensors()) {
+        if (ti.name != name) {
+            w.copy_tensor(src, ti.name);
+            continue;
+        }
+        ASSERT_EQ(ti.type, TSR_TYPE_F32);
+        std::vector<float> v(ti.size / sizeof(float));
+        std::memcpy(v.data(), ti.data, ti.size);
+        edit(v, ti.ne[0]);
+        std::vector<uint8_t> bytes(ti.size);
+        std::memcpy(bytes.data(), v.data(), ti.size);
+        w.add_tensor(ti.name, ti.type, std::span<const int64_t>(ti.ne, ti.n_dims), std::move(bytes));
+    }
+    w.write(path);
+}
+
+// A model whose weights hold NaN, or a value its new type cannot hold, is
+// refused naming the tensor, the place and the value: exit 1, no output, an
+// existing output unchanged. (An all-NaN token_embd used to become a Q8_0
+// model that generated empty text; a 1e30 weight an F16 scale of Inf.)
+TEST(QuantizeCli, NonFiniteOrOverflowingWeightsExitOne) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    write_stories_with_values(d / "nan_emb.gguf", "token_embd.weight", [](std::vector<float> & v, int64_t) {
+        std::fill(v.begin(), v.end(), std::nanf(""));
+    });
+    write_stories_with_values(d / "big_q.gguf", "blk.0.attn_q.weight", [](std::vector<float> & v, int64_t) { v[0] = 1e30f; });
+    // A single -Inf in row 100 of blk.1.ffn_gate.weight ([64, 172]).
+    write_stories_with_values(d / "inf_gate.gguf", "blk.1.ffn_gate.weight", [](std::vector<float> & v, int64_t ne0) {
+        v[size_t(100 * ne0 + 17)] = -std::numeric_limits<float>::infinity();
+    });
+    { std::ofstream(d / "out.gguf") << "previous contents"; }
+    const std::tuple<std::string, std::string, std::string> runs[] = {
+        {"nan_emb.gguf", "Q8_0",
+         "tensor 'token_embd.weight': value nan at row 0, column 0 is not a finite number (converting F32 to Q8_0)"},
+        {"nan_emb.gguf", "Q4_K_M", // Q4_K, rows of 64: Q5_0
+         "tensor 'token_embd.weight': value nan at row 0, column 0 is not a finite number (converting F32 to Q5_0)"},
+        {"big_q.gguf", "Q8_0",
+         "tensor 'blk.0.attn_q.weight': value 1e+30 at row 0, column 0 does not fit Q8_0 (the scale of its block, "
+         "columns 0..31, overflows F16)"},
+        {"big_q.gguf", "F16",
+         "tensor 'blk.0.attn_q.weight': value 1e+30 at row 0, column 0 does not fit F16 (its largest finite value is "
+         "65504)"},
+        {"inf_gate.gguf", "Q4_0",
+         "tensor 'blk.1.ffn_gate.weight': value -inf at row 100, column 17 is not a finite number (converting F32 to "
+         "Q4_0)"},
+    };
+    for (const auto & [in, type, want] : runs) {
+        const auto r = run_tessera({"quantize", "-q", d / in, d / "out.gguf", type});
+        EXPECT_EQ(r.exit_code, 1) << in << " " << type << ": " << r.err;
+        EXPECT_TRUE(contains(r.err, "error: " + (d / in) + ": " + want + "\n")) << r.err;
+        EXPECT_EQ(slurp(d.path / "out.gguf"), "previous contents");
+    }
+    EXPECT_EQ(d.n_entries(), 4u); // no temporaries left
+    // BF16 holds 1e30: that file converts.
+    const auto r = run_tessera({"quantize", "-q", d / "big_q.gguf", d / "bf16.gguf", "BF16"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 // A file none of whose tensors takes the target (the mnist classifier: no

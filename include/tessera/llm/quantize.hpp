@@ -49,7 +49,15 @@ bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint
 // into `dst` (type `to`, packed rows) through F32. dst.size() must equal
 // n_rows * row_size(to, ne0) and src.size() n_rows * row_size(from, ne0).
 // Throws tessera::error when `from` has no to_float, `to` has no from_float,
-// or the sizes disagree (`what` names the tensor in the message).
+// or the sizes disagree (`what` names the tensor in the message). Also
+// refuses, naming the tensor, the row and column (of the packed rows) and
+// the value, an input value (as decoded to F32) that is NaN or infinite,
+// and a finite one that the encoding turns into a non-finite number: an F16
+// or BF16 value past the type's largest, or a block whose stored F16 scale
+// or minimum (d; Q5_1's m; the K types' d and dmin) overflows; the error
+// then names the type and the block's columns. dst is then partly written.
+// Cost: one pass over each decoded row and one over the encoded block
+// scales (or F16/BF16 values).
 void convert_rows(std::string_view what, type from, std::span<const uint8_t> src, type to,
                   std::span<uint8_t> dst, int64_t ne0, int64_t n_rows);
 
@@ -97,7 +105,10 @@ struct quantize_result {
 // tensor: `in` missing or not GGUF, target not a quantize target (the
 // message lists quantize_target_names()), a tensor to
 // convert of a type without to_float, a quantized tensor without
-// allow_requantize, `in` and `out` the same file. When no tensor is
+// allow_requantize, `in` and `out` the same file, a tensor to convert that
+// holds NaN or Inf or a value its new type cannot hold (convert_rows; the
+// message starts with `in`'s name; an existing `out` is left as it was).
+// Tensors copied unchanged are not checked. When no tensor is
 // converted (n_converted 0) `out` keeps `in`'s general.file_type and
 // general.quantization_version (or has none), not the target's.
 quantize_result quantize_file(const std::filesystem::path & in, const std::filesystem::path & out,
