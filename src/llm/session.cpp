@@ -7,6 +7,8 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "llama_graph.hpp"
@@ -52,7 +54,46 @@ size_t first_non_finite(std::span<const float> v) {
     return v.size();
 }
 
+// a * b, or UINT64_MAX when the product does not fit.
+uint64_t mul_sat(uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+uint64_t add_sat(uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+
+// The machine's physical memory in bytes, 0 when sysconf cannot tell.
+uint64_t physical_memory() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) return 0;
+    return mul_sat(uint64_t(pages), uint64_t(page_size));
+}
+
+// Bytes as "12.3 MiB" below a GiB, "4.5 GiB" below a TiB, else "2.0 TiB".
+std::string mib_gib(uint64_t bytes) {
+    const double mib = double(bytes) / (1024.0 * 1024.0);
+    if (mib < 1024.0) return fmt::format("{:.1f} MiB", mib);
+    if (mib < 1024.0 * 1024.0) return fmt::format("{:.1f} GiB", mib / 1024.0);
+    return fmt::format("{:.1f} TiB", mib / (1024.0 * 1024.0));
+}
+
 } // namespace
+
+context_memory estimate_context_memory(const hparams & hp, uint32_t n_ctx, uint32_t n_batch, type kv_type,
+                                       bool flash_attn) {
+    context_memory m;
+    const uint64_t kv_elem = type_is_valid(kv_type) ? get_type_traits(kv_type).type_size : 4;
+    m.kv_cache = mul_sat(mul_sat(mul_sat(2 * uint64_t(hp.n_layer), hp.n_embd_kv()), n_ctx), kv_elem);
+    const uint64_t scores = mul_sat(uint64_t(n_ctx), n_batch); // positions x tokens of one attention
+    uint64_t attention = mul_sat(scores, 4);                   // the mask
+    if (!flash_attn) attention = add_sat(attention, mul_sat(mul_sat(scores, hp.n_head), 2 * 4));
+    // The mask is freed after the last layer, before the logits are computed.
+    m.compute = std::max(attention, mul_sat(mul_sat(n_batch, hp.n_vocab), 4));
+    return m;
+}
 
 struct session::impl {
     device dev;
@@ -155,7 +196,8 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
         }
     }
 
-    // KV cache: per layer K and V of [n_embd_kv, n_ctx].
+    // KV cache: per layer K and V of [n_embd_kv, n_ctx]; the tensors now,
+    // their memory once the context is known to fit.
     context::params cp;
     cp.max_tensors = size_t(hp.n_layer) * 2 + 4;
     impl_->kv_ctx = std::make_unique<context>(cp);
@@ -174,29 +216,25 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
             total += buft.alloc_size(t);
         }
     }
-    impl_->kv_buf = buft.alloc(std::max<size_t>(total, 1));
-    for (uint32_t il = 0, i = 0; il < hp.n_layer; ++il) {
-        impl_->kv_buf.place(kv.k[il], offs[i++]);
-        impl_->kv_buf.place(kv.v[il], offs[i++]);
-    }
-    impl_->kv_buf.clear(0);
 
-    // Compute buffer sized once for the largest graph (n_batch tokens, full context).
-    // Fused attention unless turned off; in automatic mode it is dropped
-    // again when the device cannot compute a FLASH_ATTN_EXT node.
-    impl_->galloc = std::make_unique<graph_allocator>(buft);
+    // The largest graph (n_batch tokens, full context), which sizes the
+    // compute buffer. Fused attention unless turned off; in automatic mode
+    // it is dropped again when the device cannot compute a FLASH_ATTN_EXT node.
     using fa_mode = session_params::flash_attn_mode;
     flash_attn_ = params_.flash_attn != fa_mode::off;
+    context::params gp;
+    gp.max_tensors = graph_tensor_budget(hp);
+    std::unique_ptr<context> gctx;
+    std::unique_ptr<graph> g;
     for (;;) {
-        context::params gp;
-        gp.max_tensors = graph_tensor_budget(hp);
-        context gctx(gp);
-        batch_graph bg = build_llama_graph(gctx, hp, impl_->w, kv, params_.n_batch, params_.n_ctx, true, flash_attn_);
-        graph g(gp.max_tensors);
-        build_forward(g, bg);
+        g.reset(); // before the context that holds its tensors
+        gctx = std::make_unique<context>(gp);
+        batch_graph bg = build_llama_graph(*gctx, hp, impl_->w, kv, params_.n_batch, params_.n_ctx, true, flash_attn_);
+        g = std::make_unique<graph>(gp.max_tensors);
+        build_forward(*g, bg);
         if (flash_attn_ && params_.flash_attn == fa_mode::automatic) {
             bool fa_ok = true;
-            for (tensor * node : g.nodes()) {
+            for (tensor * node : g->nodes()) {
                 if (node->op == TSR_OP_FLASH_ATTN_EXT && !impl_->dev.supports_op(node)) fa_ok = false;
             }
             if (!fa_ok) {
@@ -204,15 +242,53 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
                 continue;
             }
         }
-        for (tensor * node : g.nodes()) {
+        for (tensor * node : g->nodes()) {
             if (!impl_->dev.supports_op(node)) {
                 throw error(fmt::format("device {} cannot compute {} ({}, type {}){}", impl_->dev.name(),
                                         op_name(node->op), node->name, type_name(node->type),
                                         node->op == TSR_OP_FLASH_ATTN_EXT ? "; turn flash attention off" : ""));
             }
         }
-        impl_->galloc->reserve(g);
         break;
+    }
+
+    // Refuse a context the machine cannot hold before allocating it (a
+    // 16M-token context of a tiny model asked for 52 GiB and failed only
+    // after filling the memory for minutes).
+    const context_memory need =
+        estimate_context_memory(hp, params_.n_ctx, params_.n_batch, params_.kv_type, flash_attn_);
+    const bool machine = params_.memory_limit == 0;
+    const uint64_t limit = machine ? physical_memory() : params_.memory_limit;
+    if (limit != 0 && need.total() > limit) {
+        throw error(fmt::format(
+            "a context of {} tokens needs about {} besides the weights (KV cache {}: {} layers x K and V x {} x {} "
+            "tokens x {}; compute buffer at least {}: the attention mask of {} x {} positions{}), more than {} ({}); "
+            "use a smaller context (-c){} or a smaller batch (-b)",
+            params_.n_ctx, mib_gib(need.total()), mib_gib(need.kv_cache), hp.n_layer, hp.n_embd_kv(), params_.n_ctx,
+            type_name(params_.kv_type), mib_gib(need.compute), params_.n_batch, params_.n_ctx,
+            flash_attn_ ? "" : " and the attention scores", machine ? "the machine's physical memory" : "the memory limit",
+            mib_gib(limit), params_.kv_type == TSR_TYPE_F32 ? ", --kv-type F16 (half the KV cache)" : ""));
+    }
+
+    try {
+        impl_->kv_buf = buft.alloc(std::max<size_t>(total, 1));
+    } catch (const error & e) {
+        throw error(fmt::format("KV cache for a context of {} tokens ({}, {}): {}", params_.n_ctx, mib_gib(total),
+                                type_name(params_.kv_type), e.what()));
+    }
+    for (uint32_t il = 0, i = 0; il < hp.n_layer; ++il) {
+        impl_->kv_buf.place(kv.k[il], offs[i++]);
+        impl_->kv_buf.place(kv.v[il], offs[i++]);
+    }
+    impl_->kv_buf.clear(0);
+
+    // Compute buffer sized once for the largest graph.
+    impl_->galloc = std::make_unique<graph_allocator>(buft);
+    try {
+        impl_->galloc->reserve(*g);
+    } catch (const error & e) {
+        throw error(fmt::format("compute buffer for a context of {} tokens and batches of {}: {}", params_.n_ctx,
+                                params_.n_batch, e.what()));
     }
 }
 

@@ -5,16 +5,24 @@
 //     decoding with an error naming the position (library) and give exit 1
 //     from `tessera run` instead of blank text;
 //   - the session says how many weight matrices went to CPU_REPACK, and
-//     their pages of the file mapping leave the process's resident set.
+//     their pages of the file mapping leave the process's resident set;
+//   - a context whose KV cache and compute buffer exceed the memory limit
+//     is refused before anything is allocated, naming the sizes, and a
+//     failed allocation says what it was for (library and `tessera run`).
 // Models are stories260K (F32, 5 layers) rewritten with gguf::writer.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -340,6 +348,181 @@ TEST(session_repack, the_moved_matrices_leave_the_file_mapping_resident_set) {
             EXPECT_GE(after, before - 8) << before << " kB -> " << after;
         }
     }
+}
+
+// --- context memory ----------------------------------------------------------
+
+// stories260K with llama.context_length set to `n_ctx`.
+void write_stories_with_context(const fs::path & path, uint32_t n_ctx) {
+    const gguf::reader src(stories);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    w.set_u32("llama.context_length", n_ctx);
+    for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+    w.write(path);
+}
+
+// stories260K: 5 layers, n_embd_kv 32 (4 KV heads of 8), 8 heads, 512 tokens.
+TEST(session_memory, estimate_counts_the_kv_cache_mask_scores_and_logits) {
+    auto m = llm::model::load(stories);
+    const llm::context_memory f32 = llm::estimate_context_memory(m->hp(), 2048, 512, TSR_TYPE_F32, true);
+    EXPECT_EQ(f32.kv_cache, 2u * 5 * 32 * 2048 * 4);     // 2.5 MiB
+    EXPECT_EQ(f32.compute, 2048u * 512 * 4); // the mask (4 MiB; the logits, 1 MiB, come after it is freed)
+    const llm::context_memory f16 = llm::estimate_context_memory(m->hp(), 2048, 512, TSR_TYPE_F16, false);
+    EXPECT_EQ(f16.kv_cache, 2u * 5 * 32 * 2048 * 2);
+    EXPECT_EQ(f16.compute, 2048u * 512 * 4 + 2u * 8 * 2048 * 512 * 4); // mask, scores and softmax
+    // A batch whose logits outweigh its attention: 2 tokens of 512 positions.
+    EXPECT_EQ(llm::estimate_context_memory(m->hp(), 512, 2, TSR_TYPE_F32, true).compute, 2u * 512 * 4);
+    EXPECT_EQ(f16.total(), f16.kv_cache + f16.compute);
+    // Saturates instead of wrapping around.
+    llm::hparams huge = m->hp();
+    huge.n_layer = huge.n_head = huge.n_head_kv = huge.n_embd = UINT32_MAX;
+    EXPECT_EQ(llm::estimate_context_memory(huge, UINT32_MAX, UINT32_MAX, TSR_TYPE_F32, false).compute, UINT64_MAX);
+}
+
+// A limit the estimate exceeds by one byte refuses the context, naming its
+// size, the estimate and the limit; the estimate itself passes.
+TEST(session_memory, a_context_past_the_limit_is_refused) {
+    auto m = llm::model::load(stories);
+    llm::session_params p;
+    p.n_ctx = 2048;
+    p.n_threads = 1;
+    p.flash_attn = llm::session_params::flash_attn_mode::off;
+    const llm::context_memory need = llm::estimate_context_memory(m->hp(), 2048, 512, TSR_TYPE_F32, false);
+    p.memory_limit = need.total();
+    {
+        llm::session s(*m, p);
+        EXPECT_GE(s.compute_buffer_size(), need.compute); // the estimate is a lower bound
+        EXPECT_EQ(s.decode(std::vector<int32_t>{1, 403}).size(), 512u);
+    }
+    p.memory_limit = need.total() - 1;
+    EXPECT_EQ(error_of([&] { llm::session s(*m, p); }),
+              "a context of 2048 tokens needs about 70.5 MiB besides the weights (KV cache 2.5 MiB: 5 layers x K and V "
+              "x 32 x 2048 tokens x F32; compute buffer at least 68.0 MiB: the attention mask of 512 x 2048 positions "
+              "and the attention scores), more than the memory limit (70.5 MiB); use a smaller context (-c), "
+              "--kv-type F16 (half the KV cache) or a smaller batch (-b)");
+    // With an F16 cache and fused attention there is less to count and to suggest.
+    p.kv_type = TSR_TYPE_F16;
+    p.flash_attn = llm::session_params::flash_attn_mode::on;
+    p.memory_limit = 1 << 20;
+    EXPECT_EQ(error_of([&] { llm::session s(*m, p); }),
+              "a context of 2048 tokens needs about 5.2 MiB besides the weights (KV cache 1.2 MiB: 5 layers x K and V x "
+              "32 x 2048 tokens x F16; compute buffer at least 4.0 MiB: the attention mask of 512 x 2048 positions), "
+              "more than the memory limit (1.0 MiB); use a smaller context (-c) or a smaller batch (-b)");
+}
+
+// The case that filled the memory for minutes: a 16M-token context of a
+// 5-layer model needs 20 GiB of KV cache and a 32 GiB mask. Refused at
+// once (here against a 16 GiB limit; without one, against the machine's).
+TEST(session_memory, a_16m_token_context_is_refused_at_once) {
+    temp_dir d;
+    write_stories_with_context(d / "16m.gguf", 1u << 24);
+    auto m = llm::model::load(d / "16m.gguf");
+    llm::session_params p;
+    p.n_ctx = 1u << 24;
+    p.n_threads = 1;
+    p.memory_limit = uint64_t(16) << 30;
+    const std::string what = error_of([&] { llm::session s(*m, p); });
+    EXPECT_TRUE(contains(what, "a context of 16777216 tokens needs about 52.0 GiB besides the weights (KV cache "
+                               "20.0 GiB: 5 layers x K and V x 32 x 16777216 tokens x F32; compute buffer at least "
+                               "32.0 GiB: the attention mask of 512 x 16777216 positions"))
+        << what;
+    EXPECT_TRUE(contains(what, "more than the memory limit (16.0 GiB)")) << what;
+}
+
+// `tessera run` with a context no machine holds (16M tokens in batches of
+// 64K: a 4 TiB attention mask) exits 1 at once with the check's message.
+// (Without -b, 52 GiB: refused on this 24 GiB machine, not on every one.)
+TEST(session_memory, run_refuses_a_context_larger_than_the_memory) {
+    if (!fs::exists(tessera_bin)) GTEST_SKIP() << "tessera not built";
+    temp_dir d;
+    const fs::path path = d / "16m.gguf";
+    write_stories_with_context(path, 1u << 24);
+    tessera::test::process_options opt;
+    opt.timeout_s = 60;
+    const auto r = tessera::test::run_process(
+        tessera_bin, {"run", "-m", path.string(), "-c", "16777216", "-b", "65536", "-p", "Once", "-n", "1", "-t", "1"}, opt);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "error: a context of 16777216 tokens needs about 4.0 TiB besides the weights (KV cache 20.0 GiB: ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "compute buffer at least 4.0 TiB: the attention mask of 65536 x 16777216 positions)"))
+        << r.err;
+    EXPECT_TRUE(contains(r.err, "more than the machine's physical memory (")) << r.err;
+    EXPECT_TRUE(contains(r.err, "use a smaller context (-c), --kv-type F16 (half the KV cache) or a smaller batch (-b)\n"))
+        << r.err;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool k_sanitized = true; // their shadow memory needs an unlimited address space
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool k_sanitized = true;
+#else
+constexpr bool k_sanitized = false;
+#endif
+#else
+constexpr bool k_sanitized = false;
+#endif
+
+// The process's address space in bytes (VmSize of /proc/self/status), 0 when unknown.
+uint64_t address_space_bytes() {
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("VmSize:", 0) == 0) return uint64_t(std::stoull(line.substr(7))) * 1024; // kB
+    }
+    return 0;
+}
+
+// A failed allocation names what it was for. In a child process whose
+// address space is capped (RLIMIT_AS) at 768 MiB above what it uses, with
+// the memory check off: the F32 KV cache of 1M tokens (1.25 GiB) fails,
+// then with an F16 cache of 512K tokens (320 MiB) the compute buffer (its
+// mask alone 1 GiB).
+TEST(session_memory, a_failed_allocation_says_what_it_was_for) {
+    if (k_sanitized) GTEST_SKIP() << "sanitizers reserve more address space than the cap";
+    temp_dir d;
+    write_stories_with_context(d / "16m.gguf", 1u << 24);
+    auto m = llm::model::load(d / "16m.gguf");
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        std::string out;
+        try {
+            llm::session_params p;
+            p.n_threads = 1;
+            p.memory_limit = UINT64_MAX;
+            p.n_ctx = 64;
+            { llm::session warm(*m, p); } // backends loaded before the cap
+            const uint64_t used = address_space_bytes();
+            const rlimit cap{used + (uint64_t(768) << 20), used + (uint64_t(768) << 20)};
+            if (used == 0 || ::setrlimit(RLIMIT_AS, &cap) != 0) ::_exit(3);
+            p.n_ctx = 1u << 20;
+            out += error_of([&] { llm::session s(*m, p); }) + "\n";
+            p.n_ctx = 1u << 19;
+            p.kv_type = TSR_TYPE_F16;
+            out += error_of([&] { llm::session s(*m, p); }) + "\n";
+        } catch (...) {
+            out += "unexpected exception\n";
+        }
+        const ssize_t n = ::write(fds[1], out.data(), out.size());
+        ::_exit(n == ssize_t(out.size()) ? 0 : 4);
+    }
+    ::close(fds[1]);
+    std::string got;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
+    ::close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ": " << got;
+    EXPECT_TRUE(contains(got, "KV cache for a context of 1048576 tokens (1.2 GiB, F32): buffer type 'CPU': failed to "
+                              "allocate 1342177280 bytes"))
+        << got;
+    EXPECT_TRUE(contains(got, "compute buffer for a context of 524288 tokens and batches of 512: buffer type 'CPU': "
+                              "failed to allocate "))
+        << got;
 }
 
 } // namespace

@@ -29,7 +29,35 @@ struct session_params {
     // F16/BF16 rows, interleaved for the CPU kernels) when it has one;
     // off: the kernels read the memory-mapped file.
     bool repack = true;
+    // Bytes the context may take besides the weights (the KV cache and the
+    // compute buffer, as estimate_context_memory counts them); a larger
+    // context is refused before anything is allocated. 0 = the machine's
+    // physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE; no check
+    // where it is unknown); UINT64_MAX = no check.
+    uint64_t memory_limit = 0;
 };
+
+// Memory a session's context takes besides the weights, in bytes.
+struct context_memory {
+    // K and V of every layer: 2 x n_layer x n_embd_kv x n_ctx x the KV
+    // type's size (the alignment padding between them, a few hundred bytes,
+    // not counted).
+    uint64_t kv_cache = 0;
+    // A lower bound of the compute buffer: the larger of the tensors that
+    // are live at once while attending (the F32 attention mask,
+    // n_ctx x n_batch x 4, and without fused attention the F32 scores and
+    // their softmax, 2 x n_head x n_ctx x n_batch x 4) and the F32 logits
+    // of a batch, n_batch x n_vocab x 4.
+    uint64_t compute = 0;
+    uint64_t total() const { return kv_cache + compute; }
+};
+
+// The memory a session of `n_ctx` tokens and micro-batches of `n_batch`
+// (already at most n_ctx) needs for model hyper-parameters `hp`, KV type
+// `kv_type` and fused attention or not. Products that overflow 64 bits
+// saturate at UINT64_MAX. Never throws.
+context_memory estimate_context_memory(const hparams & hp, uint32_t n_ctx, uint32_t n_batch, type kv_type,
+                                       bool flash_attn);
 
 // Where a session put the model's weight matrices (session_params::repack).
 struct repack_summary {
@@ -49,8 +77,13 @@ public:
     // (model::copy_weights) and never changes m: sessions on one model may
     // be created, used and destroyed on different threads at once.
     // Throws tessera::error for an unknown device (listing the known ones),
-    // n_ctx above the model's context length, n_batch = 0, or a device that
-    // cannot compute the model's ops.
+    // n_ctx above the model's context length, n_batch = 0, a device that
+    // cannot compute the model's ops, or a context whose memory
+    // (estimate_context_memory) exceeds session_params::memory_limit: the
+    // message names the context size, the estimate (KV cache and compute
+    // buffer) and the limit, and suggests a smaller context or an F16 KV
+    // cache. A failed allocation of the KV cache or of the compute buffer
+    // is a tessera::error saying which, for what context size.
     session(const model & m, session_params p);
     ~session();
     session(const session &) = delete;
