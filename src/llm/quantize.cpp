@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/printable.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/gguf/writer.hpp"
 
@@ -124,7 +125,7 @@ void convert_rows(std::string_view what, type from, std::span<const uint8_t> src
             const auto c = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); }) - row.begin();
             throw error(fmt::format("tensor '{}': value {} at row {}, column {} is not a finite number (converting {} "
                                     "to {})",
-                                    what, row[size_t(c)], r, c, tf.name, tt.name));
+                                    tessera::printable(what), row[size_t(c)], r, c, tf.name, tt.name));
         }
         uint8_t * out = dst.data() + static_cast<size_t>(r) * rs_out;
         tt.from_float(row.data(), out, ne0);
@@ -142,7 +143,7 @@ void convert_rows(std::string_view what, type from, std::span<const uint8_t> src
                                           to == TSR_TYPE_F16 ? f16_to_f32(0x7bff) : bf16_to_f32(0x7f7f))
                             : fmt::format("the {} of its {}, columns {}..{}, overflows {}", f.what,
                                           bs == qk_k ? "super-block" : "block", c0, c0 + bs - 1, type_name(f.t));
-                throw error(fmt::format("tensor '{}': value {} at row {}, column {} does not fit {} ({})", what,
+                throw error(fmt::format("tensor '{}': value {} at row {}, column {} does not fit {} ({})", tessera::printable(what),
                                         row[size_t(c)], r, c, tt.name, why));
             }
         }
