@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "tessera/core/printable.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 #include "tessera/gguf/writer.hpp"
 
 namespace tessera::llm {
