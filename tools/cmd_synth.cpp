@@ -55,11 +55,15 @@ int run_synth(const options & o) {
             }
         };
     }
+    // The file the name leads to, for its size after the write: a link
+    // such as /dev/stdout (to /proc/self/fd/1) keeps naming the replaced file.
+    std::error_code ec;
+    std::filesystem::path written = std::filesystem::weakly_canonical(o.out, ec);
+    if (ec) written = o.out;
     const auto t0 = std::chrono::steady_clock::now();
     const std::string kind = llm::synth_model(p, o.out);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(o.out, ec);
+    const auto size = std::filesystem::file_size(written, ec);
     eprint("{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
                o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);

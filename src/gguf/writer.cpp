@@ -409,6 +409,11 @@ void writer::write(const std::filesystem::path & path) const {
     // symbolic link is followed to the file it names (the link stays), and
     // anything but a regular file (a directory; a device such as /dev/null,
     // a FIFO, a socket) is refused: renaming over it would replace it.
+    // What the path opens, links followed by the kernel (/dev/stdout to a
+    // pipe is a FIFO, though /proc/self/fd's link names no file).
+    if (struct stat opened {}; ::stat(path.c_str(), &opened) == 0 && !S_ISREG(opened.st_mode) && !S_ISDIR(opened.st_mode)) {
+        throw error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
+    }
     const std::filesystem::path target = follow_links(path);
     struct stat st {};
     const bool exists = ::stat(target.c_str(), &st) == 0;

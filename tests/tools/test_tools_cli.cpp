@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -1114,6 +1115,26 @@ TEST(TesseraCli, ClosedOrFullStandardStreams) {
         EXPECT_EQ(r.term_signal, 0) << cmd;
         if (!contains(cmd, "2>&-")) EXPECT_TRUE(contains(r.err, "error: could not write the output")) << cmd << ": " << r.err;
     }
+}
+
+// -o /dev/stdout: into a redirected file it writes that file and reports
+// its size (it said 0.00 MiB, the replaced file's); into a pipe it is
+// refused as not a regular file (it said "cannot create a temporary file
+// in /proc/self/fd").
+TEST(SynthCli, OutputThroughDevStdout) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    if (!fs::exists("/dev/stdout")) GTEST_SKIP() << "no /dev/stdout";
+    temp_dir d;
+    const std::string synth = std::string(TESSERA_BINARY_DIR) + "/tessera gguf synth -q --preset tiny --type Q4_0 --vocab " + vocab;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q4_0 --vocab " + vocab + " -o " + (d / "ref.gguf")).exit_code, 0);
+    auto r = tessera::test::run_process("/bin/sh", {"-c", synth + " -o /dev/stdout > " + (d / "out.gguf")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(slurp(d / "out.gguf"), slurp(d / "ref.gguf"));
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.2f MiB", double(fs::file_size(d / "ref.gguf")) / (1024.0 * 1024.0));
+    EXPECT_TRUE(contains(r.err, mib)) << mib << " / " << r.err;
+    r = tessera::test::run_process("/bin/sh", {"-c", synth + " -o /dev/stdout | cat > /dev/null"});
+    EXPECT_TRUE(contains(r.err, "/dev/stdout: not a regular file")) << r.err;
 }
 
 // gguf synth's --seed takes every 64-bit value and refuses others, naming
