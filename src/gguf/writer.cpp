@@ -398,6 +398,9 @@ void writer::write(const std::filesystem::path & path) const {
     const auto is_a_directory = [&] {
         return error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
     };
+    const auto not_a_regular_file = [&] {
+        return error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
+    };
     if (path.filename().empty()) { // "x/": a directory's name; say so when x is a file
         struct stat st {};
         if (::stat(path.parent_path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -412,15 +415,13 @@ void writer::write(const std::filesystem::path & path) const {
     // What the path opens, links followed by the kernel (/dev/stdout to a
     // pipe is a FIFO, though /proc/self/fd's link names no file).
     if (struct stat opened {}; ::stat(path.c_str(), &opened) == 0 && !S_ISREG(opened.st_mode) && !S_ISDIR(opened.st_mode)) {
-        throw error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
+        throw not_a_regular_file();
     }
     const std::filesystem::path target = follow_links(path);
     struct stat st {};
     const bool exists = ::stat(target.c_str(), &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) throw is_a_directory();
-    if (exists && !S_ISREG(st.st_mode)) {
-        throw error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
-    }
+    if (exists && !S_ISREG(st.st_mode)) throw not_a_regular_file();
     // Replacing goes by the directory's permissions, not the file's: refuse
     // a file this user may not write, as `>` would (root may write any).
     if (exists && ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) {
