@@ -14,12 +14,6 @@ namespace tessera::tools::bench_report {
 
 namespace {
 
-std::string size_text(uint64_t bytes) {
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    if (double(bytes) >= gib) return fmt::format("{:.2f} GiB", double(bytes) / gib);
-    return fmt::format("{:.2f} MiB", double(bytes) / (1024.0 * 1024.0));
-}
-
 std::string params_text(int64_t n) {
     if (n >= 1000000000) return fmt::format("{:.2f} B", double(n) / 1e9);
     return fmt::format("{:.2f} M", double(n) / 1e6);

@@ -35,13 +35,6 @@ void write_out(const std::string & s) {
     }
 }
 
-// "1.02 GiB" from 1 GiB up, else "12.34 MiB".
-std::string size_text(uint64_t bytes) {
-    const double mib = 1024.0 * 1024.0;
-    if (double(bytes) >= 1024.0 * mib) return fmt::format("{:.2f} GiB", double(bytes) / (1024.0 * mib));
-    return fmt::format("{:.2f} MiB", double(bytes) / mib);
-}
-
 // The load-time line saying where the weight matrices went, e.g.
 // "repack: 154 of 155 weight matrices in CPU_REPACK (1.02 GiB)".
 std::string repack_text(const llm::session & s) {

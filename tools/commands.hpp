@@ -74,6 +74,14 @@ inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed
     return v;
 }
 
+// A byte count for people: "1.02 GiB" from 1 GiB up, else "12.34 MiB"
+// (run's load lines, bench's size column).
+inline std::string size_text(uint64_t bytes) {
+    const double mib = 1024.0 * 1024.0;
+    if (double(bytes) >= 1024.0 * mib) return fmt::format("{:.2f} GiB", double(bytes) / (1024.0 * mib));
+    return fmt::format("{:.2f} MiB", double(bytes) / mib);
+}
+
 // `s` with ASCII letters in lower case (case-insensitive option values).
 inline std::string lower(std::string s) {
     for (char & c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
