@@ -74,7 +74,7 @@ const std::vector<load_report> & load_backends() {
     return reports;
 }
 
-void print_devices(std::FILE * out) {
+size_t print_devices(std::FILE * out) {
     const auto & reports = load_backends();
     registry & reg = registry::global();
     const auto regs = reg.regs();
@@ -107,17 +107,21 @@ void print_devices(std::FILE * out) {
         }
     }
     if (devs.empty()) {
-        fmt::print(out, "  none: no backend could be loaded (searched:");
-        for (const auto & p : reg.search_paths()) fmt::print(out, " {}", p.string());
-        fmt::print(out, ")\n");
+        std::string searched;
+        for (const auto & p : reg.search_paths()) searched += " " + p.string();
+        fmt::print(out, "  none: no backend could be loaded (searched:{})\n", searched);
+        eprint("error: no compute device found: no backend could be loaded (searched:{}; set TESSERA_BACKEND_PATH to "
+               "the folder that holds libtessera-cpu-*.so)\n",
+               searched);
     }
+    return devs.size();
 }
 
 void add_list_devices_flag(CLI::App * sub) {
     sub->add_flag_callback(
         "--list-devices",
         [] {
-            print_devices(stdout);
+            if (print_devices(stdout) == 0) throw CLI::RuntimeError(1); // the error is printed; exit 1 quietly
             throw CLI::Success();
         },
         "List the available backends and devices, then exit");
@@ -132,8 +136,7 @@ command register_devices(CLI::App & app) {
     return {sub, [runs_opt] {
                 if (bench) return bench_load_all(runs);
                 if (runs_opt->count() > 0) throw error(fmt::format("--runs needs --bench (got --runs {} without it)", runs));
-                print_devices(stdout);
-                return 0;
+                return print_devices(stdout) > 0 ? 0 : 1;
             }};
 }
 

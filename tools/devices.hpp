@@ -20,10 +20,13 @@ const std::vector<load_report> & load_backends();
 // Writes the backends (library path, score, the variants considered) and
 // every device (name, description, type, memory, capabilities, buffer
 // types, features) of registry::global() to `out`, after load_backends().
-void print_devices(std::FILE * out);
+// Returns the number of devices; with none, also writes an error naming the
+// folders searched to stderr.
+size_t print_devices(std::FILE * out);
 
 // Adds "--list-devices" to `sub`: when given, the devices are printed to
-// stdout and the program exits 0 without running the subcommand.
+// stdout and the program exits without running the subcommand: 0, or 1
+// when there is no device.
 void add_list_devices_flag(CLI::App * sub);
 
 } // namespace tessera::tools

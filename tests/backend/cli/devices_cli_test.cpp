@@ -130,4 +130,36 @@ TEST(DevicesCli, StrayCpuLibrariesAreRefusedAndTheRealOneIsUsed) {
     EXPECT_NE(r.out.find("devices (1):\n  CPU: "), std::string::npos) << r.out;
 }
 
+// With no backend at all (the program copied alone to a folder without
+// plugins), `devices` and `--list-devices` still list what they searched,
+// but say so on stderr and exit 1: a script that checks for a device
+// must not take an empty listing for success.
+TEST(DevicesCli, NoBackendAtAllExitsOne) {
+    namespace fs = std::filesystem;
+    if (!fs::exists(fs::path(TESSERA_EXE_PATH).parent_path() / "libtessera-cpu-x64.so")) {
+        GTEST_SKIP() << "the CPU backend is compiled in (TESSERA_CPU_STATIC build)";
+    }
+    tessera::test::temp_dir tmp("alone");
+    const fs::path exe = tmp / "tessera";
+    fs::copy_file(TESSERA_EXE_PATH, exe);
+    tessera::test::process_options opt;
+    opt.merge_stderr = true;
+    opt.env = {"TESSERA_BACKEND_PATH=" + tmp.path.string()};
+    for (const std::string args : {"devices", "gguf --list-devices"}) {
+        SCOPED_TRACE(args);
+        const process_result r = tessera::test::run_process(exe.string(), tessera::test::split_args(args), opt);
+        EXPECT_EQ(r.exit_code, 1) << r.out;
+        EXPECT_NE(r.out.find("devices (0):\n  none: no backend could be loaded (searched: " + tmp.path.string()),
+                  std::string::npos)
+            << r.out;
+        EXPECT_NE(r.out.find("error: no compute device found: no backend could be loaded (searched: " +
+                             tmp.path.string()),
+                  std::string::npos)
+            << r.out;
+        EXPECT_NE(r.out.find("set TESSERA_BACKEND_PATH to the folder that holds libtessera-cpu-*.so"),
+                  std::string::npos)
+            << r.out;
+    }
+}
+
 } // namespace
