@@ -102,6 +102,7 @@ command register_devices(CLI::App & app);
 command register_run(CLI::App & app);
 command register_tokenize(CLI::App & app);
 command register_quantize(CLI::App & app);
+command register_perplexity(CLI::App & app);
 command register_bench(CLI::App & app);
 // `tessera gguf synth`: added to the `gguf` subcommand by register_gguf
 // (tools/cmd_synth.cpp, compiled in when TESSERA_HAVE_GGUF_SYNTH).

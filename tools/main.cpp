@@ -124,6 +124,9 @@ int main(int argc, char ** argv) {
     commands.push_back(register_run(app));
     commands.push_back(register_tokenize(app));
 #endif
+#ifdef TESSERA_HAVE_CMD_PERPLEXITY
+    commands.push_back(register_perplexity(app));
+#endif
 #ifdef TESSERA_HAVE_CMD_QUANTIZE
     commands.push_back(register_quantize(app));
 #endif

@@ -1,0 +1,205 @@
+// llm::perplexity and `tessera perplexity`: the figures of the reference
+// implementation's perplexity tool on the same model and text
+// (perplexity_text.hpp), the totals against a naive long-double
+// recomputation from the session's logits, token_nll on exact values, and
+// the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "perplexity_text.hpp"
+#include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/perplexity.hpp"
+#include "tessera/llm/session.hpp"
+#include "tessera/llm/tokenizer.hpp"
+
+namespace {
+
+using namespace tessera;
+const std::string shared_dir = TESSERA_SHARED_DIR;
+const std::string tessera_bin = std::string(TESSERA_BINARY_DIR) + "/tessera";
+
+llm::session_params f32_params(uint32_t n_ctx) {
+    llm::session_params p;
+    p.n_ctx = n_ctx;
+    p.n_threads = 1;
+    p.kv_type = TSR_TYPE_F32;
+    return p;
+}
+
+TEST(Perplexity, TokenNllOfExactRows) {
+    const std::vector<float> flat(4, 0.0f); // uniform over 4: -log(1/4)
+    EXPECT_DOUBLE_EQ(llm::token_nll(flat, 2), std::log(4.0));
+    // exp(1000) overflows a double: the row's maximum is taken out first.
+    const std::vector<float> wide = {1000.0f, 0.0f};
+    EXPECT_NEAR(llm::token_nll(wide, 1), 1000.0, 1e-9);
+    EXPECT_NEAR(llm::token_nll(wide, 0), std::log1p(std::exp(-1000.0)), 1e-300);
+    const std::vector<float> three = {1.0f, 2.0f, 3.0f};
+    EXPECT_NEAR(llm::token_nll(three, 0), std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 1.0, 1e-14);
+    EXPECT_THROW(llm::token_nll(three, 3), error);
+    EXPECT_THROW(llm::token_nll(three, -1), error);
+    EXPECT_THROW(llm::token_nll(std::span<const float>(), 0), error);
+}
+
+// The same figures as llama.cpp's perplexity tool on the same file and text
+// (to the 4 and 5 decimals it prints; with an F32 KV cache for
+// stories260K, as the reference's closest-to-F32 run).
+TEST(Perplexity, MatchesTheReferenceTool) {
+    for (const auto & ref : test::k_story_references) {
+        SCOPED_TRACE(std::string(ref.model) + " -c " + std::to_string(ref.n_ctx));
+        auto m = llm::model::load(shared_dir + "/models/" + ref.model);
+        const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+        const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true, true);
+        llm::session s(*m, f32_params(uint32_t(ref.n_ctx)));
+        llm::perplexity_params pp;
+        pp.n_chunk_tokens = uint32_t(ref.n_ctx);
+        std::vector<double> running;
+        const llm::perplexity_totals t = llm::perplexity(s, tok, tokens, pp, [&](uint64_t c, uint64_t n, const auto & sofar) {
+            EXPECT_EQ(c, running.size());
+            EXPECT_EQ(n, tokens.size() / size_t(ref.n_ctx));
+            running.push_back(sofar.ppl());
+        });
+        const uint64_t n_chunks = tokens.size() / size_t(ref.n_ctx);
+        EXPECT_EQ(t.n_chunks, n_chunks);
+        EXPECT_EQ(t.n_scored, n_chunks * uint64_t(ref.n_ctx - 1 - ref.n_ctx / 2));
+        // The random model's F16 products take F16 activations in the
+        // reference: agreement to 1e-6 relative there.
+        const double tol = ref.ppl > 1000 ? ref.ppl * 1e-6 : 0.00006;
+        EXPECT_NEAR(t.ppl(), ref.ppl, tol);
+        EXPECT_NEAR(t.ppl_stderr(), ref.ppl_stderr, ref.ppl > 1000 ? 0.001 : 0.000006);
+        if (ref.n_ctx == 128 && ref.ppl < 1000) {
+            ASSERT_EQ(running.size(), std::size(test::k_story_running_128));
+            for (size_t i = 0; i < running.size(); ++i) EXPECT_NEAR(running[i], test::k_story_running_128[i], 0.00006) << i;
+        }
+    }
+}
+
+// The totals are the sums, over chunks c and rows j = n/2 .. n - 2, of
+// -log softmax(row j)[token c n + j + 1], recomputed here in long double
+// from a second session's logits of the same chunks (BOS first); a
+// shifted row or target, a missed BOS or a wrong count would not match.
+TEST(Perplexity, TotalsAreTheNaiveSums) {
+    auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true, true);
+    constexpr uint32_t n = 37; // odd: first scored row 18, 18 rows a chunk
+    llm::session s(*m, f32_params(n));
+    llm::perplexity_params pp;
+    pp.n_chunk_tokens = n;
+    pp.max_chunks = 5;
+    const llm::perplexity_totals t = llm::perplexity(s, tok, tokens, pp);
+    ASSERT_EQ(t.n_chunks, 5u);
+    ASSERT_EQ(t.n_scored, 5u * 18u);
+
+    llm::session naive(*m, f32_params(n));
+    long double sum = 0, sum2 = 0;
+    for (size_t c = 0; c < 5; ++c) {
+        std::vector<llm::token_id> chunk(tokens.begin() + long(c * n), tokens.begin() + long((c + 1) * n));
+        chunk[0] = tok.bos_id();
+        naive.reset();
+        const std::span<const float> logits = naive.decode(chunk, true);
+        const size_t V = size_t(m->hp().n_vocab);
+        for (size_t j = n / 2; j + 1 < n; ++j) {
+            long double z = 0;
+            for (size_t v = 0; v < V; ++v) z += std::exp(static_cast<long double>(logits[j * V + v]));
+            const long double nll = std::log(z) - logits[j * V + size_t(chunk[j + 1])];
+            sum += nll;
+            sum2 += nll * nll;
+        }
+    }
+    EXPECT_NEAR(t.nll_sum, double(sum), 1e-9 * double(sum));
+    EXPECT_NEAR(t.nll2_sum, double(sum2), 1e-9 * double(sum2));
+    EXPECT_NEAR(t.ppl(), std::exp(double(sum) / 90.0), 1e-9);
+    const double mean = double(sum) / 90.0, var = double(sum2) / 90.0 - mean * mean;
+    EXPECT_NEAR(t.ppl_stderr(), std::exp(mean) * std::sqrt(var / 89.0), 1e-9);
+}
+
+TEST(Perplexity, RefusesChunksThatDoNotFit) {
+    auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    const std::vector<llm::token_id> tokens = tok.encode("Once upon a time", true, true);
+    llm::session s(*m, f32_params(64));
+    const auto message = [&](uint32_t chunk) {
+        llm::perplexity_params pp;
+        pp.n_chunk_tokens = chunk;
+        try {
+            llm::perplexity(s, tok, tokens, pp);
+        } catch (const error & e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(message(3), "perplexity: chunks of 3 tokens are too short (at least 4)");
+    EXPECT_EQ(message(65), "perplexity: chunks of 65 tokens do not fit the session's context of 64");
+    EXPECT_EQ(message(16), "perplexity: the text has " + std::to_string(tokens.size()) +
+                               " tokens, fewer than one chunk of 16 (use a smaller chunk or a longer text)");
+    EXPECT_EQ(message(4), "no error"); // 5 tokens: one chunk of 4, one token scored
+}
+
+// ---- the command ----
+
+using test::process_result;
+
+process_result run(const std::vector<std::string> & args) { return test::run_process(tessera_bin, args); }
+
+TEST(PerplexityCli, PrintsTheReferenceToolsLines) {
+    test::temp_dir tmp("ppl");
+    const std::string text = (tmp / "story.txt").string();
+    std::ofstream(text, std::ios::binary) << test::k_story;
+    const process_result r = run({"perplexity", "-m", shared_dir + "/models/stories260K.gguf", "-f", text, "-c", "128",
+                                  "-t", "2", "--kv-type", "f32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "[1]3.2633,[2]3.3968,[3]3.1501,[4]3.1994,[5]3.2705,[6]3.4992,[7]3.8197,\n"
+                     "Final estimate: PPL = 3.8197 +/- 0.29515\n");
+    EXPECT_NE(r.err.find("perplexity: 979 tokens, 7 chunks of 128 (63 scored per chunk), CPU, 2 threads, KV cache F32"),
+              std::string::npos)
+        << r.err;
+    // --chunks: the first chunks only.
+    const process_result two = run({"perplexity", "-m", shared_dir + "/models/stories260K.gguf", "-f", text, "-c",
+                                    "128", "--chunks", "2"});
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    EXPECT_EQ(two.out.substr(0, two.out.find('\n')), "[1]3.2633,[2]3.3968,");
+}
+
+TEST(PerplexityCli, BadInputExitsOneNamingIt) {
+    test::temp_dir tmp("ppl");
+    const std::string model = shared_dir + "/models/stories260K.gguf";
+    const std::string short_text = (tmp / "short.txt").string();
+    std::ofstream(short_text) << "Once upon a time";
+    struct bad_case {
+        std::vector<std::string> args;
+        std::string message;
+    };
+    const std::string missing = (tmp / "missing.txt").string();
+    const std::vector<bad_case> cases = {
+        {{"-f", missing}, "error: -f '" + missing + "': cannot open it: No such file or directory\n"},
+        {{"-f", tmp.path.string()}, "error: -f '" + tmp.path.string() + "': cannot read it: Is a directory\n"},
+        {{"-f", short_text},
+         "error: -f '" + short_text + "': the text has 5 tokens, fewer than one chunk of 512 (-c); use a smaller -c "
+                                      "or a longer text\n"},
+        {{"-f", "-"}, "error: -f '-': the text has 1 token, fewer than one chunk of 512 (-c); use a smaller -c or a "
+                      "longer text\n"}, // stdin is /dev/null here: BOS alone
+        {{"-f", short_text, "-c", "4096"}, "error: -c 4096: longer than the model's context of 2048\n"},
+    };
+    for (const bad_case & c : cases) {
+        std::vector<std::string> args = {"perplexity", "-m", model};
+        args.insert(args.end(), c.args.begin(), c.args.end());
+        const process_result r = run(args);
+        EXPECT_EQ(r.exit_code, 1) << c.args[1];
+        EXPECT_EQ(r.err, c.message);
+        EXPECT_EQ(r.out, "");
+    }
+    // CLI11 range checks: the chunk of at least 4 tokens.
+    const process_result r = run({"perplexity", "-m", model, "-f", short_text, "-c", "3"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("-c"), std::string::npos) << r.err;
+}
+
+} // namespace

@@ -1,0 +1,104 @@
+// tools/cmd_perplexity.cpp — `tessera perplexity`: a model's perplexity on
+// a text file (llm::perplexity), printed as llama.cpp's perplexity tool
+// prints it, so scripts that read one read the other.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "session_options.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/llm/model.hpp"
+#include "tessera/llm/perplexity.hpp"
+#include "tessera/llm/session.hpp"
+#include "tessera/llm/tokenizer.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+// The whole of `path` ("-": standard input) as bytes. Throws tessera::error
+// naming the file and the system's reason.
+std::string read_text(const std::string & path) {
+    const bool std_in = path == "-";
+    std::FILE * f = std_in ? stdin : std::fopen(path.c_str(), "rb");
+    if (f == nullptr) throw error(fmt::format("-f '{}': cannot open it: {}", path, std::strerror(errno)));
+    std::string text;
+    char buf[1 << 16];
+    size_t got = 0;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
+    const bool failed = std::ferror(f) != 0;
+    const int err = errno;
+    if (!std_in) std::fclose(f);
+    if (failed) throw error(fmt::format("-f '{}': cannot read it: {}", path, std::strerror(err)));
+    return text;
+}
+
+// Writes to stdout now (the running estimates show while the next chunk runs).
+void print_now(const std::string & s) {
+    if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0) {
+        throw error(fmt::format("could not write the output: {}", std::strerror(errno)));
+    }
+}
+
+struct perplexity_options {
+    std::string model_path;
+    std::string text_path;
+    int n_chunk = 512;
+    uint64_t max_chunks = 0;
+    session_options so;
+};
+
+int run_perplexity(const perplexity_options & o) {
+    const llm::session_params ps = o.so.params(uint32_t(o.n_chunk));
+    const std::string text = read_text(o.text_path);
+    auto m = llm::model::load(o.model_path);
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    const std::vector<llm::token_id> tokens = tok.encode(text, true, true);
+    if (uint64_t(o.n_chunk) > m->hp().n_ctx_train) {
+        throw error(fmt::format("-c {}: longer than the model's context of {}", o.n_chunk, m->hp().n_ctx_train));
+    }
+    if (tokens.size() < size_t(o.n_chunk)) {
+        throw error(fmt::format("-f '{}': the text has {} token{}, fewer than one chunk of {} (-c); use a smaller -c "
+                                "or a longer text",
+                                o.text_path, tokens.size(), tokens.size() == 1 ? "" : "s", o.n_chunk));
+    }
+    llm::session s(*m, ps);
+    uint64_t n_chunks = tokens.size() / size_t(o.n_chunk);
+    if (o.max_chunks != 0) n_chunks = std::min(n_chunks, o.max_chunks);
+    eprint("perplexity: {} tokens, {} chunk{} of {} ({} scored per chunk), {}, {} thread{}, KV cache {}, flash "
+           "attention {}\n",
+           tokens.size(), n_chunks, n_chunks == 1 ? "" : "s", o.n_chunk, o.n_chunk - 1 - o.n_chunk / 2,
+           s.device_name(), s.n_threads(), s.n_threads() == 1 ? "" : "s", o.so.kv_type, s.flash_attn() ? "on" : "off");
+    llm::perplexity_params pp;
+    pp.n_chunk_tokens = uint32_t(o.n_chunk);
+    pp.max_chunks = o.max_chunks;
+    const llm::perplexity_totals t =
+        llm::perplexity(s, tok, tokens, pp, [](uint64_t c, uint64_t, const llm::perplexity_totals & sofar) {
+            print_now(fmt::format("[{}]{:.4f},", c + 1, sofar.ppl()));
+        });
+    print_now(fmt::format("\nFinal estimate: PPL = {:.4f} +/- {:.5f}\n", t.ppl(), t.ppl_stderr()));
+    return 0;
+}
+
+} // namespace
+
+command register_perplexity(CLI::App & app) {
+    auto o = std::make_shared<perplexity_options>();
+    CLI::App * sub = app.add_subcommand("perplexity", "a model's perplexity on a text file (chunks scored as llama.cpp's perplexity tool does)");
+    sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
+    sub->add_option("-f,--file", o->text_path, "text file (UTF-8; - for standard input)")->required();
+    sub->add_option("-c,--ctx-size", o->n_chunk, "tokens per chunk (each evaluated from an empty cache; its second half is scored)")
+        ->check(CLI::Range(4, 1 << 20))
+        ->capture_default_str();
+    sub->add_option("--chunks", o->max_chunks, "most chunks to score (0 = all)")->capture_default_str();
+    o->so.add_to(sub);
+    return {sub, [o] { return run_perplexity(*o); }};
+}
+
+} // namespace tessera::tools
