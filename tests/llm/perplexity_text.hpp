@@ -36,6 +36,19 @@ inline constexpr perplexity_reference k_story_references[] = {
     {"stories260K.gguf", 256, 3.7511, 0.30811},
     {"llama-2-tiny-random.gguf", 128, 32100.0432, 120.69945},
 };
+// stories260K quantized by `tessera quantize` (the bytes llm::quantize_file
+// writes; the same files read by both), -c 128, the reference's F32 settings
+// as above. The two differ in the activations' rounding (both quantize them
+// to 8-bit blocks, in different block sizes and orders), by 0.02-0.2%.
+struct quantized_reference {
+    const char * type; // parse_file_type's name
+    double ppl;
+};
+inline constexpr quantized_reference k_story_quantized_128[] = {
+    {"Q8_0", 3.8138},
+    {"Q4_0", 4.0921},
+    {"Q4_K_M", 3.8950},
+};
 // Its running estimates after each chunk, stories260K, -c 128, as above.
 inline constexpr double k_story_running_128[] = {3.2633, 3.3968, 3.1501, 3.1994, 3.2705, 3.4992, 3.8197};
 
