@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,7 +51,7 @@ struct perplexity_options {
     std::string model_path;
     std::string text_path;
     int n_chunk = 512;
-    uint64_t max_chunks = 0;
+    int64_t max_chunks = 0;
     session_options so;
 };
 
@@ -70,14 +71,14 @@ int run_perplexity(const perplexity_options & o) {
     }
     llm::session s(*m, ps);
     uint64_t n_chunks = tokens.size() / size_t(o.n_chunk);
-    if (o.max_chunks != 0) n_chunks = std::min(n_chunks, o.max_chunks);
+    if (o.max_chunks != 0) n_chunks = std::min(n_chunks, uint64_t(o.max_chunks));
     eprint("perplexity: {} tokens, {} chunk{} of {} ({} scored per chunk), {}, {} thread{}, KV cache {}, flash "
            "attention {}\n",
            tokens.size(), n_chunks, n_chunks == 1 ? "" : "s", o.n_chunk, o.n_chunk - 1 - o.n_chunk / 2,
            s.device_name(), s.n_threads(), s.n_threads() == 1 ? "" : "s", o.so.kv_type, s.flash_attn() ? "on" : "off");
     llm::perplexity_params pp;
     pp.n_chunk_tokens = uint32_t(o.n_chunk);
-    pp.max_chunks = o.max_chunks;
+    pp.max_chunks = uint64_t(o.max_chunks);
     const llm::perplexity_totals t =
         llm::perplexity(s, tok, tokens, pp, [](uint64_t c, uint64_t, const llm::perplexity_totals & sofar) {
             print_now(fmt::format("[{}]{:.4f},", c + 1, sofar.ppl()));
@@ -94,9 +95,13 @@ command register_perplexity(CLI::App & app) {
     sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
     sub->add_option("-f,--file", o->text_path, "text file (UTF-8; - for standard input)")->required();
     sub->add_option("-c,--ctx-size", o->n_chunk, "tokens per chunk (each evaluated from an empty cache; its second half is scored)")
+        ->check(k_whole_number)
         ->check(CLI::Range(4, 1 << 20))
         ->capture_default_str();
-    sub->add_option("--chunks", o->max_chunks, "most chunks to score (0 = all)")->capture_default_str();
+    sub->add_option("--chunks", o->max_chunks, "most chunks to score (0 = all)")
+        ->check(k_whole_number)
+        ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))
+        ->capture_default_str();
     o->so.add_to(sub);
     return {sub, [o] { return run_perplexity(*o); }};
 }

@@ -74,6 +74,20 @@ inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed
     return v;
 }
 
+// A CLI11 check that an integer option's text is a whole number in decimal
+// (an optional sign, then digits), for CLI11's Range checks to follow: those
+// read "1e3" or "2.5" as a number and then call it out of range.
+inline const CLI::Validator k_whole_number(
+    [](std::string & text) -> std::string {
+        size_t i = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        if (i == text.size()) return "'" + text + "' is not a whole number";
+        for (; i < text.size(); ++i) {
+            if (text[i] < '0' || text[i] > '9') return "'" + text + "' is not a whole number";
+        }
+        return std::string();
+    },
+    "");
+
 // A byte count for people: "1.02 GiB" from 1 GiB up, else "12.34 MiB"
 // (run's load lines, bench's size column).
 inline std::string size_text(uint64_t bytes) {

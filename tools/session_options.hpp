@@ -25,8 +25,12 @@ struct session_options {
     // Adds -t, -b, --device, --kv-type, --repack and --flash-attn to `sub`
     // (values in either case, kept in the spelling shown).
     void add_to(CLI::App * sub) {
-        sub->add_option("-t,--threads", n_threads, "CPU threads (0 = all)")->check(CLI::Range(0, k_max_threads));
-        sub->add_option("-b,--batch-size", n_batch, "most tokens evaluated in one graph")->check(CLI::Range(1, 1 << 16));
+        sub->add_option("-t,--threads", n_threads, "CPU threads (0 = all)")
+            ->check(k_whole_number)
+            ->check(CLI::Range(0, k_max_threads));
+        sub->add_option("-b,--batch-size", n_batch, "most tokens evaluated in one graph")
+            ->check(k_whole_number)
+            ->check(CLI::Range(1, 1 << 16));
         device_opt = sub->add_option("--device", device, "device name (see `tessera devices`)");
         sub->add_option("--kv-type", kv_type, "KV cache type: F32 or F16")
             ->transform(CLI::IsMember({"F32", "F16"}, CLI::ignore_case))

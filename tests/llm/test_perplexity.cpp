@@ -221,10 +221,23 @@ TEST(PerplexityCli, BadInputExitsOneNamingIt) {
         EXPECT_EQ(r.err, c.message);
         EXPECT_EQ(r.out, "");
     }
-    // CLI11 range checks: the chunk of at least 4 tokens.
-    const process_result r = run({"perplexity", "-m", model, "-f", short_text, "-c", "3"});
-    EXPECT_EQ(r.exit_code, 1);
-    EXPECT_NE(r.err.find("-c"), std::string::npos) << r.err;
+    // Numbers: whole, and in range (a chunk of at least 4 tokens; no
+    // negative count of chunks read as "all").
+    const std::vector<std::pair<std::vector<std::string>, std::string>> numbers = {
+        {{"-c", "3"}, "--ctx-size: Value 3 not in range 4 to 1048576"},
+        {{"-c", "1e3"}, "--ctx-size: '1e3' is not a whole number"},
+        {{"--chunks", "-1"}, "--chunks: Value -1 not in range 0 to"},
+        {{"--chunks", "2x"}, "--chunks: '2x' is not a whole number"},
+        {{"-t", "2.5"}, "--threads: '2.5' is not a whole number"},
+    };
+    for (const auto & [extra, message] : numbers) {
+        std::vector<std::string> args = {"perplexity", "-m", model, "-f", short_text};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const process_result r = run(args);
+        EXPECT_EQ(r.exit_code, 1) << extra[1];
+        EXPECT_EQ(r.err.rfind(message, 0), 0u) << r.err;
+        EXPECT_EQ(r.out, "");
+    }
 }
 
 } // namespace
