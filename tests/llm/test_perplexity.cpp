@@ -144,6 +144,15 @@ TEST(Perplexity, TotalsAreTheNaiveSums) {
     EXPECT_NEAR(t.ppl(), std::exp(double(sum) / 90.0), 1e-9);
     const double mean = double(sum) / 90.0, var = double(sum2) / 90.0 - mean * mean;
     EXPECT_NEAR(t.ppl_stderr(), std::exp(mean) * std::sqrt(var / 89.0), 1e-9);
+
+    // Micro-batches of 5 tokens: the rows of every micro-batch, in order
+    // (the same F32 sums up to the products' blocking).
+    llm::session_params small = f32_params(n);
+    small.n_batch = 5;
+    llm::session batched(*m, small);
+    const llm::perplexity_totals tb = llm::perplexity(batched, tok, tokens, pp);
+    EXPECT_EQ(tb.n_scored, t.n_scored);
+    EXPECT_NEAR(tb.nll_sum, t.nll_sum, 1e-4 * t.nll_sum);
 }
 
 TEST(Perplexity, RefusesChunksThatDoNotFit) {
