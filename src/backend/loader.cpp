@@ -119,7 +119,11 @@ backend_reg registry::load(const fs::path & path) {
 backend_reg registry::load_locked(const fs::path & path) {
     const std::string p = path.string();
     std::string err;
-    void * h = detail::dynlib_open(p, err);
+    // dlopen looks a name without '/' up in the system's library folders:
+    // a bare file name here means the file in the current folder, as any
+    // relative path does (TESSERA_BACKEND_PATH=libtessera-cpu-x64.so said
+    // "No such file or directory" beside that file).
+    void * h = detail::dynlib_open(p.find('/') == std::string::npos ? "./" + p : p, err);
     if (h == nullptr) throw error(fmt::format("backend library '{}': cannot open: {}", p, err));
     return load_handle(h, p);
 }

@@ -667,6 +667,31 @@ TEST_F(RegistryLoad, EnvironmentFileTakesItsFamilysPlace) {
     EXPECT_GE(best->score(), cpu->score());
 }
 
+// A bare file name (no '/') is the file in the current folder, as any
+// relative path is, for load() and for TESSERA_BACKEND_PATH: dlopen, given
+// such a name, searched only the system's library folders, so
+// TESSERA_BACKEND_PATH=libtessera-fakecpu.so beside the file failed with
+// "cannot open shared object file: No such file or directory".
+TEST_F(RegistryLoad, BareFileNameIsTheFileInTheCurrentFolder) {
+    temp_dir tmp("bare");
+    fs::copy_file(fake_plugin("cpu", "libtessera-fakecpu"), tmp.path() / "libtessera-fakecpu.so");
+    const fs::path cwd = fs::current_path();
+    fs::current_path(tmp.path());
+    std::string direct;
+    {
+        registry other;
+        other.set_log([](std::string_view) {});
+        direct = error_of([&] { other.load("libtessera-fakecpu.so"); });
+    }
+    ASSERT_EQ(setenv("TESSERA_BACKEND_PATH", "libtessera-fakecpu.so", 1), 0);
+    reg.load_all();
+    unsetenv("TESSERA_BACKEND_PATH");
+    fs::current_path(cwd);
+    EXPECT_EQ(direct, "(no error)");
+    EXPECT_TRUE(reg.find_reg("fakecpu")) << log.all();
+    EXPECT_EQ(log.all().find("cannot open"), std::string::npos) << log.all();
+}
+
 // The reported case: libtessera-cpu-x.so (reg name "bad name/../x") and
 // libtessera-cpu-nodev.so (no devices), both score 100, beside the real
 // CPU variant plugins: a real one is loaded and its CPU device is used.

@@ -69,9 +69,11 @@ public:
     device register_device(tsr_device * dev);
 
     // --- loading -----------------------------------------------------------
-    // Opens the shared library at `path` (UTF-8), asks tessera_backend_score
-    // if it has one (0: not supported here, refused), calls
-    // tessera_backend_init, checks the API version and registers the result.
+    // Opens the shared library at `path` (UTF-8; a bare file name is the
+    // file in the current folder, never a search of the system's library
+    // folders), asks tessera_backend_score if it has one (0: not supported
+    // here, refused), calls tessera_backend_init, checks the API version and
+    // registers the result.
     // Every failure throws tessera::error naming the path and the cause
     // (cannot open + the loader's message, score 0, no init symbol, init
     // returned null, API major mismatch with both versions, invalid tables,
