@@ -121,7 +121,15 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         throw error(fmt::format("{}: no vocabulary: neither a tokenizer.ggml.tokens array nor the key '{}.vocab_size'",
                                 r.name(), a));
     }
-    hp.n_vocab = read_u32(r, a, "vocab_size", hp.n_vocab > 0 ? int64_t(hp.n_vocab) : -1);
+    const uint32_t n_tokens = hp.n_vocab;
+    hp.n_vocab = read_u32(r, a, "vocab_size", n_tokens > 0 ? int64_t(n_tokens) : -1);
+    // The tokenizer's ids index the embedding and the logits: a vocab_size
+    // that disagrees with the tokens would fail only mid-generation (a
+    // sampled id without a piece, or a prompt id past the embedding).
+    if (n_tokens > 0 && hp.n_vocab != n_tokens) {
+        throw error(fmt::format("{}: {}.vocab_size is {} but tokenizer.ggml.tokens has {} entries (they must agree)",
+                                r.name(), a, hp.n_vocab, n_tokens));
+    }
     auto require_positive_finite = [&](const char * key, float v) {
         if (!(v > 0.0f) || !std::isfinite(v)) {
             throw error(fmt::format("{}: {}.{} = {} must be a positive finite number", r.name(), a, key, v));

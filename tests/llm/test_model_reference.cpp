@@ -306,6 +306,42 @@ TEST(model_errors, no_vocabulary_is_named) {
     fs::remove_all(dir);
 }
 
+// A vocab_size key that disagrees with the tokens array is refused at load:
+// with vocab_size 512 (the embedding's rows) and 300 tokens, `run` printed
+// text, then failed mid-generation with "token id 419 is outside the
+// vocabulary [0, 300)"; with more tokens than rows a prompt naming one of
+// the extra tokens failed in decode.
+TEST(model_errors, vocab_size_disagreeing_with_the_tokens_is_refused) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_vocab_size_mismatch";
+    fs::create_directories(dir);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+    w.set_u32("llama.vocab_size", 512); // agrees: loads
+    w.write(dir / "m.gguf");
+    EXPECT_EQ(llm::model::load(dir / "m.gguf")->hp().n_vocab, 512u);
+    // The first 300 tokens only (scores and types too): the embedding and
+    // vocab_size still say 512.
+    const std::vector<std::string_view> tokens = src.get_array_string("tokenizer.ggml.tokens");
+    const std::vector<float> scores = src.get_array_f32("tokenizer.ggml.scores");
+    const std::vector<int32_t> types = src.get_array_i32("tokenizer.ggml.token_type");
+    w.set("tokenizer.ggml.tokens", gguf::value::array_string(std::span(tokens).first(300)));
+    w.set("tokenizer.ggml.scores", gguf::value::array_f32(std::span(scores).first(300)));
+    w.set("tokenizer.ggml.token_type", gguf::value::array_i32(std::span(types).first(300)));
+    w.write(dir / "m.gguf");
+    try {
+        llm::model::load(dir / "m.gguf");
+        ADD_FAILURE() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("m.gguf: llama.vocab_size is 512 but tokenizer.ggml.tokens has 300 "
+                                             "entries (they must agree)"),
+                  std::string::npos)
+            << e.what();
+    }
+    fs::remove_all(dir);
+}
+
 TEST(session_errors, context_overflow_and_bad_token) {
     auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
     llm::session_params p;
