@@ -73,14 +73,19 @@ std::string family_of(const std::string & fname) {
     return detail::valid_family_name(rest) ? rest : std::string();
 }
 
-// Regular files directly inside `dir`, sorted by name (errors: none).
+// Regular files directly inside `dir`, and symbolic links there that lead
+// nowhere (dangling, or a loop), sorted by name (errors: none). A broken
+// link named as a plugin is thus considered, and fails to open with the
+// loader's reason, instead of being passed over without a word.
 std::vector<fs::path> list_files(const fs::path & dir) {
     std::vector<fs::path> out;
     std::error_code ec;
     fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
     for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        std::error_code fec;
-        if (it->is_regular_file(fec)) out.push_back(it->path());
+        std::error_code fec, lec, xec;
+        const bool regular = it->is_regular_file(fec);
+        const bool broken_link = !regular && it->is_symlink(lec) && !fs::exists(it->path(), xec);
+        if (regular || broken_link) out.push_back(it->path());
     }
     std::sort(out.begin(), out.end());
     return out;

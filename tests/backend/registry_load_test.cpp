@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include <fmt/core.h>
 
@@ -206,6 +207,31 @@ TEST_F(RegistryLoad, LoadBestNamesATie) {
     EXPECT_EQ(rep.candidates[0].path, rep.loaded.path());
     EXPECT_EQ(rep.candidates[1].score, 7);
     EXPECT_EQ(rep.candidates[1].error, "not chosen: same score 7 as the library loaded, found earlier in the search");
+}
+
+// Symbolic links named as variants that lead nowhere (a dangling link, a
+// loop) are considered and say why they cannot be opened; they were passed
+// over without a word, so `tessera devices` did not show them at all. The
+// working variant beside them is still loaded.
+TEST_F(RegistryLoad, BrokenLinksAreListedWithTheirReason) {
+    temp_dir tmp("links");
+    fs::copy_file(fake_plugin("variants", "libtessera-fakevar-high"), tmp.path() / "libtessera-fakevar-high.so");
+    fs::create_symlink(tmp.path() / "nowhere.so", tmp.path() / "libtessera-fakevar-dangling.so");
+    fs::create_symlink("libtessera-fakevar-loop2.so", tmp.path() / "libtessera-fakevar-loop1.so");
+    fs::create_symlink("libtessera-fakevar-loop1.so", tmp.path() / "libtessera-fakevar-loop2.so");
+    load_report rep = reg.load_best("fakevar", tmp.path());
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_EQ(rep.loaded.score(), 7);
+    ASSERT_EQ(rep.candidates.size(), 4u);
+    std::map<std::string, std::string> errors;
+    for (const load_candidate & c : rep.candidates) errors[fs::path(c.path).filename().string()] = c.error;
+    EXPECT_EQ(errors["libtessera-fakevar-high.so"], "");
+    const std::string dangling = errors["libtessera-fakevar-dangling.so"];
+    EXPECT_EQ(dangling.rfind("cannot open: ", 0), 0u) << dangling;
+    EXPECT_NE(dangling.find("No such file or directory"), std::string::npos) << dangling;
+    for (const char * loop : {"libtessera-fakevar-loop1.so", "libtessera-fakevar-loop2.so"}) {
+        EXPECT_NE(errors[loop].find("Too many levels of symbolic links"), std::string::npos) << errors[loop];
+    }
 }
 
 TEST_F(RegistryLoad, LoadBestLoadsOnlyTheHighestScoringVariant) {

@@ -82,11 +82,13 @@ public:
     backend_reg load(const std::filesystem::path & path);
 
     // Finds every libtessera-<name>-*.so in the search paths (see
-    // search_paths), asks each for its score, and loads only the best (on
-    // failure the next best; the others are closed again). When none scores
-    // above 0, loads libtessera-<name>.so if present. Does nothing when a
-    // family named `name` is already registered. Never throws for a bad
-    // plugin: each problem is in the report (and logged).
+    // search_paths; a symbolic link of that name that leads nowhere is a
+    // candidate that cannot be opened), asks each for its score, and loads
+    // only the best (on failure the next best; the others are closed
+    // again). When none scores above 0, loads libtessera-<name>.so if
+    // present. Does nothing when a family named `name` is already
+    // registered. Never throws for a bad plugin: each problem is in the
+    // report (and logged).
     load_report load_best(std::string_view name, const std::filesystem::path & dir = {});
 
     // load_best for every known family (GPU families, then blas, rpc, cpu)
