@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -80,6 +81,13 @@ tokenizer::tokenizer(vocab_data v)
         const auto t = static_cast<int32_t>(types_[i]);
         if (t < 1 || t > 6) {
             throw error(fmt::format("tokenizer: token {} has invalid token type {} (expected 1..6)", i, t));
+        }
+        // A NaN merge score has no order: the merge queue's comparison
+        // would no longer be a strict weak order (undefined behaviour), so
+        // which pair merges first would be arbitrary. Only pieces that
+        // merging can produce have their score read.
+        if ((types_[i] == token_type::normal || types_[i] == token_type::user_defined) && std::isnan(scores_[i])) {
+            throw error(fmt::format("tokenizer: token {} has score nan (a merge score must be a number)", i));
         }
         if (types_[i] == token_type::byte) {
             const int b = parse_byte_token(tokens_[i]);

@@ -2,6 +2,7 @@
 // follows from the merge rule by hand, plus the error paths.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -238,6 +239,17 @@ TEST(Tokenizer, InvalidVocabularyIsRejected) {
     v = make_vocab({{"a", -1}});
     v.eos_id = 1000;
     EXPECT_NE(msg(v).find("EOS token id 1000"), std::string::npos) << msg(v);
+    // A NaN merge score (the merge queue's order would be undefined) is
+    // refused for the pieces merging reads; other tokens' scores are not read.
+    v = make_vocab({{"a", -1}, {"b", -1}, {"ab", std::nanf("")}});
+    EXPECT_EQ(msg(v), "tokenizer: token 261 has score nan (a merge score must be a number)");
+    v = make_vocab({{"a", -1}}, {token_type::user_defined});
+    v.scores[P] = std::nanf("");
+    EXPECT_EQ(msg(v), "tokenizer: token 259 has score nan (a merge score must be a number)");
+    v = make_vocab({{"a", -1}});
+    v.scores[1] = std::nanf(""); // <s>, a control token
+    v.scores[3] = std::nanf(""); // <0x00>
+    EXPECT_EQ(msg(v), "(no error)");
 }
 
 namespace {

@@ -62,8 +62,9 @@ struct vocab_data {
 class tokenizer {
 public:
     // Validates and indexes `v`. Throws tessera::error when the three vectors
-    // differ in length or are empty, a type is out of 1..6, a byte token's text
-    // is not "<0xXX>", or a present special id is outside [0, n_vocab).
+    // differ in length or are empty, a type is out of 1..6, a normal or
+    // user-defined token's score is NaN, a byte token's text is not
+    // "<0xXX>", or a present special id is outside [0, n_vocab).
     explicit tokenizer(vocab_data v);
 
     // Reads the GGUF tokenizer metadata:
