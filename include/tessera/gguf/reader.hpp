@@ -39,6 +39,9 @@ inline constexpr uint32_t default_alignment = 32;  // when general.alignment is 
 inline constexpr uint64_t max_key_length = 65535;   // bytes; spec: keys are at most 2^16-1 bytes
 inline constexpr uint64_t max_tensor_name = 64;     // bytes; spec: tensor names are at most 64 bytes
 inline constexpr int max_array_depth = 8;           // nesting of ARRAY of ARRAY (ours, not the spec's)
+// Arrays that are elements of arrays, in a whole file (ours, not the spec's;
+// ggml's reader takes none): each is a value of its own in memory.
+inline constexpr uint64_t max_nested_arrays = uint64_t(1) << 16;
 
 // Read-only bytes of a whole file: an mmap (PROT_READ, MAP_PRIVATE) or, for
 // from_memory(), an owned 64-byte-aligned copy. Shared by the reader, its
