@@ -311,6 +311,10 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
     for (const auto & name : known_names()) reports.push_back(load_best(name, dir));
     if (env.empty() || env_file) return reports;
     if (fs::is_directory(ep, ec)) {
+        // A folder this user may not list was searched as an empty one.
+        std::error_code lec;
+        fs::directory_iterator probe(ep, lec);
+        if (lec) log(fmt::format("{}='{}': cannot list the folder: {}; ignored", env_var, env, lec.message()));
         // Families named only by files in that directory.
         std::vector<std::string> families;
         for (const auto & f : list_files(ep)) {

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <elf.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -698,6 +701,47 @@ TEST_F(RegistryLoad, EnvironmentFileTakesItsFamilysPlace) {
 // such a name, searched only the system's library folders, so
 // TESSERA_BACKEND_PATH=libtessera-fakecpu.so beside the file failed with
 // "cannot open shared object file: No such file or directory".
+// A TESSERA_BACKEND_PATH folder this user may not list is named in the log;
+// it was searched as an empty folder without a word. (As root, checked in a
+// child that becomes nobody: root lists any folder.)
+TEST_F(RegistryLoad, UnlistableEnvironmentFolderIsNamed) {
+    temp_dir tmp("locked");
+    ASSERT_EQ(::chmod(tmp.path().c_str(), 0), 0);
+    const auto logged_as_user = [&]() -> std::string {
+        int fds[2];
+        if (::pipe(fds) != 0) return "pipe failed";
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(fds[0]);
+            std::string out = "cannot become the user";
+            const bool root = ::geteuid() == 0;
+            if (!root || (::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0)) {
+                registry r;
+                out.clear();
+                r.set_log([&](std::string_view msg) { out += std::string(msg) + "\n"; });
+                ::setenv("TESSERA_BACKEND_PATH", tmp.path().c_str(), 1);
+                r.load_all();
+            }
+            (void)!::write(fds[1], out.data(), out.size());
+            ::_exit(0);
+        }
+        ::close(fds[1]);
+        std::string out;
+        char buf[512];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+        ::close(fds[0]);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        return out;
+    };
+    const std::string logged = logged_as_user();
+    ::chmod(tmp.path().c_str(), 0700);
+    EXPECT_NE(logged.find(fmt::format("TESSERA_BACKEND_PATH='{}': cannot list the folder: Permission denied; ignored",
+                                      tmp.path().string())),
+              std::string::npos)
+        << logged;
+}
+
 TEST_F(RegistryLoad, BareFileNameIsTheFileInTheCurrentFolder) {
     temp_dir tmp("bare");
     fs::copy_file(fake_plugin("cpu", "libtessera-fakecpu"), tmp.path() / "libtessera-fakecpu.so");

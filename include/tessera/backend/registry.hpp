@@ -96,7 +96,7 @@ public:
     // family's place (one CPU variant forced; when it cannot be loaded the
     // family's best is); a directory is searched, after the known
     // families, for every libtessera-<name>[-<variant>].so family not yet
-    // registered.
+    // registered (one this user may not list is named in the log).
     std::vector<load_report> load_all(const std::filesystem::path & dir = {});
 
     // Removes the family and its devices and closes its library. Throws
