@@ -23,23 +23,6 @@ namespace tessera::tools {
 
 namespace {
 
-// The whole of `path` ("-": standard input) as bytes. Throws tessera::error
-// naming the file and the system's reason.
-std::string read_text(const std::string & path) {
-    const bool std_in = path == "-";
-    std::FILE * f = std_in ? stdin : std::fopen(path.c_str(), "rb");
-    if (f == nullptr) throw error(fmt::format("-f '{}': cannot open it: {}", path, std::strerror(errno)));
-    std::string text;
-    char buf[1 << 16];
-    size_t got = 0;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
-    const bool failed = std::ferror(f) != 0;
-    const int err = errno;
-    if (!std_in) std::fclose(f);
-    if (failed) throw error(fmt::format("-f '{}': cannot read it: {}", path, std::strerror(err)));
-    return text;
-}
-
 // Writes to stdout now (the running estimates show while the next chunk runs).
 void print_now(const std::string & s) {
     if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0) {
@@ -57,7 +40,7 @@ struct perplexity_options {
 
 int run_perplexity(const perplexity_options & o) {
     const llm::session_params ps = o.so.params(uint32_t(o.n_chunk));
-    const std::string text = read_text(o.text_path);
+    const std::string text = read_text_file(o.text_path, "-f");
     auto m = llm::model::load(o.model_path);
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
     const std::vector<llm::token_id> tokens = tok.encode(text, true, true);

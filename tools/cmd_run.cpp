@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "session_options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/llm/model.hpp"
@@ -89,35 +90,21 @@ std::span<const float> decode_at(llm::session & s, std::span<const llm::token_id
 struct run_options {
     std::string model_path;
     std::string prompt;
+    std::string prompt_file; // -f: the prompt read from this file ("-": standard input)
     int n_predict = 128;
-    int n_threads = 0;
     int n_ctx = 0;
-    int n_batch = 512;
-    std::string device;
-    bool device_given = false; // --device was on the command line (an empty name is an error, not "the best")
     std::string seed = "0";    // --seed as given (parse_seed)
-    std::string kv_type = "F32";
-    std::string flash_attn = "auto"; // on, off or auto (on where the device supports it)
-    std::string repack = "on";      // on or off: MUL_MAT weights in the device's repacked layout
+    session_options so;        // -t, -b, --device, --kv-type, --repack, --flash-attn
     llm::sampler_params sp;
 };
 
 int run_generate(run_options o) {
-    check_device_option(o.device_given, o.device);
+    const llm::session_params ps = o.so.params(uint32_t(o.n_ctx));
     o.sp.seed = parse_seed(o.seed);
-    warn_if_oversubscribed(o.n_threads);
+    if (!o.prompt_file.empty()) o.prompt = read_text_file(o.prompt_file, "-f");
     const auto t_load = clock_type::now();
     auto m = llm::model::load(o.model_path);
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-    llm::session_params ps;
-    ps.n_ctx = uint32_t(o.n_ctx);
-    ps.n_batch = uint32_t(o.n_batch);
-    ps.n_threads = o.n_threads;
-    ps.device = o.device;
-    ps.kv_type = type_from_name(o.kv_type);
-    using fa_mode = llm::session_params::flash_attn_mode;
-    ps.flash_attn = o.flash_attn == "on" ? fa_mode::on : o.flash_attn == "off" ? fa_mode::off : fa_mode::automatic;
-    ps.repack = o.repack == "on";
     llm::session s(*m, ps);
     const double load_ms = ms_since(t_load);
 
@@ -131,7 +118,7 @@ int run_generate(run_options o) {
     eprint("model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6, type_text,
                double(m->n_bytes()) / (1024.0 * 1024.0));
     eprint("device: {} ({}), {}, context {}, batch {}, KV cache {}, flash attention {}\n",
-               s.device_name(), s.device_description(), count_text(s.n_threads(), "thread"), s.n_ctx(), o.n_batch, o.kv_type,
+               s.device_name(), s.device_description(), count_text(s.n_threads(), "thread"), s.n_ctx(), o.so.n_batch, o.so.kv_type,
                s.flash_attn() ? "on" : "off");
     eprint("{}\n", repack_text(s));
     eprint("load time: {:.1f} ms\n", load_ms);
@@ -219,55 +206,50 @@ command register_run(CLI::App & app) {
     auto o = std::make_shared<run_options>();
     CLI::App * sub = app.add_subcommand("run", "generate text from a GGUF Llama model");
     sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
-    sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)");
-    sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")->check(CLI::Range(0, 1 << 24));
-    sub->add_option("-t,--threads", o->n_threads, "CPU threads (0 = all)")->check(CLI::Range(0, k_max_threads));
-    sub->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0 = the model's, at most 4096)")
+    CLI::Option * prompt = sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)");
+    sub->add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->excludes(prompt);
+    sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")
+        ->check(k_whole_number)
         ->check(CLI::Range(0, 1 << 24));
-    sub->add_option("-b,--batch-size", o->n_batch, "prompt micro-batch size in tokens")->check(CLI::Range(1, 1 << 16));
+    sub->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0 = the model's, at most 4096)")
+        ->check(k_whole_number)
+        ->check(CLI::Range(0, 1 << 24));
     sub->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->check(k_finite)->check(CLI::Range(0.0f, 100.0f));
-    sub->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
+    sub->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->check(k_whole_number)->check(CLI::Range(0, 1 << 24));
     sub->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->check(k_finite)->check(CLI::Range(0.0f, 1.0f));
     sub->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->check(k_finite)->check(CLI::Range(0.0f, 1.0f));
     sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")
         ->check(k_finite)
         ->check(CLI::Range(0.01f, 100.0f));
     sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens of history for the penalty")
+        ->check(k_whole_number)
         ->check(CLI::Range(0, 1 << 20));
     sub->add_option("--seed", o->seed, "random seed for sampling (0 to 2^64 - 1)")
         ->type_name("UINT64")
         ->capture_default_str();
-    CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
-    // Values in either case (as bench takes them), kept in the spelling shown here.
-    sub->add_option("--kv-type", o->kv_type, "KV cache type: F32 or F16")
-        ->transform(CLI::IsMember({"F32", "F16"}, CLI::ignore_case))
-        ->capture_default_str();
-    sub->add_option("--repack", o->repack, "repacked weight layout where the device has one (CPU_REPACK)")
-        ->transform(CLI::IsMember({"on", "off"}, CLI::ignore_case))
-        ->capture_default_str();
-    sub->add_option("--flash-attn", o->flash_attn, "fused attention: on, off or auto (on where the device supports it)")
-        ->transform(CLI::IsMember({"on", "off", "auto"}, CLI::ignore_case))
-        ->capture_default_str();
-    return {sub, [o, device] {
-                o->device_given = device->count() > 0;
-                return run_generate(*o);
-            }};
+    o->so.add_to(sub);
+    return {sub, [o] { return run_generate(*o); }};
 }
 
 command register_tokenize(CLI::App & app) {
     struct options {
         std::string model_path;
         std::string text;
+        std::string text_file; // -f: the text read from this file ("-": standard input)
         bool pieces = false;
         bool no_bos = false;
     };
     auto o = std::make_shared<options>();
     CLI::App * sub = app.add_subcommand("tokenize", "print the token ids of a text");
     sub->add_option("-m,--model", o->model_path, "GGUF model or vocab file")->required();
-    sub->add_option("-p,--prompt", o->text, "text to tokenize (UTF-8)")->required();
+    CLI::Option * text = sub->add_option("-p,--prompt", o->text, "text to tokenize (UTF-8)");
+    CLI::Option * file = sub->add_option("-f,--file", o->text_file, "read the text from this file (- for standard input)");
+    text->excludes(file);
     sub->add_flag("--pieces", o->pieces, "print each id with its piece");
     sub->add_flag("--no-bos", o->no_bos, "do not add the special tokens the model asks for");
-    return {sub, [o] {
+    return {sub, [o, text, file] {
+                if (text->count() == 0 && file->count() == 0) throw error("tokenize: give the text with -p or -f");
+                if (file->count() > 0) o->text = read_text_file(o->text_file, "-f");
                 const gguf::reader r(o->model_path);
                 const llm::tokenizer tok = llm::tokenizer::from_gguf(r);
                 const std::vector<llm::token_id> ids = tok.encode(o->text, !o->no_bos, true);

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -87,6 +89,25 @@ inline const CLI::Validator k_whole_number(
         return std::string();
     },
     "");
+
+// The whole of the file at `path` ("-": standard input) as bytes, for an
+// option `flag` that names a text file. Throws tessera::error naming the
+// flag, the file and the system's reason ("-f 'x': cannot open it: No such
+// file or directory"; a folder: "cannot read it: Is a directory").
+inline std::string read_text_file(const std::string & path, const char * flag) {
+    const bool std_in = path == "-";
+    std::FILE * f = std_in ? stdin : std::fopen(path.c_str(), "rb");
+    if (f == nullptr) throw error(fmt::format("{} '{}': cannot open it: {}", flag, path, std::strerror(errno)));
+    std::string text;
+    char buf[1 << 16];
+    size_t got = 0;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
+    const bool failed = std::ferror(f) != 0;
+    const int err = errno;
+    if (!std_in) std::fclose(f);
+    if (failed) throw error(fmt::format("{} '{}': cannot read it: {}", flag, path, std::strerror(err)));
+    return text;
+}
 
 // A byte count for people: "1.02 GiB" from 1 GiB up, else "12.34 MiB"
 // (run's load lines, bench's size column).

@@ -3,6 +3,8 @@
 // errors with exit code 1 for bad input.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -173,6 +175,31 @@ TEST(cli_run, bad_tuning_variable_warns_at_start) {
     EXPECT_EQ(bad.out, plain.out);
 }
 
+// -f reads the prompt (run) or text (tokenize) from a file, byte for byte:
+// the same output as the same text given with -p, newlines and all.
+TEST(cli_run, prompt_from_a_file_is_the_same_as_from_p) {
+    const std::string stories = shared_dir + "/models/stories260K.gguf";
+    const fs::path file = fs::temp_directory_path() / ("tessera_cli_prompt_" + std::to_string(::getpid()) + ".txt");
+    const std::string prompt = "Once upon a time\nthere was a dog.\n";
+    std::ofstream(file, std::ios::binary) << prompt;
+    const process_result by_p = run({"run", "-m", stories, "-p", prompt, "-n", "16", "--temp", "0"});
+    const process_result by_f = run({"run", "-m", stories, "-f", file.string(), "-n", "16", "--temp", "0"});
+    ASSERT_EQ(by_p.exit_code, 0) << by_p.err;
+    ASSERT_EQ(by_f.exit_code, 0) << by_f.err;
+    EXPECT_EQ(by_f.out, by_p.out);
+    EXPECT_EQ(by_f.out.rfind(prompt, 0), 0u) << by_f.out;
+    const process_result ids_p = run({"tokenize", "-m", stories, "-p", prompt});
+    const process_result ids_f = run({"tokenize", "-m", stories, "-f", file.string()});
+    ASSERT_EQ(ids_f.exit_code, 0) << ids_f.err;
+    EXPECT_EQ(ids_f.out, ids_p.out);
+    EXPECT_NE(ids_f.out.find(" 13 "), std::string::npos) << ids_f.out; // the newline's byte token <0x0A>
+    // "-": standard input (here /dev/null): BOS alone.
+    const process_result empty = run({"tokenize", "-m", stories, "-f", "-"});
+    EXPECT_EQ(empty.exit_code, 0) << empty.err;
+    EXPECT_EQ(empty.out, "1\n");
+    fs::remove(file);
+}
+
 TEST(cli_errors, clear_message_and_exit_1) {
     const std::string stories = shared_dir + "/models/stories260K.gguf";
     const fs::path not_gguf = fs::temp_directory_path() / "tessera_cli_not_gguf.txt";
@@ -210,6 +237,18 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-p", "", "-c", "1", "-n", "100", "--temp", "0"},
          "error: the context of 1 token is full after 1 generated token (raise it with -c, up to the model's 2048)"},
         {{"run", "-p", "x"}, "--model"},
+        // Numbers CLI11's range check would call out of range.
+        {{"run", "-m", stories, "-p", "x", "-n", "1e3"}, "--n-predict: '1e3' is not a whole number"},
+        {{"run", "-m", stories, "-p", "x", "-c", "2.5"}, "--ctx-size: '2.5' is not a whole number"},
+        {{"run", "-m", stories, "-p", "x", "--top-k", "4k"}, "--top-k: '4k' is not a whole number"},
+        // -f: the prompt from a file, not beside -p.
+        {{"run", "-m", stories, "-f", "/nonexistent/prompt.txt"},
+         "error: -f '/nonexistent/prompt.txt': cannot open it: No such file or directory"},
+        {{"run", "-m", stories, "-f", shared_dir}, "error: -f '" + shared_dir + "': cannot read it: Is a directory"},
+        {{"run", "-m", stories, "-p", "x", "-f", not_gguf.string()}, "--prompt excludes --file"},
+        {{"tokenize", "-m", stories}, "error: tokenize: give the text with -p or -f"},
+        {{"tokenize", "-m", stories, "-f", "/nonexistent/t.txt"},
+         "error: -f '/nonexistent/t.txt': cannot open it: No such file or directory"},
         {{"tokenize", "-m", "/nonexistent/v.gguf", "-p", "x"}, "/nonexistent/v.gguf"},
         {{"quantize", "", "out.gguf", "Q8_0"}, "error: quantize: the input path is empty"},
         {{"quantize", stories, "", "Q8_0"}, "error: quantize: the output path is empty"},
