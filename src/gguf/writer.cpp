@@ -3,6 +3,7 @@
 // Layout: GGUF specification (ggml repository, docs/gguf.md).
 #include "tessera/gguf/writer.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -217,9 +218,54 @@ writer::~writer() = default;
 writer::writer(writer &&) noexcept = default;
 writer & writer::operator=(writer &&) noexcept = default;
 
+namespace {
+
+// The arrays of `v` as the reader counts them (parser.cpp read_value): the
+// deepest chain of arrays (0 for a scalar, 1 for an array of scalars or
+// strings) and the arrays that are elements of arrays.
+struct array_shape {
+    int depth = 0;
+    uint64_t nested = 0;
+};
+
+array_shape shape_of(const value & v) {
+    array_shape s;
+    if (v.type() != value_type::ARRAY) return s;
+    s.depth = 1;
+    if (v.array_type() != value_type::ARRAY) return s;
+    const auto items = v.as_array_array();
+    s.nested = items.size();
+    for (const value & item : items) {
+        const array_shape inner = shape_of(item);
+        s.depth = std::max(s.depth, 1 + inner.depth);
+        s.nested += inner.nested;
+    }
+    return s;
+}
+
+} // namespace
+
 void writer::set(std::string_view key, value v) {
     if (key.empty() || key.size() > max_key_length) {
         throw error(fmt::format("gguf writer: key length {} must be 1..{}", key.size(), max_key_length));
+    }
+    // What the reader refuses is not written: arrays at most max_array_depth
+    // deep, at most max_nested_arrays arrays in arrays over the whole file.
+    const array_shape shape = shape_of(v);
+    if (shape.depth > max_array_depth) {
+        throw error(fmt::format("gguf writer: key '{}': arrays nested {} levels deep, more than the {} a GGUF reader takes",
+                                detail::printable(key), shape.depth, max_array_depth));
+    }
+    if (shape.nested > 0) {
+        uint64_t others = 0;
+        for (const auto & [k, old] : impl_->kvs) {
+            if (k != key) others += shape_of(old).nested;
+        }
+        if (shape.nested > max_nested_arrays - std::min(others, max_nested_arrays)) {
+            throw error(fmt::format("gguf writer: key '{}': {} arrays nested in arrays, with the other keys' {} more than "
+                                    "the {} a GGUF file may hold",
+                                    detail::printable(key), shape.nested, others, max_nested_arrays));
+        }
     }
     if (key == "general.alignment") {
         if (v.type() != value_type::UINT32) {

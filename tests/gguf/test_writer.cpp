@@ -161,6 +161,42 @@ TEST(GgufWriter, EveryValueTypeRoundTrips) {
     EXPECT_EQ(r.tensor("h").data[9], 0xab);
 }
 
+// The writer refuses the arrays the reader refuses, at the same limits: a
+// file it writes at the limits reads back, one past them is not written.
+TEST(GgufWriter, ArraysTheReaderRefusesAreNotWritten) {
+    using gguf::value;
+    const auto nest = [](int levels) { // `levels` arrays, each the only element of the next
+        value v = value::array_i32(std::vector<int32_t>{7});
+        for (int i = 1; i < levels; ++i) v = value::array_array({v});
+        return v;
+    };
+    gguf::writer w;
+    w.set("deep", nest(gguf::max_array_depth));
+    try {
+        w.set("deeper", nest(gguf::max_array_depth + 1));
+        FAIL() << "9 levels written";
+    } catch (const error & e) {
+        EXPECT_EQ(std::string(e.what()), "gguf writer: key 'deeper': arrays nested 9 levels deep, more than the 8 a GGUF "
+                                         "reader takes");
+    }
+    // max_nested_arrays over all the keys: "deep" holds 7 of them.
+    const auto empties = [](uint64_t n) { return value::array_array(std::vector<value>(n, value::array_u8({}))); };
+    w.set("many", empties(gguf::max_nested_arrays - 7));
+    w.set("many", empties(gguf::max_nested_arrays - 7)); // replacing a key does not count it twice
+    try {
+        w.set("one.more", empties(1));
+        FAIL() << "one array past the limit written";
+    } catch (const error & e) {
+        EXPECT_EQ(std::string(e.what()), "gguf writer: key 'one.more': 1 arrays nested in arrays, with the other keys' "
+                                         "65536 more than the 65536 a GGUF file may hold");
+    }
+    EXPECT_EQ(w.n_kv(), 2u);
+    const auto bytes = w.to_bytes();
+    auto r = gguf::reader::from_memory(bytes); // exactly at both limits: read back
+    EXPECT_EQ(r.get("deep"), nest(gguf::max_array_depth));
+    EXPECT_EQ(r.get("many").array_size(), gguf::max_nested_arrays - 7);
+}
+
 TEST(GgufWriter, SetReplacesInPlaceAndRemoves) {
     gguf::writer w;
     w.set_u32("a", 1);

@@ -35,7 +35,9 @@ public:
     // --- metadata -------------------------------------------------------------
     // Sets `key` to `v`: replaces an existing key in place (keeps its position),
     // otherwise appends. Throws tessera::error for an empty key, a key longer
-    // than max_key_length, or general.alignment that is not a power-of-two UINT32.
+    // than max_key_length, general.alignment that is not a power-of-two UINT32,
+    // or arrays the reader refuses: nested deeper than max_array_depth, or
+    // more than max_nested_arrays arrays in arrays over all the keys.
     void set(std::string_view key, value v);
     void set_string(std::string_view key, std::string_view v) { set(key, value::string(v)); }
     void set_u32(std::string_view key, uint32_t v) { set(key, value::u32(v)); }
