@@ -222,8 +222,10 @@ int run_info(const std::string & path, bool as_json, bool full) {
         return 0;
     }
     fmt::print("file: {}\n", path);
-    fmt::print("GGUF version {}, alignment {}, data offset {}, file size {} bytes\n", r.version(), r.alignment(),
-               r.data_offset(), r.file_size());
+    // Without tensors the data offset (the aligned end of the header) can lie
+    // past the end of the file: there is no data section to point at.
+    const std::string data = r.n_tensors() == 0 ? std::string("no tensor data") : fmt::format("data offset {}", r.data_offset());
+    fmt::print("GGUF version {}, alignment {}, {}, file size {} bytes\n", r.version(), r.alignment(), data, r.file_size());
     fmt::print("\nmetadata: {} keys\n", r.n_kv());
     size_t width = 0;
     for (const auto & e : r.metadata()) width = std::max(width, escaped(e.key).size());

@@ -36,6 +36,10 @@ TEST(GgufCli, InfoText) {
     EXPECT_NE(r.out.find("[STRING x 512] ['<unk>', '<s>', '</s>', '<0x00>'"), std::string::npos);
     EXPECT_NE(r.out.find("tensors: 48"), std::string::npos);
     EXPECT_NE(r.out.find("292800 elements, 1171200 bytes of tensor data"), std::string::npos);
+    // A vocabulary-only file: no data offset past its end (723872 of 723869 bytes).
+    const auto v = run_tessera({"gguf", "info", (shared_dir() / "vocab" / "ggml-vocab-llama-spm.gguf").string()});
+    ASSERT_EQ(v.exit_code, 0) << v.err;
+    EXPECT_NE(v.out.find("GGUF version 3, alignment 32, no tensor data, file size 723869 bytes\n"), std::string::npos) << v.out;
 }
 
 TEST(GgufCli, InfoJson) {
