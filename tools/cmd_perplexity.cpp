@@ -43,7 +43,10 @@ int run_perplexity(const perplexity_options & o) {
     const std::string text = read_text_file(o.text_path, "-f");
     auto m = llm::model::load(o.model_path);
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-    const std::vector<llm::token_id> tokens = tok.encode(text, true, true);
+    // Special-token text in the file ("</s>") is plain text, as the
+    // reference tool reads it (parse_special off): a text that quotes such
+    // tokens is scored on the same tokens there and here.
+    const std::vector<llm::token_id> tokens = tok.encode(text, true, false);
     if (uint64_t(o.n_chunk) > m->hp().n_ctx_train) {
         throw error(fmt::format("-c {}: longer than the model's context of {}", o.n_chunk, m->hp().n_ctx_train));
     }

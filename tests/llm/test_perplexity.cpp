@@ -202,6 +202,23 @@ TEST(PerplexityCli, PrintsTheReferenceToolsLines) {
     EXPECT_EQ(two.out.substr(0, two.out.find('\n')), "[1]3.2633,[2]3.3968,");
 }
 
+// Special-token text in the file is plain text, as the reference tool
+// tokenizes it (parse_special off): "</s>" after every line is '<', '/',
+// 's', '>' there, and its figures are these. Read as the EOS token (as it
+// was), the same file gave 5.7741.
+TEST(PerplexityCli, SpecialTokenTextIsPlainText) {
+    test::temp_dir tmp("ppl");
+    std::string story = test::k_story;
+    for (size_t at = story.find('\n'); at != std::string::npos; at = story.find('\n', at + 1)) story.insert(at + 1, "</s>");
+    const std::string text = (tmp / "eos.txt").string();
+    std::ofstream(text, std::ios::binary) << story;
+    const process_result r = run({"perplexity", "-m", shared_dir + "/models/stories260K.gguf", "-f", text, "-c", "128",
+                                  "-t", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "[1]11.5446,[2]7.3994,[3]8.7088,[4]9.2458,[5]9.6617,[6]9.2291,[7]8.7614,\n"
+                     "Final estimate: PPL = 8.7614 +/- 1.51271\n");
+}
+
 TEST(PerplexityCli, BadInputExitsOneNamingIt) {
     test::temp_dir tmp("ppl");
     const std::string model = shared_dir + "/models/stories260K.gguf";
