@@ -90,7 +90,8 @@ void registry::set_log(log_fn fn) {
 
 void registry::log(std::string_view msg) const {
     std::lock_guard lk(log_mu_);
-    if (log_) log_(msg);
+    if (!log_ || !logged_.emplace(msg).second) return; // dropped, or said before (set_log: once per registry)
+    log_(msg);
 }
 
 backend_reg registry::add_entry(std::shared_ptr<reg_entry> e, std::string_view what) {

@@ -762,6 +762,30 @@ TEST_F(RegistryLoad, BareFileNameIsTheFileInTheCurrentFolder) {
     EXPECT_EQ(log.all().find("cannot open"), std::string::npos) << log.all();
 }
 
+// Each problem is logged once per registry: load_all runs again for every
+// session (bench: one per model and thread count), and a bad
+// TESSERA_BACKEND_PATH or a plugin that fails was named again each time
+// (4 times for `bench -m M -m M -t 1,2`). The reports still list them.
+TEST_F(RegistryLoad, EachProblemIsLoggedOnce) {
+    temp_dir tmp("once");
+    const std::string missing = (tmp.path() / "nonexistent").string();
+    ASSERT_EQ(setenv("TESSERA_BACKEND_PATH", missing.c_str(), 1), 0);
+    reg.load_all();
+    reg.load_all();
+    unsetenv("TESSERA_BACKEND_PATH");
+    const fs::path lib = fake_plugin("noentry", "libtessera-noentry");
+    const std::string msg = fmt::format("backend library '{}': has no 'tessera_backend_init' symbol (not a tessera "
+                                        "backend)",
+                                        lib.string());
+    for (int k = 0; k < 2; ++k) {
+        const load_report rep = reg.load_best("noentry", fake_dir("noentry"));
+        ASSERT_EQ(rep.candidates.size(), 1u);
+        EXPECT_EQ(rep.candidates[0].error, msg);
+    }
+    EXPECT_EQ(log.all(), fmt::format("TESSERA_BACKEND_PATH='{}' is neither a file nor a directory; ignored\n", missing) +
+                             msg + "\n");
+}
+
 // The reported case: libtessera-cpu-x.so (reg name "bad name/../x") and
 // libtessera-cpu-nodev.so (no devices), both score 100, beside the real
 // CPU variant plugins: a real one is loaded and its CPU device is used.

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -140,7 +141,10 @@ public:
     // --- diagnostics -------------------------------------------------------
     // Receives skipped devices and load_best/load_all problems (one line
     // each, no trailing newline). Default: written to stderr prefixed
-    // "tessera: ". Pass nullptr to drop them.
+    // "tessera: ". Pass nullptr to drop them. Each distinct message is
+    // passed on once in the registry's life: load_all runs again for every
+    // session (bench makes one per model and thread count), and the same bad
+    // plugin or TESSERA_BACKEND_PATH is named once, not at every run.
     using log_fn = std::function<void(std::string_view)>;
     void set_log(log_fn fn);
 
@@ -160,6 +164,7 @@ private:
     std::vector<std::shared_ptr<detail::reg_entry>> regs_;
     std::vector<dev_slot> devs_;
     log_fn log_;
+    mutable std::set<std::string, std::less<>> logged_; // messages passed on (log); guarded by log_mu_
     mutable std::mutex log_mu_;
 };
 
