@@ -15,6 +15,8 @@
 #include <thread>
 #include <utility>
 
+#include <sys/stat.h>
+
 #include <fmt/core.h>
 
 #include "tessera/core/error.hpp"
@@ -90,18 +92,36 @@ inline const CLI::Validator k_whole_number(
     },
     "");
 
+// Most bytes read_text_file takes (256 MiB). The text is held whole and
+// tokenized at once (the tokenizer needs about 50 bytes of memory a byte of
+// text), and an endless source (/dev/zero, `yes |`) must end in an error,
+// not in all of the machine's memory.
+inline constexpr size_t k_max_text_bytes = size_t(256) << 20;
+
 // The whole of the file at `path` ("-": standard input) as bytes, for an
 // option `flag` that names a text file. Throws tessera::error naming the
 // flag, the file and the system's reason ("-f 'x': cannot open it: No such
-// file or directory"; a folder: "cannot read it: Is a directory").
+// file or directory"; a folder: "cannot read it: Is a directory"), or the
+// limit for one of more than k_max_text_bytes (a regular file by its size,
+// before reading; a pipe or device once that much was read).
 inline std::string read_text_file(const std::string & path, const char * flag) {
     const bool std_in = path == "-";
     std::FILE * f = std_in ? stdin : std::fopen(path.c_str(), "rb");
     if (f == nullptr) throw error(fmt::format("{} '{}': cannot open it: {}", flag, path, std::strerror(errno)));
+    const auto too_long = [&] {
+        if (!std_in) std::fclose(f);
+        return error(fmt::format("{} '{}': longer than {} MiB, the most a text file may hold here", flag, path,
+                                 k_max_text_bytes >> 20));
+    };
+    struct stat st {};
+    if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) > k_max_text_bytes) throw too_long();
     std::string text;
     char buf[1 << 16];
     size_t got = 0;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) {
+        if (got > k_max_text_bytes - text.size()) throw too_long();
+        text.append(buf, got);
+    }
     const bool failed = std::ferror(f) != 0;
     const int err = errno;
     if (!std_in) std::fclose(f);

@@ -204,6 +204,9 @@ TEST(cli_errors, clear_message_and_exit_1) {
     const std::string stories = shared_dir + "/models/stories260K.gguf";
     const fs::path not_gguf = fs::temp_directory_path() / "tessera_cli_not_gguf.txt";
     std::ofstream(not_gguf) << "this is not a GGUF file, just some text\n";
+    const fs::path huge = fs::temp_directory_path() / "tessera_cli_huge.txt"; // sparse: 256 MiB + 1 byte
+    std::ofstream(huge) << "x";
+    fs::resize_file(huge, (uintmax_t(256) << 20) + 1);
     std::string the_2047 = "the"; // 2047 tokens ' the' after BOS: the whole context of 2048
     for (int i = 1; i < 2047; ++i) the_2047 += " the";
     const std::vector<bad_case> cases = {
@@ -250,6 +253,12 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"tokenize", "-m", stories, "-f", "/nonexistent/t.txt"},
          "error: -f '/nonexistent/t.txt': cannot open it: No such file or directory"},
         {{"tokenize", "-m", "/nonexistent/v.gguf", "-p", "x"}, "/nonexistent/v.gguf"},
+        // An endless text ends in an error naming the limit, not in all of
+        // the memory (it read /dev/zero until std::bad_alloc or the OOM
+        // killer); a larger regular file is refused by its size.
+        {{"run", "-m", stories, "-f", "/dev/zero"}, "error: -f '/dev/zero': longer than 256 MiB, the most a text file may hold here"},
+        {{"tokenize", "-m", stories, "-f", "/dev/zero"}, "error: -f '/dev/zero': longer than 256 MiB"},
+        {{"tokenize", "-m", stories, "-f", huge.string()}, "error: -f '" + huge.string() + "': longer than 256 MiB"},
         {{"quantize", "", "out.gguf", "Q8_0"}, "error: quantize: the input path is empty"},
         {{"quantize", stories, "", "Q8_0"}, "error: quantize: the output path is empty"},
         // A prompt that fills the model's whole context: no -c to raise.
@@ -264,6 +273,7 @@ TEST(cli_errors, clear_message_and_exit_1) {
         EXPECT_NE(r.err.find(c.message), std::string::npos) << cmd << "\nstderr: " << r.err;
     }
     fs::remove(not_gguf);
+    fs::remove(huge);
 }
 
 } // namespace

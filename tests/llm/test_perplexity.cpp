@@ -238,6 +238,7 @@ TEST(PerplexityCli, BadInputExitsOneNamingIt) {
         {{"-f", "-"}, "error: -f '-': the text has 1 token, fewer than one chunk of 512 (-c); use a smaller -c or a "
                       "longer text\n"}, // stdin is /dev/null here: BOS alone
         {{"-f", short_text, "-c", "4096"}, "error: -c 4096: longer than the model's context of 2048\n"},
+        {{"-f", "/dev/zero"}, "error: -f '/dev/zero': longer than 256 MiB, the most a text file may hold here\n"},
     };
     for (const bad_case & c : cases) {
         std::vector<std::string> args = {"perplexity", "-m", model};
