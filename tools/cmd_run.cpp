@@ -91,6 +91,7 @@ struct run_options {
     std::string model_path;
     std::string prompt;
     std::string prompt_file; // -f: the prompt read from this file ("-": standard input)
+    bool prompt_from_file = false; // -f was given (also as -f '': refused, not read as no -f)
     int n_predict = 128;
     int n_ctx = 0;
     std::string seed = "0";    // --seed as given (parse_seed)
@@ -101,7 +102,7 @@ struct run_options {
 int run_generate(run_options o) {
     const llm::session_params ps = o.so.params(uint32_t(o.n_ctx));
     o.sp.seed = parse_seed(o.seed);
-    if (!o.prompt_file.empty()) o.prompt = read_text_file(o.prompt_file, "-f");
+    if (o.prompt_from_file) o.prompt = read_text_file(o.prompt_file, "-f");
     const auto t_load = clock_type::now();
     auto m = llm::model::load(o.model_path);
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
@@ -207,7 +208,8 @@ command register_run(CLI::App & app) {
     CLI::App * sub = app.add_subcommand("run", "generate text from a GGUF Llama model");
     sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
     CLI::Option * prompt = sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)");
-    sub->add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->excludes(prompt);
+    CLI::Option * file =
+        sub->add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->excludes(prompt);
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")
         ->check(k_whole_number)
         ->check(CLI::Range(0, 1 << 24));
@@ -228,7 +230,10 @@ command register_run(CLI::App & app) {
         ->type_name("UINT64")
         ->capture_default_str();
     o->so.add_to(sub);
-    return {sub, [o] { return run_generate(*o); }};
+    return {sub, [o, file] {
+                o->prompt_from_file = file->count() > 0;
+                return run_generate(*o);
+            }};
 }
 
 command register_tokenize(CLI::App & app) {

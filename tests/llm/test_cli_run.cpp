@@ -248,6 +248,9 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-f", "/nonexistent/prompt.txt"},
          "error: -f '/nonexistent/prompt.txt': cannot open it: No such file or directory"},
         {{"run", "-m", stories, "-f", shared_dir}, "error: -f '" + shared_dir + "': cannot read it: Is a directory"},
+        // An empty file name is no file (run generated from an empty prompt).
+        {{"run", "-m", stories, "-f", "", "-n", "2"}, "error: -f '': cannot open it: No such file or directory"},
+        {{"tokenize", "-m", stories, "-f", ""}, "error: -f '': cannot open it: No such file or directory"},
         {{"run", "-m", stories, "-p", "x", "-f", not_gguf.string()}, "--prompt excludes --file"},
         {{"tokenize", "-m", stories}, "error: tokenize: give the text with -p or -f"},
         {{"tokenize", "-m", stories, "-f", "/nonexistent/t.txt"},
