@@ -638,7 +638,9 @@ command register_bench(CLI::App & app) {
     sub->add_option("--pg", o->lists.prompt_gen, // also spelled -pg (tools/main.cpp)
                     "a combined test (also -pg): P prompt tokens then N generated, timed together, as P,N; repeat for several")
         ->type_name("P,N");
-    sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")->capture_default_str();
+    sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")
+        ->check(k_whole_number)
+        ->capture_default_str();
     CLI::Option * batch = sub->add_option("-b,--batch-size", o->lists.n_batch,
                                           "logical batch sizes (comma-separated); a graph holds min(-b, -ub) tokens")
                               ->type_name("INT")

@@ -626,6 +626,10 @@ TEST(BenchCli, BadInputExitsOne) {
     EXPECT_TRUE(contains(r.err, "-o 'xml': expected md, json, jsonl, csv or sql")) << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0");
     EXPECT_EQ(r.exit_code, 1);
+    // As run's and perplexity's whole numbers (CLI11 said 'Could not convert: --repetitions = 2.5').
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 2.5");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "--repetitions: '2.5' is not a whole number")) << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 0 -n 0");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "nothing to run: every -p and -n value is 0 and there is no -pg")) << r.err;
