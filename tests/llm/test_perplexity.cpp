@@ -58,7 +58,7 @@ TEST(Perplexity, MatchesTheReferenceTool) {
         SCOPED_TRACE(std::string(ref.model) + " -c " + std::to_string(ref.n_ctx));
         auto m = llm::model::load(shared_dir + "/models/" + ref.model);
         const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-        const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true, true);
+        const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
         llm::session s(*m, f32_params(uint32_t(ref.n_ctx)));
         llm::perplexity_params pp;
         pp.n_chunk_tokens = uint32_t(ref.n_ctx);
@@ -96,7 +96,7 @@ TEST(Perplexity, QuantizedModelsMatchTheReferenceTool) {
         llm::quantize_file(shared_dir + "/models/stories260K.gguf", out, qp);
         auto m = llm::model::load(out.string());
         const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-        const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true, true);
+        const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
         llm::session s(*m, f32_params(128));
         llm::perplexity_params pp;
         pp.n_chunk_tokens = 128;
@@ -113,7 +113,7 @@ TEST(Perplexity, QuantizedModelsMatchTheReferenceTool) {
 TEST(Perplexity, TotalsAreTheNaiveSums) {
     auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true, true);
+    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
     constexpr uint32_t n = 37; // odd: first scored row 18, 18 rows a chunk
     llm::session s(*m, f32_params(n));
     llm::perplexity_params pp;
@@ -158,7 +158,7 @@ TEST(Perplexity, TotalsAreTheNaiveSums) {
 TEST(Perplexity, RefusesChunksThatDoNotFit) {
     auto m = llm::model::load(shared_dir + "/models/stories260K.gguf");
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-    const std::vector<llm::token_id> tokens = tok.encode("Once upon a time", true, true);
+    const std::vector<llm::token_id> tokens = tok.encode("Once upon a time", true);
     llm::session s(*m, f32_params(64));
     const auto message = [&](uint32_t chunk) {
         llm::perplexity_params pp;
