@@ -139,10 +139,6 @@ uint64_t weight_bytes_per_token(const llm::model & m) {
     return m.n_bytes() - (m.tok_embd != nullptr && !tied ? nbytes(m.tok_embd) : 0);
 }
 
-// "1 thread", "2 threads".
-std::string threads_text(int n) {
-    return fmt::format("{} thread{}", n, n == 1 ? "" : "s");
-}
 
 // Measures the limits of n threads (see the top of this file). More
 // threads than the hardware has share its cores, so each runs fewer FMA
@@ -165,10 +161,10 @@ machine_limits measure_limits(int n, std::map<int, bool> & warned) {
             eprint("warning: --limits: this processor has no FMA/AVX2 loop to measure; its tests show n/a\n");
         } else if (l.read_bps == 0) {
             eprint("warning: --limits: no buffer of 128 MiB for the read bandwidth of {}; tg tests show n/a\n",
-                       threads_text(n));
+                       count_text(uint64_t(n), "thread"));
         } else if (buffer != size_t{512} << 20) {
             eprint("warning: --limits: the read bandwidth of {} measured on 128 MiB (512 MiB could not be had)\n",
-                       threads_text(n));
+                       count_text(uint64_t(n), "thread"));
         }
     }
     return l;
@@ -603,7 +599,7 @@ int run_bench(options o) {
         if (limits.empty()) continue;
         out.md_note("\nlimits measured in this run, the largest per thread count (bench/machine_peaks.hpp):");
         for (const auto & [n, l] : limits) {
-            out.md_note(fmt::format("  {}: F32 FMA peak {} ({}-bit), read bandwidth {}", threads_text(n),
+            out.md_note(fmt::format("  {}: F32 FMA peak {} ({}-bit), read bandwidth {}", count_text(uint64_t(n), "thread"),
                                     l.fma_flops > 0 ? fmt::format("{:.1f} GFLOP/s", l.fma_flops / 1e9) : "not measured",
                                     l.fma_bits, l.read_bps > 0 ? fmt::format("{:.1f} GB/s", l.read_bps / 1e9) : "not measured"));
         }

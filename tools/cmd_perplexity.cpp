@@ -51,17 +51,16 @@ int run_perplexity(const perplexity_options & o) {
         throw error(fmt::format("-c {}: longer than the model's context of {}", o.n_chunk, m->hp().n_ctx_train));
     }
     if (tokens.size() < size_t(o.n_chunk)) {
-        throw error(fmt::format("-f '{}': the text has {} token{}, fewer than one chunk of {} (-c); use a smaller -c "
-                                "or a longer text",
-                                o.text_path, tokens.size(), tokens.size() == 1 ? "" : "s", o.n_chunk));
+        throw error(fmt::format("-f '{}': the text has {}, fewer than one chunk of {} (-c); use a smaller -c or a "
+                                "longer text",
+                                o.text_path, count_text(tokens.size(), "token"), o.n_chunk));
     }
     llm::session s(*m, ps);
     uint64_t n_chunks = tokens.size() / size_t(o.n_chunk);
     if (o.max_chunks != 0) n_chunks = std::min(n_chunks, uint64_t(o.max_chunks));
-    eprint("perplexity: {} tokens, {} chunk{} of {} ({} scored per chunk), {}, {} thread{}, KV cache {}, flash "
-           "attention {}\n",
-           tokens.size(), n_chunks, n_chunks == 1 ? "" : "s", o.n_chunk, o.n_chunk - 1 - o.n_chunk / 2,
-           s.device_name(), s.n_threads(), s.n_threads() == 1 ? "" : "s", o.so.kv_type, s.flash_attn() ? "on" : "off");
+    eprint("perplexity: {}, {} of {} ({} scored per chunk), {}, {}, KV cache {}, flash attention {}\n",
+           count_text(tokens.size(), "token"), count_text(n_chunks, "chunk"), o.n_chunk, o.n_chunk - 1 - o.n_chunk / 2,
+           s.device_name(), count_text(uint64_t(s.n_threads()), "thread"), o.so.kv_type, s.flash_attn() ? "on" : "off");
     llm::perplexity_params pp;
     pp.n_chunk_tokens = uint32_t(o.n_chunk);
     pp.max_chunks = uint64_t(o.max_chunks);

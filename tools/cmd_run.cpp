@@ -51,8 +51,6 @@ std::string repack_text(const llm::session & s) {
     return fmt::format("repack: {} of {} weight matrices in CPU_REPACK ({})", r.n_repacked, r.n_matrices, why);
 }
 
-// "1 token", "2 tokens": a count with its noun, plural unless 1.
-std::string count_text(uint64_t n, const char * noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
 
 // A piece for `tokenize --pieces`, shown between single quotes: the quote,
 // the backslash, newline, tab and the other control bytes escaped (\', \\,

@@ -129,6 +129,9 @@ inline std::string read_text_file(const std::string & path, const char * flag) {
     return text;
 }
 
+// "1 token", "2 tokens": a count with its noun, plural unless 1.
+inline std::string count_text(uint64_t n, const char * noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 // A byte count for people: "1.02 GiB" from 1 GiB up, else "12.34 MiB"
 // (run's load lines, bench's size column).
 inline std::string size_text(uint64_t bytes) {

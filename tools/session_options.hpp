@@ -44,7 +44,8 @@ struct session_options {
     }
 
     // The session parameters for a context of n_ctx tokens (0: the
-    // model's, at most 4096). Throws tessera::error for an empty --device.
+    // model's, at most 4096). Throws tessera::error for an empty --device;
+    // warns on stderr when -t exceeds the hardware threads.
     llm::session_params params(uint32_t n_ctx) const {
         check_device_option(device_opt != nullptr && device_opt->count() > 0, device);
         warn_if_oversubscribed(n_threads);
