@@ -83,10 +83,14 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         throw error(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", r.name(),
                                 hp.n_head, hp.n_head_kv));
     }
+    // A Llama layer rotates whole heads: a rotary part shorter than the
+    // head (GPT-NeoX's rotary_pct) belongs to other architectures, and the
+    // reference implementation refuses it for llama files too.
     hp.n_rot = read_u32(r, a, "rope.dimension_count", hp.head_dim());
-    if (hp.n_rot > hp.head_dim() || hp.n_rot % 2 != 0) {
-        throw error(fmt::format("{}: rope.dimension_count {} must be even and at most head_dim {}",
-                                r.name(), hp.n_rot, hp.head_dim()));
+    if (hp.n_rot != hp.head_dim()) {
+        throw error(fmt::format("{}: {}.rope.dimension_count {} differs from the head size {} (embedding_length {} / "
+                                "head_count {}); a Llama model rotates whole heads",
+                                r.name(), a, hp.n_rot, hp.head_dim(), hp.n_embd, hp.n_head));
     }
     hp.rms_eps = read_f32(r, a + ".attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_freq_base = read_f32(r, a + ".rope.freq_base", 10000.0f);

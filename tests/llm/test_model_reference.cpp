@@ -280,6 +280,39 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
     fs::remove_all(dir);
 }
 
+// rope.dimension_count other than the head size (stories260K: 64 / 8 = 8)
+// is refused at load, naming the key, both values and where the head size
+// comes from (it ran with partial rotation before; the reference refuses
+// such llama files too); the head size itself loads.
+TEST(model_errors, rope_dimension_count_other_than_the_head_size_is_refused) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_rope_dims";
+    fs::create_directories(dir);
+    const fs::path path = dir / "m.gguf";
+    for (const uint32_t n_rot : {4u, 6u, 7u, 16u, 8u}) {
+        SCOPED_TRACE(n_rot);
+        gguf::writer w;
+        w.copy_all_kv(src);
+        w.set_u32("llama.rope.dimension_count", n_rot);
+        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+        w.write(path);
+        if (n_rot == 8) {
+            EXPECT_EQ(llm::model::load(path)->hp().n_rot, 8u);
+            continue;
+        }
+        try {
+            llm::model::load(path);
+            ADD_FAILURE() << "expected an error";
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find("llama.rope.dimension_count " + std::to_string(n_rot) +
+                                                 " differs from the head size 8 (embedding_length 64 / head_count 8)"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    fs::remove_all(dir);
+}
+
 // A model with neither tokens nor a vocab_size key says that it has no
 // vocabulary (it named only the vocab_size key before).
 TEST(model_errors, no_vocabulary_is_named) {

@@ -26,7 +26,7 @@ struct hparams {
     uint32_t n_ff = 0;         // feed_forward_length
     uint32_t n_head = 0;       // attention.head_count
     uint32_t n_head_kv = 0;    // attention.head_count_kv (defaults to n_head)
-    uint32_t n_rot = 0;        // rope.dimension_count (defaults to head_dim)
+    uint32_t n_rot = 0;        // rope.dimension_count (defaults to head_dim; load refuses any other value)
     uint32_t n_vocab = 0;      // vocab_size, or the length of tokenizer.ggml.tokens
     float rms_eps = 1e-5f;     // attention.layer_norm_rms_epsilon
     float rope_freq_base = 10000.0f;  // rope.freq_base
