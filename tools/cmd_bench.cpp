@@ -636,6 +636,7 @@ command register_bench(CLI::App & app) {
         ->type_name("P,N");
     sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")
         ->check(k_whole_number)
+        ->check(CLI::Range(1, 1000000))
         ->capture_default_str();
     CLI::Option * batch = sub->add_option("-b,--batch-size", o->lists.n_batch,
                                           "logical batch sizes (comma-separated); a graph holds min(-b, -ub) tokens")
@@ -649,7 +650,10 @@ command register_bench(CLI::App & app) {
         ->capture_default_str();
     sub->add_option("--output-err", o->output_err, "also write the results to stderr in this format (also -oe)")
         ->type_name("FORMAT");
-    sub->add_option("--delay", o->delay, "seconds to wait before each test")->capture_default_str();
+    sub->add_option("--delay", o->delay, "seconds to wait before each test")
+        ->check(k_whole_number)
+        ->check(CLI::Range(0, 86400))
+        ->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type of K and V: F32 or F16 (either case)")->capture_default_str();
     CLI::Option * ctk = sub->add_option("--cache-type-k", o->lists.cache_k, // also spelled -ctk (tools/main.cpp)

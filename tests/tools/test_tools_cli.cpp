@@ -626,6 +626,20 @@ TEST(BenchCli, BadInputExitsOne) {
     EXPECT_TRUE(contains(r.err, "-o 'xml': expected md, json, jsonl, csv or sql")) << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0");
     EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "--repetitions: Value 0 not in range 1 to 1000000")) << r.err;
+    // Past int: CLI11 said 'Could not convert: --repetitions = 99999999999'.
+    r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 99999999999");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "--repetitions: Value 99999999999 not in range 1 to 1000000")) << r.err;
+    // --delay as -r (CLI11 said 'Could not convert: --delay = 1.5').
+    for (const auto & [v, said] : std::vector<std::pair<std::string, std::string>>{
+             {"1.5", "--delay: '1.5' is not a whole number"},
+             {"-1", "--delay: Value -1 not in range 0 to 86400"},
+             {"99999999999", "--delay: Value 99999999999 not in range 0 to 86400"}}) {
+        r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 --delay " + v);
+        EXPECT_EQ(r.exit_code, 1) << v;
+        EXPECT_TRUE(contains(r.err, said)) << r.err;
+    }
     // As run's and perplexity's whole numbers (CLI11 said 'Could not convert: --repetitions = 2.5').
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 2.5");
     EXPECT_EQ(r.exit_code, 1);
