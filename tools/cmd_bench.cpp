@@ -387,8 +387,6 @@ void check_options(options & o) {
     if (!o.output_err.empty() && !is_format(o.output_err)) {
         throw error(fmt::format("-oe '{}': expected {}", o.output_err, k_formats));
     }
-    if (o.reps < 1) throw error(fmt::format("-r {}: need at least one repetition", o.reps));
-    if (o.delay < 0) throw error(fmt::format("--delay {}: must not be negative", o.delay));
     need_at_least(o.n_batch, 1, "-b", "batch size must be at least 1");
     need_at_least(o.n_ubatch, 1, "-ub", "micro-batch size must be at least 1");
     need_at_least(o.n_gpu_layers, -1, "-ngl", "expected -1 or more");
