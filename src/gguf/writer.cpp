@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -123,22 +124,32 @@ uint64_t packed_size(std::string_view name, type t, std::span<const int64_t> ne)
     return size;
 }
 
-// The temporary file being written, removed by the handler below when
-// SIGINT, SIGTERM or SIGHUP ends the process mid-write (unlink, sigaction
-// and raise are async-signal-safe, POSIX.1-2017 2.4.3). One write at a
-// time owns it; a nested or concurrent write goes unguarded by signals.
-// A signal the process ignores (nohup, a background job of a script) gets
-// no handler: it would not end the process, so the write goes on.
+// The temporary file being written, removed by the handler below when a
+// signal ends the process mid-write (unlink, sigaction and raise are
+// async-signal-safe, POSIX.1-2017 2.4.3): the ones a user, a shell or the
+// system sends to end a process (Ctrl-C, Ctrl-\, kill, a closed terminal
+// or pipe, alarm, the CPU time limit, the user signals), and SIGBUS, which
+// a mapped input file raises when it shrinks while it is read. One write at
+// a time owns it; a nested or concurrent write goes unguarded by signals. A
+// signal the process ignores (nohup, a background job of a script) gets no
+// handler: it would not end the process, so the write goes on. SIGXFSZ (the
+// file size limit, `ulimit -f`) is ignored instead while the file is
+// written, so that the write fails with EFBIG and is reported as an error.
 std::atomic<const char *> g_signal_temp{nullptr};
-constexpr int k_cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_old_actions[std::size(k_cleanup_signals)]; // the dispositions before guard_signals
-bool g_guarded[std::size(k_cleanup_signals)] = {};            // a handler was installed for the signal
+constexpr int k_cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, SIGXCPU, SIGBUS};
+constexpr size_t k_n_cleanup = std::size(k_cleanup_signals);
+struct sigaction g_old_actions[k_n_cleanup + 1]; // the dispositions before guard_signals; [k_n_cleanup]: SIGXFSZ's
+bool g_guarded[k_n_cleanup + 1] = {};            // a disposition was replaced for the signal
 
-void remove_temp_and_reraise(int sig) {
+void remove_temp_and_reraise(int sig, siginfo_t * info, void *) {
     if (const char * p = g_signal_temp.exchange(nullptr)) ::unlink(p);
-    for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) {
+    for (size_t i = 0; i < k_n_cleanup; ++i) {
         if (k_cleanup_signals[i] == sig) ::sigaction(sig, &g_old_actions[i], nullptr);
     }
+    // A fault (SIGBUS from the kernel, si_code > 0): returning runs the
+    // access again, which faults again under the previous disposition, with
+    // its own details. Sent signals are raised again.
+    if (sig == SIGBUS && info != nullptr && info->si_code > 0) return;
     ::raise(sig); // the previous disposition now runs (by default: the process ends)
 }
 
@@ -153,19 +164,24 @@ struct temp_guard {
         const char * expected = nullptr;
         if (!g_signal_temp.compare_exchange_strong(expected, path.c_str())) return;
         struct sigaction sa {};
-        sa.sa_handler = remove_temp_and_reraise;
+        sa.sa_sigaction = remove_temp_and_reraise;
+        sa.sa_flags = SA_SIGINFO;
         sigemptyset(&sa.sa_mask);
-        for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) {
+        for (size_t i = 0; i < k_n_cleanup; ++i) {
             struct sigaction now {};
             g_guarded[i] = ::sigaction(k_cleanup_signals[i], nullptr, &now) == 0 && now.sa_handler != SIG_IGN &&
                            ::sigaction(k_cleanup_signals[i], &sa, &g_old_actions[i]) == 0;
         }
+        struct sigaction ignore {};
+        ignore.sa_handler = SIG_IGN;
+        sigemptyset(&ignore.sa_mask);
+        g_guarded[k_n_cleanup] = ::sigaction(SIGXFSZ, &ignore, &g_old_actions[k_n_cleanup]) == 0;
         signals = true;
     }
     ~temp_guard() {
         if (signals) {
-            for (size_t i = 0; i < std::size(k_cleanup_signals); ++i) {
-                if (g_guarded[i]) ::sigaction(k_cleanup_signals[i], &g_old_actions[i], nullptr);
+            for (size_t i = 0; i <= k_n_cleanup; ++i) {
+                if (g_guarded[i]) ::sigaction(i < k_n_cleanup ? k_cleanup_signals[i] : SIGXFSZ, &g_old_actions[i], nullptr);
                 g_guarded[i] = false;
             }
             g_signal_temp.store(nullptr);
@@ -481,7 +497,12 @@ void writer::write(const std::filesystem::path & path) const {
     std::filesystem::path dir = target.parent_path();
     if (dir.empty()) dir = ".";
     temp_guard tmp;
-    std::string templ = (dir / (target.filename().string() + ".tmp.XXXXXX")).string();
+    // The temporary's name is the file's with ".tmp.XXXXXX" added, the
+    // file's part cut to keep it within NAME_MAX (a 250-byte name is legal).
+    constexpr size_t k_suffix = sizeof(".tmp.XXXXXX") - 1;
+    std::string base = target.filename().string();
+    if (base.size() + k_suffix > NAME_MAX) base.resize(NAME_MAX - k_suffix);
+    std::string templ = (dir / (base + ".tmp.XXXXXX")).string();
     tmp.fd = ::mkstemp(templ.data());
     if (tmp.fd < 0) {
         throw error(fmt::format("gguf writer: {}: cannot create a temporary file in {}: {}", final_path, dir.string(),
@@ -496,7 +517,7 @@ void writer::write(const std::filesystem::path & path) const {
     // the umask. (Hard links to a replaced file keep the old contents.)
     if (exists && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) (void)::fchown(tmp.fd, st.st_uid, st.st_gid);
     ::fchmod(tmp.fd, exists ? (st.st_mode & 07777) : (0666 & ~process_umask()));
-    write_all(tmp.fd, head.data(), head.size(), tmp.path);
+    write_all(tmp.fd, head.data(), head.size(), final_path);
     static const uint8_t zeros[4096] = {};
     uint64_t pos = 0; // position in the data section
     std::vector<uint8_t> filled; // reused buffer for add_tensor_fill tensors
@@ -505,25 +526,25 @@ void writer::write(const std::filesystem::path & path) const {
         if (t.fill) {
             filled.assign(t.size, 0);
             t.fill(std::span<uint8_t>(filled.data(), filled.size()));
-            write_all(tmp.fd, filled.data(), filled.size(), tmp.path);
+            write_all(tmp.fd, filled.data(), filled.size(), final_path);
         } else {
-            write_all(tmp.fd, t.data.data(), t.data.size(), tmp.path);
+            write_all(tmp.fd, t.data.data(), t.data.size(), final_path);
         }
         pos = offsets[i] + t.size;
         uint64_t pad = (pos + a - 1) / a * a - pos;
         while (pad > 0) {
             const size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
-            write_all(tmp.fd, zeros, n, tmp.path);
+            write_all(tmp.fd, zeros, n, final_path);
             pad -= n;
         }
     }
     if (::fsync(tmp.fd) != 0) {
-        throw error(fmt::format("gguf writer: {}: fsync failed: {}", tmp.path, std::strerror(errno)));
+        throw error(fmt::format("gguf writer: {}: fsync failed: {}", final_path, std::strerror(errno)));
     }
     const int fd = tmp.fd;
     tmp.fd = -1;
     if (::close(fd) != 0) {
-        throw error(fmt::format("gguf writer: {}: close failed: {}", tmp.path, std::strerror(errno)));
+        throw error(fmt::format("gguf writer: {}: close failed: {}", final_path, std::strerror(errno)));
     }
     if (::rename(tmp.path.c_str(), final_path.c_str()) != 0) {
         throw error(fmt::format("gguf writer: cannot rename {} to {}: {}", tmp.path, final_path, std::strerror(errno)));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cstring>
 #include <cmath>
 #include <csignal>
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <limits>
 #include <utility>
 
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -447,15 +450,19 @@ TEST(GgufWriter, NewFileHonoursTheUmask) {
     }
 }
 
-// SIGTERM (or SIGINT, SIGHUP) in the middle of a write removes the
-// temporary file, then ends the process by the signal as before.
+// A signal that ends the process, sent in the middle of a write, removes
+// the temporary file, then ends the process by the signal as before
+// (SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1/2, SIGXCPU and a sent SIGBUS left it
+// behind before).
 TEST(GgufWriter, SignalMidWriteLeavesNoTemporary) {
     temp_dir dir;
     const fs::path out = dir.path / "model.gguf";
-    for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, SIGXCPU, SIGBUS}) {
         const pid_t pid = ::fork();
         ASSERT_GE(pid, 0);
         if (pid == 0) {
+            const rlimit no_core{0, 0}; // SIGQUIT, SIGXCPU and SIGBUS would dump core
+            ::setrlimit(RLIMIT_CORE, &no_core);
             gguf::writer w;
             const int64_t ne[1] = {1 << 16};
             w.add_tensor("a", TSR_TYPE_F32, ne, std::vector<uint8_t>(4 << 16, 1));
@@ -471,6 +478,95 @@ TEST(GgufWriter, SignalMidWriteLeavesNoTemporary) {
         EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "signal " << sig << " status " << status;
         EXPECT_EQ(dir.n_entries(), 0u) << "signal " << sig;
     }
+}
+
+// A fault while a tensor's bytes are read (SIGBUS: a mapped input file cut
+// short under the writer, as a model being quantized while another program
+// truncates it) removes the temporary file; the access then faults again
+// under the previous disposition, which ends the process (or, under
+// AddressSanitizer, reports it and exits non-zero).
+TEST(GgufWriter, FaultReadingAMappedInputLeavesNoTemporary) {
+    temp_dir dir;
+    const fs::path in = dir.path / "input.bin";
+    const fs::path out = dir.path / "model.gguf";
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        const rlimit no_core{0, 0};
+        ::setrlimit(RLIMIT_CORE, &no_core);
+        const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+        const int fd = ::open(in.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(4 * page)) != 0) ::_exit(10);
+        void * map = ::mmap(nullptr, 4 * page, PROT_READ, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) ::_exit(11);
+        gguf::writer w;
+        const int64_t ne[1] = {1 << 10};
+        w.add_tensor("a", TSR_TYPE_F32, ne, std::vector<uint8_t>(4 << 10, 1));
+        w.add_tensor_fill("b", TSR_TYPE_F32, ne, [&](std::span<uint8_t> d) {
+            if (::ftruncate(fd, 0) != 0) ::_exit(12);
+            std::memcpy(d.data(), static_cast<const char *>(map) + 2 * page, d.size()); // past the end now: SIGBUS
+        });
+        try {
+            w.write(out);
+        } catch (...) {
+        }
+        ::_exit(0); // not reached: the copy faults
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS) ||
+                (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) < 10))
+        << "status " << status;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_EQ(dir.n_entries(), 1u) << "only the input file is left";
+}
+
+// Under a file size limit (`ulimit -f`) whose SIGXFSZ would end the process
+// silently (the default), the write fails with an error naming the cause
+// and leaves no temporary; SIGXFSZ's disposition is restored afterwards.
+TEST(GgufWriter, FileSizeLimitIsAnErrorNotASignal) {
+    temp_dir dir;
+    const fs::path out = dir.path / "model.gguf";
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::signal(SIGXFSZ, SIG_DFL);
+        const rlimit small{4096, RLIM_INFINITY};
+        if (::setrlimit(RLIMIT_FSIZE, &small) != 0) ::_exit(10);
+        gguf::writer w;
+        const int64_t ne[1] = {1 << 16};
+        w.add_tensor("big", TSR_TYPE_F32, ne, std::vector<uint8_t>(4 << 16, 1));
+        std::string what;
+        try {
+            w.write(out);
+        } catch (const error & e) {
+            what = e.what();
+        }
+        if (what.find(out.string() + ": write failed: File too large") == std::string::npos) ::_exit(11);
+        struct sigaction now {};
+        ::sigaction(SIGXFSZ, nullptr, &now);
+        ::_exit(now.sa_handler == SIG_DFL ? 0 : 12);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    EXPECT_EQ(dir.n_entries(), 0u);
+}
+
+// An output name of up to NAME_MAX (255) bytes is written: the temporary's
+// name (the output's with ".tmp.XXXXXX" added) is cut to fit. 245 bytes and
+// more failed with "File name too long".
+TEST(GgufWriter, LongestFileNamesAreWritten) {
+    temp_dir dir;
+    for (const size_t len : {size_t{244}, size_t{245}, size_t{250}, size_t{255}}) {
+        const fs::path out = dir.path / (std::string(len - 5, 'a') + ".gguf");
+        gguf::writer w;
+        w.set_string("general.architecture", "long");
+        ASSERT_NO_THROW(w.write(out)) << len;
+        EXPECT_EQ(gguf::reader(out).get_string("general.architecture"), "long") << len;
+        fs::remove(out);
+    }
+    EXPECT_EQ(dir.n_entries(), 0u);
 }
 
 // A signal the process ignores (as under nohup) neither ends the write nor
