@@ -56,11 +56,15 @@ int run_quantize(const options & o) {
     const auto t0 = std::chrono::steady_clock::now();
     const llm::quantize_result r = llm::quantize_file(o.in, o.out, p);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // "(10 Q4_K, 3 Q6_K, 2 Q5_0)" when the tensors got more than one type.
+    // "(10 Q4_K, 3 Q6_K, 2 Q5_0)" when the tensors got more than one type;
+    // "(all 32 as Q8_0)" when they all got one other than the target's name
+    // (Q6_K of a model whose rows are 64 long: every tensor falls back).
     std::string mix;
     if (r.n_by_type.size() > 1) {
         for (const auto & [t, n] : r.n_by_type) mix += fmt::format("{}{} {}", mix.empty() ? " (" : ", ", n, type_name(t));
         mix += ")";
+    } else if (r.n_by_type.size() == 1 && type_name(r.n_by_type.front().first) != llm::file_type_name(p.target)) {
+        mix = fmt::format(" (all {} as {})", r.n_by_type.front().second, type_name(r.n_by_type.front().first));
     }
     eprint("{}: {} of {} tensors converted to {}{}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", o.out,
                r.n_converted, r.n_tensors, llm::file_type_name(p.target), mix, double(r.bytes_in) / mib,

@@ -153,6 +153,23 @@ TEST(TesseraCli, UnknownSubcommandIsNamed) {
     EXPECT_EQ(run_tessera("--help").exit_code, 0);
 }
 
+// When every converted tensor got one type other than the target's (the
+// tiny preset's 64-long rows are too short for Q6_K's and Q4_K's 256-value
+// blocks), the summary says which: it named only the target before, a type
+// no tensor got.
+TEST(QuantizeCli, SummaryNamesTheTypeTheTensorsGot) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type F32 --seed 9 --vocab " + vocab + " -o " + (d / "f32.gguf")).exit_code, 0);
+    for (const auto & [type, said] : std::vector<std::pair<std::string, std::string>>{
+             {"Q6_K", "16 of 21 tensors converted to Q6_K (all 16 as Q8_0);"},
+             {"Q4_K", "16 of 21 tensors converted to Q4_K (all 16 as Q5_0);"}}) {
+        const auto r = run_tessera("quantize -q " + (d / "f32.gguf") + " " + (d / "q.gguf") + " " + type);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_TRUE(contains(r.err, said)) << r.err;
+    }
+}
+
 TEST(QuantizeCli, ConvertsWithProgressAndMatchesSynth) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
@@ -166,7 +183,7 @@ TEST(QuantizeCli, ConvertsWithProgressAndMatchesSynth) {
     EXPECT_TRUE(contains(r.err, "[21/21] blk.1.ffn_down.weight")) << r.err;
     EXPECT_TRUE(contains(line_with(r.err, "blk.1.ffn_norm.weight"), "F32 -> F32")) << r.err;
     EXPECT_TRUE(contains(line_with(r.err, "blk.1.ffn_up.weight"), "F32 -> Q8_0  [64, 128]")) << r.err;
-    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q8_0")) << r.err;
+    EXPECT_TRUE(contains(r.err, "16 of 21 tensors converted to Q8_0;")) << r.err; // one type, the target's: no list
     // Same bytes as the generator writing Q8_0 directly.
     r = run_tessera("gguf synth -q --preset tiny --type Q8_0 --seed 9 --vocab " + vocab + " -o " + (d / "s8.gguf"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
