@@ -303,6 +303,10 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
             } catch (const error & e) {
                 c.error = e.what();
                 log(fmt::format("{}: {}", env_var, c.error));
+                // Named by the family its file name claims, else by the
+                // variable, so that it is not listed under no name.
+                const std::string fam = family_of(ep.filename().string());
+                rep.name = fam.empty() ? std::string(env_var) : fam;
             }
             rep.candidates.push_back(std::move(c));
             reports.push_back(std::move(rep));

@@ -696,6 +696,33 @@ TEST_F(RegistryLoad, EnvironmentFileTakesItsFamilysPlace) {
     EXPECT_GE(best->score(), cpu->score());
 }
 
+// A TESSERA_BACKEND_PATH file that cannot be loaded is reported under the
+// family its file name claims, else under the variable's name: it was
+// reported under an empty name, which `tessera devices` printed as
+// "   libraries considered:" beneath another backend.
+TEST_F(RegistryLoad, FailedEnvironmentFileIsReportedUnderAName) {
+    temp_dir tmp("envname");
+    for (const auto & [file, name] : std::vector<std::pair<std::string, std::string>>{
+             {"libtessera-cpu-junk.so", "cpu"}, {"junk.so", "TESSERA_BACKEND_PATH"}}) {
+        const fs::path p = tmp.path() / file;
+        {
+            std::ofstream f(p);
+            f << "not a library\n";
+        }
+        registry r;
+        r.set_log([](std::string_view) {});
+        ASSERT_EQ(setenv("TESSERA_BACKEND_PATH", p.c_str(), 1), 0);
+        const auto reports = r.load_all(tmp.path());
+        unsetenv("TESSERA_BACKEND_PATH");
+        ASSERT_FALSE(reports.empty()) << file;
+        EXPECT_EQ(reports.front().name, name) << file;
+        ASSERT_EQ(reports.front().candidates.size(), 1u) << file;
+        EXPECT_EQ(reports.front().candidates[0].path, p.string()) << file;
+        EXPECT_NE(reports.front().candidates[0].error.find("not an ELF file"), std::string::npos)
+            << reports.front().candidates[0].error;
+    }
+}
+
 // A bare file name (no '/') is the file in the current folder, as any
 // relative path is, for load() and for TESSERA_BACKEND_PATH: dlopen, given
 // such a name, searched only the system's library folders, so
