@@ -164,10 +164,17 @@ int main(int argc, char ** argv) {
                        where);
             return 1;
         }
-        if (dynamic_cast<const CLI::ExtrasError *>(&e) != nullptr) {
-            if (const auto [arg, where] = unexpected_argument(app, argc, args.data()); !arg.empty()) {
-                eprint("error: {}: {} '{}' (see {} --help)\n", where,
-                           arg.size() > 1 && arg[0] == '-' ? "unknown option" : "unexpected argument", arg, where);
+        // An unknown option is named also where it left a required
+        // argument missing (`quantize IN -out.gguf TYPE` said "TYPE is
+        // required"): a file name that begins with '-' reads as an option.
+        const bool extras = dynamic_cast<const CLI::ExtrasError *>(&e) != nullptr;
+        if (extras || dynamic_cast<const CLI::RequiredError *>(&e) != nullptr) {
+            if (const auto [arg, where] = unexpected_argument(app, argc, args.data());
+                !arg.empty() && (extras || arg[0] == '-')) {
+                const bool option = arg.size() > 1 && arg[0] == '-';
+                eprint("error: {}: {} '{}'{} (see {} --help)\n", where, option ? "unknown option" : "unexpected argument", arg,
+                       option && !extras && arg[1] != '-' ? " (a file name that begins with '-' needs './' before it)" : "",
+                       where);
                 return 1;
             }
         }

@@ -141,6 +141,12 @@ TEST(TesseraCli, UnknownSubcommandIsNamed) {
         {"nosuch", "error: tessera: unknown subcommand 'nosuch' (see tessera --help)"},
         {"--bogus", "error: tessera: unknown option '--bogus' (see tessera --help)"},
         {"gguf bogus", "error: tessera gguf: unknown subcommand 'bogus' (see tessera gguf --help)"},
+        // An unknown option that left a required argument missing is named
+        // (these said "TYPE is required" and "--model is required").
+        {"quantize ./-in.gguf -out.gguf Q8_0",
+         "error: tessera quantize: unknown option '-out.gguf' (a file name that begins with '-' needs './' before it) "
+         "(see tessera quantize --help)"},
+        {"run -p x --bogus", "error: tessera run: unknown option '--bogus' (see tessera run --help)"},
     };
     for (const auto & [args, want] : cases) {
         const auto r = run_tessera(args);
