@@ -34,7 +34,9 @@ struct load_candidate {
 
 // The outcome of load_best for one backend name.
 struct load_report {
-    std::string name; // the family; for a TESSERA_BACKEND_PATH file that failed to load, the family its name claims, else "TESSERA_BACKEND_PATH"
+    // The family; for a TESSERA_BACKEND_PATH file that failed to load, the
+    // family its file name claims, else "TESSERA_BACKEND_PATH".
+    std::string name;
     backend_reg loaded;                    // empty when nothing was loaded
     bool already_registered = false;       // a backend of that name was registered before
     std::vector<load_candidate> candidates; // every file considered, best score first
