@@ -177,6 +177,33 @@ void check_device(const backend_reg & r) {
         tensor_get(ar, back.data(), 0, n);
         ASSERT_EQ(back, orig) << "tensor_copy into CPU_REPACK";
 
+        // Through views (a row, a reshape) the same original bytes: read,
+        // written and set, row 1 only (they read and wrote the interleaved
+        // storage at the view's offset, and a write into row 1 changed
+        // bytes of the other rows).
+        {
+            const size_t row = n / static_cast<size_t>(s.M);
+            tsr_tensor * row1 = view_2d(wctx, ar, s.K, 1, row, row);
+            std::vector<uint8_t> got(row);
+            tensor_get(row1, got.data(), 0, row);
+            ASSERT_TRUE(std::equal(got.begin(), got.end(), orig.begin() + static_cast<ptrdiff_t>(row))) << "row 1 through a view";
+            tsr_tensor * whole = reshape(wctx, ar, {s.K * s.M});
+            std::vector<uint8_t> all(n);
+            tensor_get(whole, all.data(), 0, n);
+            ASSERT_EQ(all, orig) << "a reshape of the tensor";
+            std::vector<uint8_t> want = orig;
+            const std::vector<uint8_t> row_bytes = random_blocks(s.type, row, rng);
+            tensor_set(row1, row_bytes.data(), 0, row);
+            std::copy(row_bytes.begin(), row_bytes.end(), want.begin() + static_cast<ptrdiff_t>(row));
+            tensor_get(ar, all.data(), 0, n);
+            ASSERT_EQ(all, want) << "row 1 written through a view";
+            tensor_memset(row1, 0, 2, row - 2);
+            std::fill(want.begin() + static_cast<ptrdiff_t>(row + 2), want.begin() + static_cast<ptrdiff_t>(2 * row), uint8_t{0});
+            tensor_get(ar, all.data(), 0, n);
+            ASSERT_EQ(all, want) << "row 1 set through a view";
+            tensor_set(ar, orig.data(), 0, n);
+        }
+
         // GET_ROWS may not read it
         tsr_tensor * idx = hctx.new_tensor(TSR_TYPE_I32, {1});
         std::memset(idx->data, 0, 4);

@@ -30,17 +30,31 @@ namespace {
 
 // ---- buffers (context = the data pointer) ----
 
+// The repacked tensor whose plain bytes `t`'s bytes from `off` on are, with
+// `off` moved to that tensor's: t itself, or the root of a view of one (a
+// view's data is view_src->data + view_offs, so its byte `off` is the
+// root's view_offs + off; a view has no layout of its own, extra is null).
+// Null when the bytes are stored as they are.
+tsr_tensor * repacked_bytes(const tsr_tensor * t, size_t & off) {
+    if (is_repacked(t)) return const_cast<tsr_tensor *>(t);
+    if (t->view_src != nullptr && is_repacked(t->view_src)) {
+        off += static_cast<size_t>(t->view_offs);
+        return t->view_src;
+    }
+    return nullptr;
+}
+
 void rb_set(tsr_buffer *, tsr_tensor * t, const void * data, size_t off, size_t n) {
-    if (is_repacked(t)) {
-        repack_store(t, data, off, n);
+    if (tsr_tensor * r = repacked_bytes(t, off)) {
+        repack_store(r, data, off, n);
     } else {
         std::memcpy(static_cast<char *>(t->data) + off, data, n);
     }
 }
 
 void rb_get(tsr_buffer *, const tsr_tensor * t, void * data, size_t off, size_t n) {
-    if (is_repacked(t)) {
-        repack_load(t, data, off, n);
+    if (const tsr_tensor * r = repacked_bytes(t, off)) {
+        repack_load(r, data, off, n);
     } else {
         std::memcpy(data, static_cast<const char *>(t->data) + off, n);
     }
@@ -53,7 +67,8 @@ tsr_status rb_init(tsr_buffer *, tsr_tensor * t) {
 }
 
 void rb_memset(tsr_buffer *, tsr_tensor * t, uint8_t v, size_t off, size_t n) {
-    if (!is_repacked(t)) {
+    tsr_tensor * r = repacked_bytes(t, off);
+    if (r == nullptr) {
         std::memset(static_cast<char *>(t->data) + off, v, n);
         return;
     }
@@ -61,7 +76,7 @@ void rb_memset(tsr_buffer *, tsr_tensor * t, uint8_t v, size_t off, size_t n) {
     std::memset(chunk, v, sizeof chunk);
     for (size_t done = 0; done < n;) {
         const size_t k = std::min(sizeof chunk, n - done);
-        repack_store(t, chunk, off + done, k);
+        repack_store(r, chunk, off + done, k);
         done += k;
     }
 }
