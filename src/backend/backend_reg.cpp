@@ -14,12 +14,18 @@ static const detail::reg_entry & need(const std::shared_ptr<detail::reg_entry> &
     return *e;
 }
 
-tsr_reg * backend_reg::get() const { return need(entry_).reg; }
+tsr_reg * backend_reg::get() const {
+    const detail::reg_entry & e = need(entry_);
+    detail::check_loaded(&e); // the table lived in the unloaded library
+    return e.reg;
+}
 
 const char * backend_reg::name() const { return need(entry_).name.c_str(); }
 
 api_version backend_reg::version() const {
-    const tsr_reg * r = need(entry_).reg;
+    const detail::reg_entry & e = need(entry_);
+    detail::check_loaded(&e);
+    const tsr_reg * r = e.reg;
     if (r == nullptr) return {};
     return {r->api_major, r->api_minor};
 }

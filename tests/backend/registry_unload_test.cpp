@@ -40,11 +40,17 @@ TEST(RegistryUnload, RefusedWhileABackendIsAlive) {
     EXPECT_EQ(reg.reg_count(), 0u);
     EXPECT_EQ(reg.device_count(), 0u);
     EXPECT_FALSE(is_loaded(lib));
-    // Handles kept from before fail cleanly.
-    EXPECT_EQ(error_of([&] { r.devices(); }),
-              fmt::format("backend 'fakegpu' ({}) was unloaded; its devices and buffer types can "
-                          "no longer be used",
-                          lib.string()));
+    // Handles kept from before fail cleanly: version() and get() read the
+    // unloaded library's table (version() crashed); name, path and score
+    // are kept.
+    const std::string gone = fmt::format("backend 'fakegpu' ({}) was unloaded; its devices and buffer types can "
+                                         "no longer be used",
+                                         lib.string());
+    EXPECT_EQ(error_of([&] { r.devices(); }), gone);
+    EXPECT_EQ(error_of([&] { r.version(); }), gone);
+    EXPECT_EQ(error_of([&] { r.get(); }), gone);
+    EXPECT_STREQ(r.name(), "fakegpu");
+    EXPECT_EQ(r.path(), lib.string());
     EXPECT_EQ(error_of([&] { reg.unload(r); }),
               fmt::format("unload: backend 'fakegpu' ({}) is not registered here", lib.string()));
 }

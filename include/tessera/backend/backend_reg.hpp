@@ -18,8 +18,9 @@ struct api_version {
 };
 
 // A non-owning handle to a registered backend family. Valid while it stays
-// registered (calls after unload throw tessera::error). Copyable;
-// thread-safe.
+// registered: after unload, name(), path() and score() still return the
+// values kept when it was loaded, and every other call throws
+// tessera::error. Copyable; thread-safe.
 class backend_reg {
 public:
     backend_reg() = default;
