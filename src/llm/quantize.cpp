@@ -109,11 +109,15 @@ void convert_rows(std::string_view what, type from, std::span<const uint8_t> src
     }
     const size_t rs_in = row_size(from, ne0);
     const size_t rs_out = row_size(to, ne0);
-    if (n_rows < 0 || src.size() != rs_in * static_cast<size_t>(n_rows) ||
-        dst.size() != rs_out * static_cast<size_t>(n_rows)) {
+    if (n_rows < 0) throw error(fmt::format("tensor '{}': {} rows (must be >= 0)", what, n_rows));
+    size_t need_in = 0, need_out = 0; // a product that overflows needs more than any span holds
+    if (__builtin_mul_overflow(rs_in, static_cast<size_t>(n_rows), &need_in) ||
+        __builtin_mul_overflow(rs_out, static_cast<size_t>(n_rows), &need_out)) {
+        throw error(fmt::format("tensor '{}': {} rows of {} elements do not fit in memory", what, n_rows, ne0));
+    }
+    if (src.size() != need_in || dst.size() != need_out) {
         throw error(fmt::format("tensor '{}': {} rows of {} elements need {} bytes in and {} out, got {} and {}", what,
-                                n_rows, ne0, rs_in * static_cast<size_t>(n_rows),
-                                rs_out * static_cast<size_t>(n_rows), src.size(), dst.size()));
+                                n_rows, ne0, need_in, need_out, src.size(), dst.size()));
     }
     const std::vector<finite_field> fields = finite_fields_of(to);
     const int64_t bs = tt.block_size;

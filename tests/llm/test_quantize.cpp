@@ -531,6 +531,14 @@ TEST(Quantize, ConvertRowsChecksSizes) {
     EXPECT_THROW(llm::convert_rows("t", TSR_TYPE_F32, src, TSR_TYPE_Q8_0, dst, 64, 1), error); // dst too small
     dst.resize(68);
     EXPECT_NO_THROW(llm::convert_rows("t", TSR_TYPE_F32, src, TSR_TYPE_Q8_0, dst, 64, 1));
+    // A row count whose byte size wraps to 0 (64 x 2^59) met two empty
+    // spans and read past them (heap overflow under ASan).
+    EXPECT_EQ(tessera::test::error_of([] {
+                  llm::convert_rows("t", TSR_TYPE_F32, std::span<const uint8_t>(), TSR_TYPE_F16, std::span<uint8_t>(), 16,
+                                    int64_t{1} << 59);
+              }),
+              "tensor 't': 576460752303423488 rows of 16 elements do not fit in memory");
+    EXPECT_THROW(llm::convert_rows("t", TSR_TYPE_F32, src, TSR_TYPE_Q8_0, dst, 64, -1), error);
 }
 
 // --- values a conversion cannot carry ------------------------------------------
