@@ -187,6 +187,16 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     m->output_norm = take("output_norm.weight", {E});
     m->output = take("output.weight", {E, V}, false);
     if (m->output == nullptr) m->output = m->tok_embd; // tied embeddings
+    // Each layer has 9 weight tensors (below) besides token_embd and
+    // output_norm: a block_count the file cannot hold is refused before the
+    // layers are allocated (2^30 ran out of memory; 2^24 took 1.2 GB first).
+    constexpr uint64_t k_layer_tensors = 9;
+    if (uint64_t{hp.n_layer} * k_layer_tensors + 2 > r.n_tensors()) {
+        throw error(fmt::format("{}: {}.block_count {} needs at least {} tensors ({} a layer, token_embd, output_norm); "
+                                "the file has {}",
+                                r.name(), a, hp.n_layer, uint64_t{hp.n_layer} * k_layer_tensors + 2, k_layer_tensors,
+                                r.n_tensors()));
+    }
     m->layers.resize(hp.n_layer);
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const std::string p = fmt::format("blk.{}.", il);

@@ -148,6 +148,29 @@ TEST(model_errors, tensors_past_block_count_name_the_tensor_and_the_key) {
     EXPECT_NO_THROW(llm::model::load(stories));
 }
 
+// A block_count past what the file's tensors can hold (48 tensors: 5
+// layers of 9, token_embd, output_norm and output) is refused before any
+// layer is allocated: 2^30 ran out of memory (std::bad_alloc), 2^24 took
+// 1.2 GB before naming a missing tensor. 6 layers would need 56.
+TEST(model_errors, block_count_the_file_cannot_hold_is_refused_first) {
+    temp_dir d;
+    const gguf::reader src(stories);
+    for (uint32_t n : {6u, 1u << 24, 1u << 30}) {
+        SCOPED_TRACE(n);
+        gguf::writer w;
+        w.copy_all_kv(src);
+        w.set_u32("llama.block_count", n);
+        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+        const fs::path path = d / "long.gguf";
+        w.write(path);
+        const std::string what = error_of([&] { llm::model::load(path); });
+        const std::string want = "llama.block_count " + std::to_string(n) + " needs at least " +
+                                 std::to_string(uint64_t{n} * 9 + 2) +
+                                 " tensors (9 a layer, token_embd, output_norm); the file has 48";
+        EXPECT_TRUE(contains(what, want)) << what;
+    }
+}
+
 // --- non-finite logits ---------------------------------------------------
 
 TEST(session_errors, non_finite_logits_name_the_position) {
