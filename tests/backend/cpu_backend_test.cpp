@@ -153,6 +153,61 @@ TEST_F(CpuCompiledIn, SharedThreadPool) {
               "backend 'cpu': thread pool needs at least 1 thread, not 0");
 }
 
+// An abort callback that computes on a backend sharing the pool: that
+// compute returns FAILED (the pool is running the compute that called the
+// callback; it waited for itself forever), the outer one goes on, and a
+// backend with its own pool computes from the callback as usual. Both
+// graphs' values are checked.
+struct nested_compute {
+    backend * other = nullptr;
+    graph * g = nullptr;
+    tsr_status inner = TSR_STATUS_SUCCESS;
+    int calls = 0;
+    static bool cb(void * p) {
+        auto * n = static_cast<nested_compute *>(p);
+        if (n->calls++ == 0) n->inner = n->other->graph_compute(*n->g);
+        return false;
+    }
+};
+
+TEST_F(CpuCompiledIn, AbortCallbackComputingOnTheSamePoolFailsInsteadOfHanging) {
+    device d = reg.device_at(0);
+    context ctx({16, true});
+    tensor * x = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    tensor * y = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    for (int i = 0; i < 256; ++i) {
+        static_cast<float *>(x->data)[i] = float(i);
+        static_cast<float *>(y->data)[i] = float(-i);
+    }
+    tensor * xa = scale(ctx, scale(ctx, x, 2.0f), 2.0f);
+    tensor * yb = scale(ctx, y, 3.0f);
+    graph ga, gb;
+    ga.build_forward(xa);
+    gb.build_forward(yb);
+    for (const bool shared : {true, false}) {
+        SCOPED_TRACE(shared ? "shared pool" : "own pools");
+        threadpool pool(cpu, 2);
+        backend a = d.init("n_threads=2"), b = d.init("n_threads=2");
+        if (shared) {
+            a.set_threadpool(&pool);
+            b.set_threadpool(&pool);
+        }
+        std::memset(xa->data, 0, nbytes(xa));
+        std::memset(yb->data, 0, nbytes(yb));
+        nested_compute n{&b, &gb};
+        a.set_abort_callback(nested_compute::cb, &n);
+        EXPECT_EQ(a.graph_compute(ga), TSR_STATUS_SUCCESS);
+        EXPECT_GE(n.calls, 1);
+        EXPECT_EQ(n.inner, shared ? TSR_STATUS_FAILED : TSR_STATUS_SUCCESS);
+        for (int i = 0; i < 256; ++i) {
+            ASSERT_EQ(static_cast<float *>(xa->data)[i], 4.0f * float(i)) << i;
+            if (!shared) ASSERT_EQ(static_cast<float *>(yb->data)[i], -3.0f * float(i)) << i;
+        }
+        a.set_threadpool(nullptr);
+        b.set_threadpool(nullptr);
+    }
+}
+
 TEST_F(CpuCompiledIn, ParamsAndExtensionErrors) {
     device d = reg.device_at(0);
     EXPECT_TRUE(d.init("n_threads=3;"));

@@ -62,7 +62,10 @@ public:
     void set_n_threads(int n_threads);
     bool has_abort_callback() const;
     // Checked between nodes; returning true makes the compute return
-    // ABORTED. nullptr removes it. `user_data` must outlive its use.
+    // ABORTED. nullptr removes it. `user_data` must outlive its use. A
+    // compute the callback starts on a backend that shares this one's
+    // thread pool (set_threadpool) returns FAILED: the pool is busy with
+    // the compute that called it.
     void set_abort_callback(tsr_abort_callback cb, void * user_data);
     // Computes on `pool` (caller keeps ownership; it must outlive its use by
     // this backend); nullptr returns to the backend's own pool. Throws when

@@ -175,7 +175,26 @@ void thread_pool::wait_for_arrivals(int n_others) {
     arrived_.store(0, std::memory_order_relaxed);
 }
 
+namespace {
+// The pools whose run() this thread is inside of (innermost first), so that
+// a run started again from inside one on the same pool (an abort callback
+// computing on a backend that shares the pool) is refused rather than
+// waiting forever for the run it is part of.
+thread_local const void * t_running_pool = nullptr;
+} // namespace
+
 void thread_pool::run(int n_threads, size_t scratch_bytes, size_t shared_bytes, job_fn fn, void * ctx) {
+    if (t_running_pool == this) {
+        throw error("thread pool: a run was started from inside a run of the same pool (e.g. an abort callback "
+                    "computing on a backend that shares its thread pool)");
+    }
+    struct running {
+        const void * outer;
+        explicit running(const void * pool) : outer(t_running_pool) { t_running_pool = pool; }
+        ~running() { t_running_pool = outer; }
+        running(const running &) = delete;
+        running & operator=(const running &) = delete;
+    } in_run(this);
     std::lock_guard<std::mutex> run_lock(run_mutex_);
     const int n = std::clamp(n_threads, 1, n_threads_);
     reserve_scratch(n, scratch_bytes);

@@ -58,7 +58,9 @@ public:
     // shared_scratch()); throws std::bad_alloc, with nothing run, when that
     // memory is not available. Returns when every thread's call has
     // returned. Runs are serialized: a second caller waits for the first.
-    // Must not be called from inside a job.
+    // Must not be called from inside a job; a call from inside a run of
+    // this pool on the calling thread throws tessera::error (it would wait
+    // for itself).
     void run(int n_threads, size_t scratch_bytes, size_t shared_bytes, job_fn fn, void * ctx);
     void run(int n_threads, size_t scratch_bytes, job_fn fn, void * ctx) { run(n_threads, scratch_bytes, 0, fn, ctx); }
 
