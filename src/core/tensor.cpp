@@ -197,10 +197,12 @@ tensor * context::new_tensor(type t, std::span<const int64_t> ne) {
 }
 
 tensor * context::new_tensor_like(const tensor * like) {
+    if (like == nullptr) throw error("new_tensor_like: the tensor to copy the type and shape of is null");
     return new_tensor(static_cast<type>(like->type), std::span<const int64_t>(like->ne, TSR_MAX_DIMS));
 }
 
 tensor * context::set_name(tensor * t, std::string_view name) {
+    if (t == nullptr) throw error(fmt::format("set_name('{}'): the tensor is null", name));
     const size_t n = std::min(name.size(), static_cast<size_t>(TSR_MAX_NAME - 1));
     std::memcpy(t->name, name.data(), n);
     t->name[n] = '\0';

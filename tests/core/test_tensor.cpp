@@ -121,6 +121,10 @@ TEST(Context, NamesAndFind) {
     EXPECT_EQ(ctx.find("blk.0.attn_q.weight"), a);
     EXPECT_EQ(ctx.find(std::string(TSR_MAX_NAME - 1, 'x')), b);
     EXPECT_EQ(ctx.find("nope"), nullptr);
+    // A null tensor is an error, as for the ops (these dereferenced it).
+    EXPECT_EQ(error_of([] { context::set_name(nullptr, "w"); }), "set_name('w'): the tensor is null");
+    EXPECT_EQ(error_of([&] { ctx.new_tensor_like(nullptr); }),
+              "new_tensor_like: the tensor to copy the type and shape of is null");
 }
 
 TEST(Tensor, OpParamsAreBitCast) {

@@ -401,6 +401,14 @@ TEST(session_memory, estimate_counts_the_kv_cache_mask_scores_and_logits) {
     llm::hparams huge = m->hp();
     huge.n_layer = huge.n_head = huge.n_head_kv = huge.n_embd = UINT32_MAX;
     EXPECT_EQ(llm::estimate_context_memory(huge, UINT32_MAX, UINT32_MAX, TSR_TYPE_F32, false).compute, UINT64_MAX);
+    // Default hparams (no heads) give no KV cache rather than a division
+    // by zero (SIGFPE); the logits still count.
+    llm::hparams none;
+    none.n_vocab = 10;
+    const llm::context_memory e = llm::estimate_context_memory(none, 64, 8, TSR_TYPE_F32, true);
+    EXPECT_EQ(e.kv_cache, 0u);
+    EXPECT_EQ(e.compute, 64u * 8 * 4);
+    EXPECT_EQ(none.head_dim(), 0u);
 }
 
 // A limit the estimate exceeds by one byte refuses the context, naming its

@@ -61,6 +61,7 @@ public:
         return new_tensor(t, std::span<const int64_t>(ne.begin(), ne.size()));
     }
     // A new tensor with the type and shape of `like` (packed strides).
+    // Throws tessera::error when `like` is null.
     tensor * new_tensor_like(const tensor * like);
 
     // Like new_tensor (same checks, packed strides) but never allocates data,
@@ -69,6 +70,7 @@ public:
     tensor * new_tensor_no_data(type t, std::span<const int64_t> ne);
 
     // Sets the tensor's name (truncated to TSR_MAX_NAME-1 bytes); returns t.
+    // Throws tessera::error when t is null.
     static tensor * set_name(tensor * t, std::string_view name);
     // First tensor with this exact name, or null.
     tensor * find(std::string_view name) const;

@@ -32,7 +32,7 @@ struct hparams {
     float rope_freq_base = 10000.0f;  // rope.freq_base
     float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor (linear scaling)
 
-    uint32_t head_dim() const { return n_embd / n_head; }
+    uint32_t head_dim() const { return n_head == 0 ? 0 : n_embd / n_head; } // 0 for hparams with no heads set
     uint32_t n_embd_kv() const { return head_dim() * n_head_kv; }
 };
 
