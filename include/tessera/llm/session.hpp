@@ -15,7 +15,7 @@ namespace tessera::llm {
 struct session_params {
     uint32_t n_ctx = 0;       // tokens of context (KV cache rows); 0 = min(model's, 4096)
     uint32_t n_batch = 512;   // micro-batch: most tokens evaluated in one graph
-    int n_threads = 0;        // CPU threads; 0 = all hardware threads
+    int n_threads = 0;        // CPU threads; 0 (or less) = all hardware threads
     std::string device;       // device name (ASCII case-insensitive); empty = the best one
     type kv_type = TSR_TYPE_F32; // K/V cache element type: F32 (default) or F16
     // Fused attention (one FLASH_ATTN_EXT node per layer instead of
