@@ -76,6 +76,11 @@ backend_reg device::reg() const {
 backend device::init(std::string_view params) const {
     const tsr_device_i * i = iface();
     const std::string p(params);
+    // The C boundary takes a C string: a NUL inside would cut the params
+    // short, and the rest would be ignored unseen.
+    if (p.find('\0') != std::string::npos) {
+        throw error(fmt::format("device '{}': the backend params contain a NUL byte (at {})", name(), p.find('\0')));
+    }
     detail::lease l(entry_, detail::lease_kind::backend);
     tsr_backend * be = i->init_backend(dev_, p.empty() ? nullptr : p.c_str());
     if (be == nullptr) {

@@ -29,6 +29,12 @@ double token_nll(std::span<const float> logits, token_id target) {
     if (target < 0 || size_t(target) >= logits.size()) {
         throw error(fmt::format("token_nll: token {} is outside the {} logits of the row", target, logits.size()));
     }
+    // A NaN or infinite logit has no softmax: refused, named by its column
+    // (it returned NaN, or NaN from inf - inf).
+    if (const auto bad = std::find_if(logits.begin(), logits.end(), [](float l) { return !std::isfinite(l); });
+        bad != logits.end()) {
+        throw error(fmt::format("token_nll: logit {} of the row is {}", bad - logits.begin(), *bad));
+    }
     const double max = *std::max_element(logits.begin(), logits.end());
     double sum = 0.0;
     for (const float l : logits) sum += std::exp(double(l) - max);

@@ -217,6 +217,10 @@ TEST_F(CpuCompiledIn, ParamsAndExtensionErrors) {
               "device 'CPU': could not create a backend (params 'n_threads=0')");
     EXPECT_EQ(error_of([&] { d.init("n_threads=2x"); }),
               "device 'CPU': could not create a backend (params 'n_threads=2x')");
+    // A NUL would cut the C string the backend gets ("n_threads=2" was
+    // accepted and the rest ignored).
+    EXPECT_EQ(error_of([&] { d.init(std::string_view("n_threads=2\0x", 13)); }),
+              "device 'CPU': the backend params contain a NUL byte (at 11)");
     backend be = d.init();
     EXPECT_TRUE(be.has_n_threads());
     EXPECT_TRUE(be.has_abort_callback());

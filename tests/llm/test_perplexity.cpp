@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "perplexity_text.hpp"
+#include "support/error_of.hpp"
 #include "support/run_process.hpp"
 #include "support/temp_dir.hpp"
 #include "tessera/core/error.hpp"
@@ -48,6 +49,14 @@ TEST(Perplexity, TokenNllOfExactRows) {
     EXPECT_THROW(llm::token_nll(three, 3), error);
     EXPECT_THROW(llm::token_nll(three, -1), error);
     EXPECT_THROW(llm::token_nll(std::span<const float>(), 0), error);
+    // A NaN or infinite logit is named (it returned NaN).
+    const float inf = std::numeric_limits<float>::infinity();
+    EXPECT_EQ(test::error_of([&] { llm::token_nll(std::vector<float>{1.0f, std::nanf(""), 3.0f}, 0); }),
+              "token_nll: logit 1 of the row is nan");
+    EXPECT_EQ(test::error_of([&] { llm::token_nll(std::vector<float>{1.0f, 2.0f, inf}, 2); }),
+              "token_nll: logit 2 of the row is inf");
+    EXPECT_EQ(test::error_of([&] { llm::token_nll(std::vector<float>{-inf, 2.0f}, 1); }),
+              "token_nll: logit 0 of the row is -inf");
 }
 
 // The same figures as llama.cpp's perplexity tool on the same file and text

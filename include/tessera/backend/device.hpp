@@ -58,7 +58,8 @@ public:
 
     // A new backend on this device. `params`: backend-defined
     // "key=value;..." (CPU: "n_threads=N"). Throws tessera::error naming the
-    // device and the params when the backend refuses.
+    // device and the params when the backend refuses, or when they hold a
+    // NUL byte (the C boundary would cut them there).
     backend init(std::string_view params = {}) const;
 
     buffer_type default_buffer_type() const;

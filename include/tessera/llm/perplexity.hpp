@@ -57,8 +57,8 @@ perplexity_totals perplexity(session & s, const tokenizer & tok, std::span<const
                              const perplexity_params & p, const perplexity_progress & progress = {});
 
 // -log softmax(logits)[target] in double precision: log(sum_i exp(l_i - max))
-// + max - l_target. Throws tessera::error for a target outside the row or an
-// empty row.
+// + max - l_target. Throws tessera::error for a target outside the row, an
+// empty row, or a NaN or infinite logit (naming its column).
 double token_nll(std::span<const float> logits, token_id target);
 
 } // namespace tessera::llm
