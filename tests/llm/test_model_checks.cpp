@@ -125,19 +125,25 @@ bool contains(const std::string & s, const std::string & needle) { return s.find
 
 // --- block_count ---------------------------------------------------------
 
+// stories260K written to `path` with llama.block_count set to n, every
+// tensor and other key copied.
+void write_stories_with_block_count(const fs::path & path, uint32_t n) {
+    const gguf::reader src(stories);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    w.set_u32("llama.block_count", n);
+    for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+    w.write(path);
+}
+
 // stories260K has blk.0 .. blk.4: with block_count 4 the blk.4 tensors are
 // left over; the first of them in file order is blk.4.attn_q.weight.
 TEST(model_errors, tensors_past_block_count_name_the_tensor_and_the_key) {
     temp_dir d;
-    const gguf::reader src(stories);
     for (uint32_t n : {4u, 2u}) {
         SCOPED_TRACE(n);
-        gguf::writer w;
-        w.copy_all_kv(src);
-        w.set_u32("llama.block_count", n);
-        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
         const fs::path path = d / "short.gguf";
-        w.write(path);
+        write_stories_with_block_count(path, n);
         const std::string what = error_of([&] { llm::model::load(path); });
         const std::string want = "tensor 'blk." + std::to_string(n) + ".attn_q.weight' belongs to layer " +
                                  std::to_string(n) + " but llama.block_count is " + std::to_string(n);
@@ -154,15 +160,10 @@ TEST(model_errors, tensors_past_block_count_name_the_tensor_and_the_key) {
 // 1.2 GB before naming a missing tensor. 6 layers would need 56.
 TEST(model_errors, block_count_the_file_cannot_hold_is_refused_first) {
     temp_dir d;
-    const gguf::reader src(stories);
     for (uint32_t n : {6u, 1u << 24, 1u << 30}) {
         SCOPED_TRACE(n);
-        gguf::writer w;
-        w.copy_all_kv(src);
-        w.set_u32("llama.block_count", n);
-        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
         const fs::path path = d / "long.gguf";
-        w.write(path);
+        write_stories_with_block_count(path, n);
         const std::string what = error_of([&] { llm::model::load(path); });
         const std::string want = "llama.block_count " + std::to_string(n) + " needs at least " +
                                  std::to_string(uint64_t{n} * 9 + 2) +
