@@ -139,7 +139,6 @@ uint64_t weight_bytes_per_token(const llm::model & m) {
     return m.n_bytes() - (m.tok_embd != nullptr && !tied ? nbytes(m.tok_embd) : 0);
 }
 
-
 // Measures the limits of n threads (see the top of this file). More
 // threads than the hardware has share its cores, so each runs fewer FMA
 // trips (the measurement takes as long as for the hardware's count). Says

@@ -78,8 +78,8 @@ backend device::init(std::string_view params) const {
     const std::string p(params);
     // The C boundary takes a C string: a NUL inside would cut the params
     // short, and the rest would be ignored unseen.
-    if (p.find('\0') != std::string::npos) {
-        throw error(fmt::format("device '{}': the backend params contain a NUL byte (at {})", name(), p.find('\0')));
+    if (const size_t nul = p.find('\0'); nul != std::string::npos) {
+        throw error(fmt::format("device '{}': the backend params contain a NUL byte (at {})", name(), nul));
     }
     detail::lease l(entry_, detail::lease_kind::backend);
     tsr_backend * be = i->init_backend(dev_, p.empty() ? nullptr : p.c_str());

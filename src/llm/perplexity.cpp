@@ -29,13 +29,14 @@ double token_nll(std::span<const float> logits, token_id target) {
     if (target < 0 || size_t(target) >= logits.size()) {
         throw error(fmt::format("token_nll: token {} is outside the {} logits of the row", target, logits.size()));
     }
-    // A NaN or infinite logit has no softmax: refused, named by its column
-    // (it returned NaN, or NaN from inf - inf).
-    if (const auto bad = std::find_if(logits.begin(), logits.end(), [](float l) { return !std::isfinite(l); });
-        bad != logits.end()) {
-        throw error(fmt::format("token_nll: logit {} of the row is {}", bad - logits.begin(), *bad));
+    // The row's maximum, in the same pass as the check that every logit is
+    // finite: a NaN or infinite one has no softmax, and is refused, named by
+    // its column (it returned NaN, or NaN from inf - inf).
+    float max = logits[0];
+    for (size_t i = 0; i < logits.size(); ++i) {
+        if (!std::isfinite(logits[i])) throw error(fmt::format("token_nll: logit {} of the row is {}", i, logits[i]));
+        max = std::max(max, logits[i]);
     }
-    const double max = *std::max_element(logits.begin(), logits.end());
     double sum = 0.0;
     for (const float l : logits) sum += std::exp(double(l) - max);
     return std::log(sum) + max - double(logits[size_t(target)]);
