@@ -51,7 +51,6 @@ std::string repack_text(const llm::session & s) {
     return fmt::format("repack: {} of {} weight matrices in CPU_REPACK ({})", r.n_repacked, r.n_matrices, why);
 }
 
-
 // A piece for `tokenize --pieces`, shown between single quotes: the quote,
 // the backslash, newline, tab and the other control bytes escaped (\', \\,
 // \n, \t, \xNN), so every id stays on one line; other bytes (UTF-8 text,
