@@ -50,7 +50,9 @@ public:
     // offset, t->buffer = get(), then the backend's init_tensor. Throws
     // tessera::error naming the tensor when the offset is not a multiple of
     // the buffer type's alignment, when offset + alloc_size(t) exceeds size(),
-    // when t is a view, or when init_tensor fails.
+    // when t is a view, or when init_tensor fails. Views of t made before it
+    // was placed again keep their old data pointer: make views after
+    // placing their source (graph_allocator does this for a graph's views).
     void place(tsr_tensor * t, size_t offset);
 
 private:

@@ -27,8 +27,8 @@ struct device_caps {
 };
 
 struct device_props {
-    const char * name = "";
-    const char * description = "";
+    const char * name = "";        // owned by the backend: valid until it is unloaded
+    const char * description = ""; // likewise
     size_t memory_free = 0;  // bytes
     size_t memory_total = 0; // bytes
     tsr_device_type type = TSR_DEVICE_TYPE_CPU;
@@ -47,6 +47,9 @@ public:
     tsr_device * get() const { return dev_; }
     bool operator==(const device & o) const { return dev_ == o.dev_; }
 
+    // The device's name and description: strings owned by the backend, valid
+    // until it is unloaded (copy them to keep them longer); "" when the
+    // backend returns null.
     const char * name() const;
     const char * description() const;
     // Free and total memory in bytes (free first).

@@ -12,7 +12,8 @@ namespace tessera {
 
 // Which tensors get memory: every node or leaf of the graph that has no
 // data, is not a view and is not a weight (TSR_FLAG_PARAM). Views get
-// data = view_src->data + view_offs once their source has data. A tensor's
+// data = view_src->data + view_offs once their source has data (views in
+// the graph only: a view outside it keeps its data pointer). A tensor's
 // memory is reused once every node reading it (directly or through views)
 // has run, except tensors flagged TSR_FLAG_OUTPUT (for a view: its source)
 // and tensors no node reads (the graph's results), which keep theirs. Placement is best-fit in a free
