@@ -2,7 +2,9 @@
 #include "bench_report.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include <fmt/core.h>
@@ -186,12 +188,19 @@ void report::add(const result & r, const json & j) {
         fmt::print(out_, "{}\n", sql_insert(j));
     }
     header_done_ = true;
-    std::fflush(out_);
+    flush_checked();
 }
 
 void report::finish(const json & all) {
     if (format_ == "json") fmt::print(out_, "{}\n", dump(all, 2));
-    std::fflush(out_);
+    flush_checked();
+}
+
+void report::flush_checked() {
+    if (std::fflush(out_) != 0 || std::ferror(out_) != 0) {
+        throw output_error(fmt::format("could not write the output to {}: {}", out_ == stderr ? "stderr" : "stdout",
+                                       std::strerror(errno)));
+    }
 }
 
 void report::md_note(const std::string & line) {

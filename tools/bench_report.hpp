@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/error.hpp"
+
 namespace tessera::tools::bench_report {
 
 using json = nlohmann::ordered_json;
@@ -79,10 +81,18 @@ struct md_column {
     std::function<std::string(const result &)> value;
 };
 
+// A failed write of the results (a full disk, a closed pipe with SIGPIPE
+// ignored): the bench stops there rather than run on with its output lost.
+struct output_error : error {
+    using error::error;
+};
+
 // The results written in one format to one stream (-o to stdout, -oe to
 // stderr): md, jsonl, csv and sql print each test as it ends (md and csv
 // with their header before the first, sql its CREATE TABLE), json the
-// whole array at finish().
+// whole array at finish(). add() and finish() throw output_error naming
+// the stream and the system's reason when what they wrote did not all
+// reach it.
 class report {
 public:
     report(std::string format, std::FILE * out, std::vector<md_column> columns, bool show_limit, int w_test);
@@ -94,6 +104,7 @@ public:
 
 private:
     void md_row(const result & r);
+    void flush_checked();
     std::string format_;
     std::FILE * out_;
     std::vector<md_column> columns_;

@@ -47,11 +47,13 @@
 #include <map>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "bench_report.hpp"
@@ -127,7 +129,9 @@ std::string utc_now() {
 // common weight type when the file has no known id.
 std::string model_type(const llm::model & m) {
     const double n = double(m.n_params());
-    std::string size = n >= 1e9 ? fmt::format("{:.0f}B", n / 1e9) : fmt::format("{:.0f}M", n / 1e6);
+    std::string size = n >= 1e9   ? fmt::format("{:.0f}B", n / 1e9)
+                       : n >= 1e6 ? fmt::format("{:.0f}M", n / 1e6)
+                                  : fmt::format("{:.0f}K", n / 1e3);
     return fmt::format("{} {} {}", m.hp().arch, size, m.type_description());
 }
 
@@ -382,6 +386,8 @@ void check_options(options & o) {
         o.pg.push_back({v[0], v[1]});
     }
     o.seed = parse_seed(o.seed_text);
+    o.output = lower(o.output); // either case, as --kv-type and -fa
+    o.output_err = lower(o.output_err);
     if (!is_format(o.output)) throw error(fmt::format("-o '{}': expected {}", o.output, k_formats));
     if (!o.output_err.empty() && !is_format(o.output_err)) {
         throw error(fmt::format("-oe '{}': expected {}", o.output_err, k_formats));
@@ -395,23 +401,35 @@ void check_options(options & o) {
     for (int t : o.threads) {
         if (t < 0 || t > k_max_threads) throw error(fmt::format("-t {}: expected 0 (all cores) to {}", t, k_max_threads));
     }
-    need_on_off(o.repack, "--rp");
+    need_on_off(o.repack, "-rp");
     const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
                      std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; }) || !o.pg.empty();
     if (!any) throw error("nothing to run: every -p and -n value is 0 and there is no -pg");
-    // -ctk and -ctv default to --kv-type; tessera's cache has one type for K and V.
+    // -ctk and -ctv default to --kv-type, or to each other when one is given;
+    // tessera's cache has one type for K and V, so of their combinations
+    // (the reference runs every -ctk with every -ctv) those of two types are
+    // skipped with a note, and an error only when none is left.
     const std::vector<std::string> kv = kv_type_list({o.kv_type}, "--kv-type");
     if (kv.size() != 1) throw error(fmt::format("--kv-type '{}': expected one type, F32 or F16", o.kv_type));
-    const std::vector<std::string> ks = o.lists.cache_k.empty() ? kv : kv_type_list(o.lists.cache_k, "-ctk");
-    const std::vector<std::string> vs = o.lists.cache_v.empty() ? kv : kv_type_list(o.lists.cache_v, "-ctv");
+    const bool k_given = !o.lists.cache_k.empty(), v_given = !o.lists.cache_v.empty();
+    const std::vector<std::string> ks = k_given ? kv_type_list(o.lists.cache_k, "-ctk") : v_given ? kv_type_list(o.lists.cache_v, "-ctv") : kv;
+    const std::vector<std::string> vs = v_given ? kv_type_list(o.lists.cache_v, "-ctv") : ks;
+    std::vector<std::string> skipped;
     for (const std::string & k : ks) {
         for (const std::string & v : vs) {
             if (k != v) {
-                throw error(fmt::format("-ctk {} with -ctv {}: tessera's KV cache holds K and V in one type; give both the same",
-                                        lower(k), lower(v)));
+                skipped.push_back(fmt::format("-ctk {} with -ctv {}", lower(k), lower(v)));
+            } else if (std::find(o.kv_types.begin(), o.kv_types.end(), k) == o.kv_types.end()) {
+                o.kv_types.push_back(k);
             }
-            o.kv_types.push_back(k);
         }
+    }
+    if (o.kv_types.empty()) {
+        throw error(fmt::format("{}: tessera's KV cache holds K and V in one type; give both the same",
+                                fmt::join(skipped, ", ")));
+    }
+    if (!skipped.empty()) {
+        eprint("note: skipped {}: tessera's KV cache holds K and V in one type\n", fmt::join(skipped, ", "));
     }
 }
 
@@ -543,11 +561,17 @@ int run_bench(options o) {
                 r.flash_attn = s.flash_attn();
                 r.repack = s.repack().n_repacked > 0;
                 r.test_time = utc_now();
+                // A combined test (-pg) has no limit to compare with: its
+                // record gets the limits measured so far, without measuring.
+                const bool measure = o.limits && !(p > 0 && n > 0);
                 if (o.limits) {
-                    if (o.progress) eprint("bench: {} threads {}: measuring the limits before\n", nt, test_name(r));
                     r.with_limits = true;
-                    r.limits = measure_limits(nt, warned);
                     r.weight_bytes_per_token = w_bytes;
+                    if (const auto it = limits.find(nt); it != limits.end()) r.limits = it->second;
+                }
+                if (measure) {
+                    if (o.progress) eprint("bench: {} threads {}: measuring the limits before\n", nt, test_name(r));
+                    r.limits = measure_limits(nt, warned);
                 }
                 if (o.progress && !o.no_warmup) eprint("bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
                 if (!o.no_warmup) {
@@ -561,7 +585,7 @@ int run_bench(options o) {
                     }
                     r.samples_ns.push_back(run_once(s, src, p, n, depth));
                 }
-                if (o.limits) {
+                if (measure) {
                     if (o.progress) eprint("bench: {} threads {}: measuring the limits after\n", nt, test_name(r));
                     r.limits = larger(r.limits, measure_limits(nt, warned)); // and just after
                     set_fraction(r);
@@ -587,6 +611,10 @@ int run_bench(options o) {
                 for (const prompt_gen & t : o.pg) test(t.n_prompt, t.n_gen, d);
             }
         }
+    } catch (const output_error &) {
+        throw; // the results cannot be written: the other models would be lost too
+    } catch (const std::system_error &) {
+        throw; // fmt::print's failed write (main words it)
     } catch (const std::exception & e) {
         ++n_failed;
         eprint("error: {}\n", model_error(path, e.what()));
@@ -654,10 +682,11 @@ command register_bench(CLI::App & app) {
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type of K and V: F32 or F16 (either case)")->capture_default_str();
     CLI::Option * ctk = sub->add_option("--cache-type-k", o->lists.cache_k, // also spelled -ctk (tools/main.cpp)
-                                        "K cache types (also -ctk; comma-separated): f16 or f32, the same as -ctv")
+                                        "K cache types (also -ctk; comma-separated): f16 or f32; default: -ctv's, else --kv-type. "
+                                        "tessera's cache holds K and V in one type: pairs of two types are skipped")
                             ->type_name("TYPE");
     CLI::Option * ctv = sub->add_option("--cache-type-v", o->lists.cache_v, // also spelled -ctv (tools/main.cpp)
-                                        "V cache types (also -ctv; comma-separated): f16 or f32, the same as -ctk")
+                                        "V cache types (also -ctv; comma-separated): f16 or f32; default: -ctk's")
                             ->type_name("TYPE");
     sub->add_option("--n-gpu-layers", o->lists.n_gpu_layers, // also spelled -ngl (tools/main.cpp)
                     "accepted for the reference's scripts (also -ngl) and recorded as n_gpu_layers; the device "

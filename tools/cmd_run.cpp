@@ -29,10 +29,14 @@ double ms_since(clock_type::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
+// Writes s to stdout at once (the text as it is generated). Throws
+// tessera::error when stdout fails (a full disk, a closed pipe with SIGPIPE
+// ignored), so generation stops there rather than run on with its output lost.
 void write_out(const std::string & s) {
-    if (!s.empty()) {
-        std::fwrite(s.data(), 1, s.size(), stdout);
-        std::fflush(stdout);
+    if (s.empty()) return;
+    const size_t put = std::fwrite(s.data(), 1, s.size(), stdout);
+    if (std::fflush(stdout) != 0 || put != s.size() || std::ferror(stdout) != 0) {
+        throw error(fmt::format("could not write the output to stdout: {}", std::strerror(errno)));
     }
 }
 
@@ -51,13 +55,30 @@ std::string repack_text(const llm::session & s) {
     return fmt::format("repack: {} of {} weight matrices in CPU_REPACK ({})", r.n_repacked, r.n_matrices, why);
 }
 
+// The length of the well-formed UTF-8 character at s[i] (2 to 4 bytes: a
+// lead byte C2..F4 and its continuation bytes 80..BF; RFC 3629), or 0.
+size_t utf8_char_at(std::string_view s, size_t i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (need == 0 || i + need > s.size()) return 0;
+    // The second byte's narrower ranges: no overlong forms, no surrogates, nothing above U+10FFFF.
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;
+    for (size_t k = 1; k < need; ++k) {
+        if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+    }
+    return need;
+}
+
 // A piece for `tokenize --pieces`, shown between single quotes: the quote,
 // the backslash, newline, tab and the other control bytes escaped (\', \\,
-// \n, \t, \xNN), so every id stays on one line; other bytes (UTF-8 text,
-// byte-fallback pieces) as they are.
+// \n, \t, \xNN), so every id stays on one line, and so is every byte that
+// is not part of a UTF-8 character (a byte-fallback piece such as <0xFF>),
+// so the line stays valid UTF-8; UTF-8 text as it is.
 std::string quoted_piece(std::string_view piece) {
     std::string out;
-    for (const char ch : piece) {
+    for (size_t i = 0; i < piece.size(); ++i) {
+        const char ch = piece[i];
         const auto c = static_cast<unsigned char>(ch);
         if (c == '\'' || c == '\\') {
             out += '\\';
@@ -68,8 +89,13 @@ std::string quoted_piece(std::string_view piece) {
             out += "\\t";
         } else if (c < 0x20 || c == 0x7f) {
             out += fmt::format("\\x{:02x}", c);
-        } else {
+        } else if (c < 0x80) {
             out += ch;
+        } else if (const size_t n = utf8_char_at(piece, i); n > 0) {
+            out.append(piece.substr(i, n));
+            i += n - 1;
+        } else {
+            out += fmt::format("\\x{:02x}", c);
         }
     }
     return out;
@@ -116,7 +142,7 @@ int run_generate(run_options o) {
     eprint("model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6, type_text,
                double(m->n_bytes()) / (1024.0 * 1024.0));
     eprint("device: {} ({}), {}, context {}, batch {}, KV cache {}, flash attention {}\n",
-               s.device_name(), s.device_description(), count_text(s.n_threads(), "thread"), s.n_ctx(), o.so.n_batch, o.so.kv_type,
+               s.device_name(), s.device_description(), count_text(s.n_threads(), "thread"), s.n_ctx(), std::min<uint64_t>(uint64_t(o.so.n_batch), s.n_ctx()) /* as the session uses it */, o.so.kv_type,
                s.flash_attn() ? "on" : "off");
     eprint("{}\n", repack_text(s));
     eprint("load time: {:.1f} ms\n", load_ms);
@@ -188,16 +214,6 @@ int run_generate(run_options o) {
     return 0;
 }
 
-// A float option's text must be a finite number: CLI::Range alone lets
-// "nan" through (every comparison with NaN is false).
-const CLI::Validator k_finite(
-    [](std::string & text) -> std::string {
-        char * end = nullptr;
-        const float v = std::strtof(text.c_str(), &end);
-        return end != text.c_str() && !std::isfinite(v) ? "not a finite number: " + text : std::string();
-    },
-    "FINITE");
-
 } // namespace
 
 command register_run(CLI::App & app) {
@@ -209,21 +225,38 @@ command register_run(CLI::App & app) {
         sub->add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->excludes(prompt);
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")
         ->check(k_whole_number)
-        ->check(CLI::Range(0, 1 << 24));
+        ->check(CLI::Range(0, 1 << 24))
+        ->capture_default_str();
     sub->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0 = the model's, at most 4096)")
         ->check(k_whole_number)
-        ->check(CLI::Range(0, 1 << 24));
-    sub->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->check(k_finite)->check(CLI::Range(0.0f, 100.0f));
-    sub->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->check(k_whole_number)->check(CLI::Range(0, 1 << 24));
-    sub->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->check(k_finite)->check(CLI::Range(0.0f, 1.0f));
-    sub->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->check(k_finite)->check(CLI::Range(0.0f, 1.0f));
+        ->check(CLI::Range(0, 1 << 24))
+        ->capture_default_str();
+    sub->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")
+        ->check(k_finite_number)
+        ->check(CLI::Range(0.0f, 100.0f))
+        ->capture_default_str();
+    sub->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")
+        ->check(k_whole_number)
+        ->check(CLI::Range(0, 1 << 24))
+        ->capture_default_str();
+    sub->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")
+        ->check(k_finite_number)
+        ->check(CLI::Range(0.0f, 1.0f))
+        ->capture_default_str();
+    sub->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")
+        ->check(k_finite_number)
+        ->check(CLI::Range(0.0f, 1.0f))
+        ->capture_default_str();
     sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")
-        ->check(k_finite)
-        ->check(CLI::Range(0.01f, 100.0f));
+        ->check(k_finite_number)
+        ->check(CLI::Range(0.01f, 100.0f))
+        ->capture_default_str();
     sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens of history for the penalty")
         ->check(k_whole_number)
-        ->check(CLI::Range(0, 1 << 20));
-    sub->add_option("--seed", o->seed, "random seed for sampling (0 to 2^64 - 1)")
+        ->check(CLI::Range(0, 1 << 20))
+        ->capture_default_str();
+    sub->add_option("--seed", o->seed,
+                    "random seed for sampling (0 to 2^64 - 1); fixed, not random, when not given: the same options give the same text")
         ->type_name("UINT64")
         ->capture_default_str();
     o->so.add_to(sub);

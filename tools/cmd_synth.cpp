@@ -93,7 +93,7 @@ command add_gguf_synth(CLI::App & gguf_sub) {
     sub->add_option("--seed", o->seed, "seed of the weight generator (0 to 2^64 - 1)")
         ->type_name("UINT64")
         ->capture_default_str();
-    sub->add_flag("-q,--quiet", o->quiet, "no progress line");
+    sub->add_flag("-q,--quiet", o->quiet, "no per-tensor progress lines");
     return command{sub, [o]() { return run_synth(*o); }};
 }
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -79,8 +80,9 @@ inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed
 }
 
 // A CLI11 check that an integer option's text is a whole number in decimal
-// (an optional sign, then digits), for CLI11's Range checks to follow: those
-// read "1e3" or "2.5" as a number and then call it out of range.
+// (an optional sign, then digits) that fits in 64 bits, for CLI11's Range
+// checks to follow: those read "1e3" or "2.5" as a number and then call it
+// out of range.
 inline const CLI::Validator k_whole_number(
     [](std::string & text) -> std::string {
         size_t i = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
@@ -88,9 +90,37 @@ inline const CLI::Validator k_whole_number(
         for (; i < text.size(); ++i) {
             if (text[i] < '0' || text[i] > '9') return "'" + text + "' is not a whole number";
         }
+        // Past 64 bits every option's Range is exceeded, but CLI11's own
+        // conversion saturates such a value to the type's largest.
+        int64_t v = 0;
+        const size_t skip = text[0] == '+' ? 1 : 0; // from_chars takes '-' but not '+'
+        if (std::from_chars(text.data() + skip, text.data() + text.size(), v).ec != std::errc()) {
+            return "'" + text + "' is out of range";
+        }
         return std::string();
     },
     "");
+
+// A CLI11 check that a real-valued option's text is a finite number in
+// decimal (the whole text), for CLI11's Range checks to follow: those call
+// "abc" or "" out of range and let "nan" through (every comparison with
+// NaN is false).
+inline const CLI::Validator k_finite_number(
+    [](std::string & text) -> std::string {
+        double v = 0;
+        const char * end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range) || at != end) {
+            return "'" + text + "' is not a number";
+        }
+        if (ec == std::errc::result_out_of_range || !std::isfinite(v)) return "'" + text + "' is not a finite number";
+        return std::string();
+    },
+    "");
+
+// True when the program started with its standard input closed (`<&-`);
+// main() then gave descriptor 0 a stand-in, which reads as empty.
+inline bool g_stdin_closed = false;
 
 // Most bytes read_text_file takes (256 MiB). The text is held whole and
 // tokenized at once (the tokenizer needs about 50 bytes of memory a byte of
@@ -106,6 +136,7 @@ inline constexpr size_t k_max_text_bytes = size_t(256) << 20;
 // before reading; a pipe or device once that much was read).
 inline std::string read_text_file(const std::string & path, const char * flag) {
     const bool std_in = path == "-";
+    if (std_in && g_stdin_closed) throw error(fmt::format("{} '-': standard input is closed", flag));
     std::FILE * f = std_in ? stdin : std::fopen(path.c_str(), "rb");
     if (f == nullptr) throw error(fmt::format("{} '{}': cannot open it: {}", flag, path, std::strerror(errno)));
     const auto too_long = [&] {

@@ -1,5 +1,6 @@
 // tools/main.cpp — the `tessera` command line program.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <iostream>
@@ -45,19 +46,24 @@ std::pair<std::string, std::string> unknown_subcommand(CLI::App & app, int argc,
     return {};
 }
 
+// The subcommands the parse chose, from the app down ("tessera gguf info").
+std::string parsed_command(CLI::App & app) {
+    std::string where = "tessera";
+    for (CLI::App * cur = &app;;) {
+        CLI::App * next = nullptr;
+        for (CLI::App * sub : cur->get_subcommands([](CLI::App * s) { return s->parsed(); })) next = sub;
+        if (next == nullptr) return where;
+        where += " " + next->get_name();
+        cur = next;
+    }
+}
+
 // For a parse that left arguments nobody takes (CLI::ExtrasError): the
 // command they were given to ("tessera bench") and the first of them in
 // command-line order, an option ('-...') before any stray value. Empty when
 // there are none.
 std::pair<std::string, std::string> unexpected_argument(CLI::App & app, int argc, char ** argv) {
-    std::string where = "tessera";
-    for (CLI::App * cur = &app;;) {
-        CLI::App * next = nullptr;
-        for (CLI::App * sub : cur->get_subcommands([](CLI::App * s) { return s->parsed(); })) next = sub;
-        if (next == nullptr) break;
-        where += " " + next->get_name();
-        cur = next;
-    }
+    const std::string where = parsed_command(app);
     const std::vector<std::string> extras = app.remaining(true);
     const auto is_extra = [&](const std::string & a) { return std::find(extras.begin(), extras.end(), a) != extras.end(); };
     std::string stray;
@@ -68,6 +74,70 @@ std::pair<std::string, std::string> unexpected_argument(CLI::App & app, int argc
         if (stray.empty()) stray = a;
     }
     return {stray, where};
+}
+
+// A one-dash argument of more than two characters whose third is not part
+// of a number ("-ts", "-mg", "-fa" for run, "-p=x"), with the command it was
+// given to; an empty arg when there is none. CLI11 reads such a
+// token as a one-letter option with its value glued on ("-ts" as "-t s",
+// "-mg" as "-m g"), which turns the other tool's options (llama-bench's
+// "-ts", "-mg", "-nkvo"...) into wrong values rather than unknown options.
+// Glued numbers ("-t2", "-n-1") still reach CLI11, and so do the values of
+// options that take one ("-p -ts" is a prompt) and everything after "--".
+struct glued {
+    std::string arg, where;
+    std::string hint; // " (an option's value goes after a space: ...)" or empty
+};
+glued glued_option(CLI::App & app, int argc, char ** argv) {
+    CLI::App * cur = &app;
+    std::string where = "tessera";
+    bool value_next = false; // argv[i] is the value of the option before it
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--") break;
+        if (value_next) {
+            value_next = false;
+            continue;
+        }
+        CLI::App * sub = nullptr;
+        for (CLI::App * s : cur->get_subcommands([](CLI::App *) { return true; })) {
+            if (s->check_name(std::string(a))) sub = s;
+        }
+        if (sub != nullptr) {
+            cur = sub;
+            where += " " + std::string(a);
+            continue;
+        }
+        if (a.size() < 2 || a[0] != '-') continue;
+        if (a[1] == '-') { // --name VALUE takes the next argument unless it is a flag or has "=value"
+            if (a.find('=') != std::string_view::npos) continue;
+            for (CLI::App * c = cur; c != nullptr && !value_next; c = c->get_parent()) {
+                if (const CLI::Option * o = c->get_option_no_throw(std::string(a)); o != nullptr) value_next = o->get_type_size() != 0;
+            }
+            continue;
+        }
+        if (a.size() == 2) {
+            for (CLI::App * c = cur; c != nullptr && !value_next; c = c->get_parent()) {
+                if (const CLI::Option * o = c->get_option_no_throw(std::string(a)); o != nullptr) value_next = o->get_type_size() != 0;
+            }
+            continue;
+        }
+        const char third = a[2];
+        const bool number = (third >= '0' && third <= '9') || third == '.' || third == '-' || third == '+' || third == ',';
+        if (!std::isalpha(static_cast<unsigned char>(a[1])) || number) continue;
+        // "-mmodel.gguf", "-p=x": a value glued to an option the command has.
+        glued g{std::string(a), where, ""};
+        const std::string_view rest = a.substr(third == '=' ? 3 : 2);
+        const bool word = std::all_of(rest.begin(), rest.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+        for (CLI::App * c = cur; c != nullptr && g.hint.empty() && (third == '=' || !word); c = c->get_parent()) {
+            if (c->get_option_no_throw(std::string(a.substr(0, 2))) != nullptr) {
+                g.hint = fmt::format(" (an option's value goes after a space: '{} {}')", a.substr(0, 2), rest);
+            }
+        }
+        if (g.hint.empty() && !word) g.hint = " (a file name that begins with '-' needs './' before it)";
+        return g;
+    }
+    return {};
 }
 
 // The exit code `code`, or 1 with a message when what went to stdout could
@@ -93,6 +163,7 @@ int finish(int code) {
 bool occupy_closed_std_fds() {
     for (int fd = 0; fd <= 2; ++fd) {
         if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        if (fd == 0) tessera::tools::g_stdin_closed = true; // `-f -` refuses it rather than read it as empty
         const int got = ::open("/dev/null", O_RDONLY | O_CLOEXEC); // the lowest free number: fd
         if (got != fd) {
             if (got >= 0) ::close(got);
@@ -153,6 +224,10 @@ int main(int argc, char ** argv) {
             if (std::string_view(argv[i]) == spelling) args[size_t(i)] = long_name;
         }
     }
+    if (const glued g = glued_option(app, argc, args.data()); !g.arg.empty()) {
+        eprint("error: {}: unknown option '{}'{} (see {} --help)\n", g.where, g.arg, g.hint, g.where);
+        return 1;
+    }
     try {
         app.parse(argc, args.data());
     } catch (const CLI::ParseError & e) {
@@ -178,7 +253,9 @@ int main(int argc, char ** argv) {
                 return 1;
             }
         }
-        return app.exit(e) == 0 ? 0 : 1;
+        const std::string where = parsed_command(app);
+        eprint("error: {}: {} (see {} --help)\n", where, e.what(), where);
+        return 1;
     }
     try {
         for (auto & c : commands) {

@@ -27,10 +27,12 @@ struct session_options {
     void add_to(CLI::App * sub) {
         sub->add_option("-t,--threads", n_threads, "CPU threads (0 = all)")
             ->check(k_whole_number)
-            ->check(CLI::Range(0, k_max_threads));
-        sub->add_option("-b,--batch-size", n_batch, "most tokens evaluated in one graph")
+            ->check(CLI::Range(0, k_max_threads))
+            ->capture_default_str();
+        sub->add_option("-b,--batch-size", n_batch, "most tokens evaluated in one graph (at most the context size)")
             ->check(k_whole_number)
-            ->check(CLI::Range(1, 1 << 16));
+            ->check(CLI::Range(1, 1 << 16))
+            ->capture_default_str();
         device_opt = sub->add_option("--device", device, "device name (see `tessera devices`)");
         sub->add_option("--kv-type", kv_type, "KV cache type: F32 or F16")
             ->transform(CLI::IsMember({"F32", "F16"}, CLI::ignore_case))

@@ -102,6 +102,20 @@ TEST(cli_tokenize, pieces_are_escaped_one_per_line) {
     EXPECT_EQ(r.out, "1 '<s>'\n261 ' a'\n439 '\\''\n430 'b'\n500 '\\\\'\n429 'c'\n13 '\\n'\n418 'd'\n12 '\\t'\n411 'e'\n");
 }
 
+// A piece that is not UTF-8 text (a byte-fallback piece such as <0xFF>, or
+// one byte of a character the vocabulary splits) is escaped byte by byte,
+// so the output stays valid UTF-8 (the bytes went out raw); UTF-8 text
+// stays as it is (llama-spm: 28059 "afé", 30325 "日").
+TEST(cli_tokenize, pieces_that_are_not_utf8_are_escaped) {
+    const std::string vocab = shared_dir + "/vocab/ggml-vocab-llama-spm.gguf";
+    process_result r = run({"tokenize", "-m", vocab, "-p", "caf\xc3\xa9 \xe6\x97\xa5", "--pieces", "--no-bos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "274 ' c'\n28059 'af\xc3\xa9'\n29871 ' '\n30325 '\xe6\x97\xa5'\n");
+    r = run({"tokenize", "-m", shared_dir + "/models/stories260K.gguf", "-p", "\xff\xc3\xa9", "--pieces", "--no-bos"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "410 ' '\n258 '\\xff'\n198 '\\xc3'\n172 '\\xa9'\n");
+}
+
 // The program alone in a folder (no CPU plugin beside it, none in
 // TESSERA_BACKEND_PATH): run says where it looked and what to set.
 TEST(cli_run, no_backend_names_the_folders_searched) {
@@ -226,8 +240,21 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-p", "x", "--seed", ""}, "error: --seed '': expected a whole number from 0 to 18446744073709551615"},
         {{"run", "-m", stories, "-p", "x", "-n", "-5"}, "-n"},
         {{"run", "-m", stories, "-p", "x", "--top-p", "2"}, "--top-p"},
-        {{"run", "-m", stories, "-p", "x", "--temp", "nan"}, "not a finite number: nan"},
-        {{"run", "-m", stories, "-p", "x", "--min-p", "NaN"}, "not a finite number: NaN"},
+        {{"run", "-m", stories, "-p", "x", "--temp", "nan"}, "error: tessera run: --temp: 'nan' is not a finite number"},
+        {{"run", "-m", stories, "-p", "x", "--min-p", "NaN"}, "--min-p: 'NaN' is not a finite number"},
+        {{"run", "-m", stories, "-p", "x", "--temp", "1e999"}, "--temp: '1e999' is not a finite number"},
+        // Not numbers: named as such, not "not in range".
+        {{"run", "-m", stories, "-p", "x", "--temp", "abc"}, "--temp: 'abc' is not a number"},
+        {{"run", "-m", stories, "-p", "x", "--top-p", ""}, "--top-p: '' is not a number"},
+        {{"run", "-m", stories, "-p", "x", "--repeat-penalty", "0.5x"}, "--repeat-penalty: '0.5x' is not a number"},
+        // Another tool's one-dash options are unknown options, not a
+        // one-letter option with a glued value ("-fa" was "-f a").
+        {{"run", "-m", stories, "-p", "x", "-fa", "on"}, "error: tessera run: unknown option '-fa' (see tessera run --help)"},
+        {{"run", "-m", stories, "-p", "x", "-ngl", "99"}, "error: tessera run: unknown option '-ngl' (see"},
+        {{"run", "-m", stories, "-p", "x", "-ctk", "f16"}, "error: tessera run: unknown option '-ctk' (see"},
+        {{"run", "-m", stories, "-p=-hello"},
+         "error: tessera run: unknown option '-p=-hello' (an option's value goes after a space: '-p -hello')"},
+        {{"run", "-m", stories, "-n", "2", "--n-predict", "2"}, "error: tessera run: --n-predict:"},
         {{"run", "-m", stories, "-p", "x", "-t", "many"}, "-t"},
         {{"run", "-m", stories, "-p", "x", "--bogus"}, "--bogus"},
         {{"run", "-m", stories, "-p", "x", "-c", "100000"}, "exceeds the model's context length 2048"},

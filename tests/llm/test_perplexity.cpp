@@ -264,6 +264,9 @@ TEST(PerplexityCli, BadInputExitsOneNamingIt) {
         {{"-c", "1e3"}, "--ctx-size: '1e3' is not a whole number"},
         {{"--chunks", "-1"}, "--chunks: Value -1 not in range 0 to"},
         {{"--chunks", "2x"}, "--chunks: '2x' is not a whole number"},
+        // Past 64 bits: CLI11 made it the largest int64 and scored all chunks.
+        {{"--chunks", "9223372036854775808"}, "--chunks: '9223372036854775808' is out of range"},
+        {{"--chunks", "99999999999999999999"}, "--chunks: '99999999999999999999' is out of range"},
         {{"-t", "2.5"}, "--threads: '2.5' is not a whole number"},
     };
     for (const auto & [extra, message] : numbers) {
@@ -271,7 +274,7 @@ TEST(PerplexityCli, BadInputExitsOneNamingIt) {
         args.insert(args.end(), extra.begin(), extra.end());
         const process_result r = run(args);
         EXPECT_EQ(r.exit_code, 1) << extra[1];
-        EXPECT_EQ(r.err.rfind(message, 0), 0u) << r.err;
+        EXPECT_EQ(r.err.rfind("error: tessera perplexity: " + message, 0), 0u) << r.err;
         EXPECT_EQ(r.out, "");
     }
 }

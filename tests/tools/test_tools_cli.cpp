@@ -147,6 +147,15 @@ TEST(TesseraCli, UnknownSubcommandIsNamed) {
          "error: tessera quantize: unknown option '-out.gguf' (a file name that begins with '-' needs './' before it) "
          "(see tessera quantize --help)"},
         {"run -p x --bogus", "error: tessera run: unknown option '--bogus' (see tessera run --help)"},
+        // The reference bench's one-dash options tessera lacks are unknown
+        // options: CLI11 read "-ts" as "-t s" and "-mg 0" as two more models
+        // ("-m g"), benched the given model, then failed on "g" and "0".
+        {"bench -m x.gguf -ts 1", "error: tessera bench: unknown option '-ts' (see tessera bench --help)"},
+        {"bench -m x.gguf -mg 0", "error: tessera bench: unknown option '-mg' (see tessera bench --help)"},
+        {"bench -m x.gguf -nkvo 1", "error: tessera bench: unknown option '-nkvo' (see tessera bench --help)"},
+        {"bench -mmodel.gguf",
+         "error: tessera bench: unknown option '-mmodel.gguf' (an option's value goes after a space: '-m model.gguf') "
+         "(see tessera bench --help)"},
     };
     for (const auto & [args, want] : cases) {
         const auto r = run_tessera(args);
@@ -1049,6 +1058,25 @@ TEST(BenchCli, ReferenceOptionsRangesAndSql) {
     EXPECT_TRUE(contains(r.out, "|       1 |  1 |    2048 |        2 |    f32 |    f32 |   0 |")) << r.out; // auto: on for the CPU
     EXPECT_FALSE(contains(r.err, "note: -ngl")) << r.err;
 
+    // -ctk alone sets V too (it was refused as "-ctk f32 with -ctv f16",
+    // a -ctv never given); lists of both run the pairs of one type and skip
+    // the others with a note (they were refused whole); -o in either case.
+    r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "2", "-n", "0", "-t", "1", "-r", "1", "-ctk", "f32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "|       1 |    f32 |    f32 |          pp2 |")) << r.out;
+    r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "2", "-n", "0", "-t", "1", "-r", "1", "-ctk", "f32,f16",
+                                             "-ctv", "f32,f16", "-o", "JSONL"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto kv_lines = lines_of(r.out);
+    ASSERT_EQ(kv_lines.size(), 2u) << r.out;
+    EXPECT_EQ(json::parse(kv_lines[0])["type_k"], "f32");
+    EXPECT_EQ(json::parse(kv_lines[0])["type_v"], "f32");
+    EXPECT_EQ(json::parse(kv_lines[1])["type_k"], "f16");
+    EXPECT_EQ(json::parse(kv_lines[1])["type_v"], "f16");
+    EXPECT_TRUE(contains(r.err, "note: skipped -ctk f32 with -ctv f16, -ctk f16 with -ctv f32: tessera's KV cache holds K and V "
+                                "in one type\n"))
+        << r.err;
+
     // -o sql: the reference's table, then one INSERT a test with the JSON's values.
     r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-p", "2", "-n", "1", "-t", "1", "-r", "1", "-o", "sql"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -1114,6 +1142,40 @@ TEST(BenchCli, OutputThatCannotBeWrittenExitsOne) {
         EXPECT_TRUE(contains(full.err, "error: could not write the output to stdout")) << cmd << ": " << full.err;
         const auto ok = tessera::test::run_process("/bin/sh", {"-c", cmd + " > /dev/null"});
         EXPECT_EQ(ok.exit_code, 0) << cmd << ": " << ok.err;
+    }
+    // The formats that write each test as it ends stop at the first failed
+    // write (they ran every test first, their output already lost): one
+    // test's progress of three.
+    for (const std::string format : {"md", "jsonl", "csv"}) {
+        const std::string cmd = bench + " -d 0,1,2 --progress -o " + format + " > /dev/full";
+        const auto full = tessera::test::run_process("/bin/sh", {"-c", cmd});
+        EXPECT_EQ(full.exit_code, 1) << cmd;
+        EXPECT_TRUE(contains(full.err, "error: could not write the output to stdout: No space left on device")) << full.err;
+        size_t reps = 0;
+        for (size_t at = full.err.find("repetition 1/1"); at != std::string::npos; at = full.err.find("repetition 1/1", at + 1)) ++reps;
+        EXPECT_EQ(reps, 1u) << cmd << ": " << full.err;
+    }
+}
+
+// run stops generating at the first failed write of its text (it generated
+// all -n tokens, then reported the failure), and a closed standard input
+// read by -f - is an error, not an empty text.
+TEST(TesseraCli, FailedTextOutputAndClosedInputStopTheCommand) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+    const std::string bin = std::string(TESSERA_BINARY_DIR) + "/tessera";
+    const std::string model = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    const auto sh = [](const std::string & cmd) { return tessera::test::run_process("/bin/sh", {"-c", cmd}); };
+    auto r = sh(bin + " run -m " + model + " -p Once -n 1000 --temp 0 -t 1 > /dev/full");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "error: could not write the output to stdout: No space left on device")) << r.err;
+    EXPECT_FALSE(contains(r.err, "generation:")) << r.err;
+    for (const std::string cmd : {" run -m " + model + " -f - -n 3", " tokenize -m " + model + " -f -",
+                                  " perplexity -m " + model + " -f - -c 16"}) {
+        r = sh(bin + cmd + " <&-");
+        EXPECT_EQ(r.exit_code, 1) << cmd;
+        EXPECT_TRUE(contains(r.err, "error: -f '-': standard input is closed")) << cmd << ": " << r.err;
+        EXPECT_EQ(r.out, "") << cmd;
     }
 }
 
