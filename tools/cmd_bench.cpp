@@ -570,23 +570,23 @@ int run_bench(options o) {
                     if (const auto it = limits.find(nt); it != limits.end()) r.limits = it->second;
                 }
                 if (measure) {
-                    if (o.progress) eprint("bench: {} threads {}: measuring the limits before\n", nt, test_name(r));
+                    if (o.progress) eprint("bench: {} {}: measuring the limits before\n", count_text(uint64_t(nt), "thread"), test_name(r));
                     r.limits = measure_limits(nt, warned);
                 }
-                if (o.progress && !o.no_warmup) eprint("bench: {} threads {} {}: warm-up\n", path, nt, test_name(r));
+                if (o.progress && !o.no_warmup) eprint("bench: {} {} {}: warm-up\n", path, count_text(uint64_t(nt), "thread"), test_name(r));
                 if (!o.no_warmup) {
                     if (p > 0) run_once(s, src, p, 0, depth);
                     if (n > 0) run_once(s, src, 0, 1, depth);
                 }
                 for (int rep = 0; rep < o.reps; ++rep) {
                     if (o.progress) {
-                        eprint("bench: {} threads {} {}: repetition {}/{}{}\n", path, nt, test_name(r), rep + 1,
+                        eprint("bench: {} {} {}: repetition {}/{}{}\n", path, count_text(uint64_t(nt), "thread"), test_name(r), rep + 1,
                                    o.reps, depth > 0 ? fmt::format(" (after {} tokens of depth, untimed)", depth) : "");
                     }
                     r.samples_ns.push_back(run_once(s, src, p, n, depth));
                 }
                 if (measure) {
-                    if (o.progress) eprint("bench: {} threads {}: measuring the limits after\n", nt, test_name(r));
+                    if (o.progress) eprint("bench: {} {}: measuring the limits after\n", count_text(uint64_t(nt), "thread"), test_name(r));
                     r.limits = larger(r.limits, measure_limits(nt, warned)); // and just after
                     set_fraction(r);
                     machine_limits & l = limits[nt];

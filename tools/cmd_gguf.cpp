@@ -226,7 +226,7 @@ int run_info(const std::string & path, bool as_json, bool full) {
     // past the end of the file: there is no data section to point at.
     const std::string data = r.n_tensors() == 0 ? std::string("no tensor data") : fmt::format("data offset {}", r.data_offset());
     fmt::print("GGUF version {}, alignment {}, {}, file size {} bytes\n", r.version(), r.alignment(), data, r.file_size());
-    fmt::print("\nmetadata: {} keys\n", r.n_kv());
+    fmt::print("\nmetadata: {}\n", count_text(r.n_kv(), "key"));
     size_t width = 0;
     for (const auto & e : r.metadata()) width = std::max(width, escaped(e.key).size());
     for (const auto & e : r.metadata()) {

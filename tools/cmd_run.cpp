@@ -220,7 +220,7 @@ command register_run(CLI::App & app) {
     auto o = std::make_shared<run_options>();
     CLI::App * sub = app.add_subcommand("run", "generate text from a GGUF Llama model");
     sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
-    CLI::Option * prompt = sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)");
+    CLI::Option * prompt = sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8); without -p or -f the text starts from BOS alone");
     CLI::Option * file =
         sub->add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->excludes(prompt);
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")
