@@ -109,14 +109,10 @@ glued glued_option(CLI::App & app, int argc, char ** argv) {
             continue;
         }
         if (a.size() < 2 || a[0] != '-') continue;
-        if (a[1] == '-') { // --name VALUE takes the next argument unless it is a flag or has "=value"
+        if (a[1] == '-' || a.size() == 2) {
+            // "--name VALUE", "-n VALUE": the next argument is the value
+            // unless the option is a flag or has "=value".
             if (a.find('=') != std::string_view::npos) continue;
-            for (CLI::App * c = cur; c != nullptr && !value_next; c = c->get_parent()) {
-                if (const CLI::Option * o = c->get_option_no_throw(std::string(a)); o != nullptr) value_next = o->get_type_size() != 0;
-            }
-            continue;
-        }
-        if (a.size() == 2) {
             for (CLI::App * c = cur; c != nullptr && !value_next; c = c->get_parent()) {
                 if (const CLI::Option * o = c->get_option_no_throw(std::string(a)); o != nullptr) value_next = o->get_type_size() != 0;
             }
