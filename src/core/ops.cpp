@@ -459,6 +459,14 @@ tensor * reshape(context & ctx, tensor * a, std::span<const int64_t> ne) {
         fail(op, fmt::format("a {} must be contiguous (nb = [{},{},{},{}])", shape_str(a), a->nb[0], a->nb[1],
                              a->nb[2], a->nb[3]));
     }
+    if (ne.empty() || ne.size() > TSR_MAX_DIMS) {
+        fail(op, fmt::format("new shape of a {} has {} dimensions (1 to {})", shape_str(a), ne.size(), TSR_MAX_DIMS));
+    }
+    const int64_t block = get_type_traits(a->type).block_size;
+    if (ne[0] % block != 0) {
+        fail(op, fmt::format("new shape of a {} has ne[0] = {}, not a multiple of the {} block size {}", shape_str(a), ne[0],
+                             type_name(a->type), block));
+    }
     int64_t n = 1;
     for (int64_t v : ne) {
         if (v < 1 || __builtin_mul_overflow(n, v, &n)) {

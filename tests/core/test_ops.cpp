@@ -341,7 +341,11 @@ TEST(Views, Reshape) {
     EXPECT_ERROR_HAS(reshape(ctx, transpose(ctx, a), {24}), "RESHAPE", "contiguous");
     tensor * q = ctx.new_tensor(TSR_TYPE_Q8_0, {64, 2});
     EXPECT_EQ(shape_str(reshape(ctx, q, {128})), "[128,1,1,1]");
-    EXPECT_THROW(reshape(ctx, q, {16, 8}), tessera::error); // 16 is not a whole block
+    // Named as RESHAPE's errors with a's shape (new_tensor's own words
+    // named neither).
+    EXPECT_ERROR_HAS(reshape(ctx, q, {16, 8}), "RESHAPE", "[64,2,1,1]", "ne[0] = 16", "Q8_0 block size 32");
+    const int64_t five[5] = {2, 2, 2, 2, 3};
+    EXPECT_ERROR_HAS(reshape(ctx, a, std::span<const int64_t>(five)), "RESHAPE", "[6,4,1,1]", "5 dimensions (1 to 4)");
 }
 
 TEST(Ops, ResultsGetDataInAllocDataContexts) {

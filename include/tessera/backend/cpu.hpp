@@ -14,11 +14,16 @@
 //
 // Buffer types: "CPU" (default, host memory), "CPU_Mapped" (buffers over
 // caller-owned host memory) and one extra type, "CPU_REPACK": for weights;
-// a 2-D Q8_0/Q4_0 matrix with a multiple of 8 rows (Q4_0 on the
-// AVX512-VNNI variants icelake, zen4, sapphirerapids: 16) placed there is
-// stored with its rows interleaved for the MUL_MAT kernels (is_host false: read
-// and write it through tensor_get/tensor_set, which see the original
-// bytes); only MUL_MAT may use such a matrix, as its src[0].
+// a 2-D matrix placed there (packed rows, not a view) is stored with its
+// rows interleaved for the MUL_MAT kernels when its type is Q8_0, Q4_0,
+// Q5_0 or Q5_1 (every variant), F16, BF16, Q4_K or Q5_K (variants with
+// AVX2/F16C) or Q6_K (AVX-512 variants), and its row count a multiple of
+// the type's row group (8 or 16 by type and variant); other tensors there
+// keep the plain layout. Read and write an interleaved matrix through
+// tensor_get/tensor_set, which see the original bytes (is_host false);
+// only MUL_MAT may use it, as its src[0]: any other node reading it (a
+// GET_ROWS of an embedding tied to the output matrix) is unsupported
+// (supports_op false, compute FAILED), so keep such tensors in "CPU".
 #pragma once
 
 #include "tessera/backend.h"

@@ -35,6 +35,18 @@ namespace tessera {
 //   result: F32 [M, N, B2, B3], result[m, n] = sum_k a[k, m] * b[k, n]
 // Broadcasting: B2 % A2 == 0 and B3 % A3 == 0; b's index i2 uses a's
 // index i2 / (B2 / A2) (grouped-query attention shares a K head this way).
+// A backend computes the types its supports_op accepts (the CPU: F32, F16,
+// BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; not Q8_K). As the
+// reference implementation does, it may round b first to the form its
+// kernels multiply with a's type (b is used as given for F32 and F16
+// weights): for block-quantized a, b is quantized to 8-bit blocks (Q8_0,
+// Q5_0, Q5_1, Q4_0: 32 values with an F16 scale, so a block whose largest
+// |b| is below about 1e-5 loses precision or becomes 0, one above about
+// 8e6 overflows, and an infinite b gives NaN or inf; K-quants: 256 values with an
+// F32 scale); for BF16 a on AVX512-BF16 CPUs, b is rounded to BF16 (its
+// subnormals to 0), elsewhere kept in F32. CPU variants may add the terms
+// in other orders (results can differ in the last bits) and, for BF16
+// weights, round b differently.
 tensor * mul_mat(context & ctx, tensor * a, tensor * b);
 
 // Element-wise a + b and a * b. a: F32 any strides; b: F32 with

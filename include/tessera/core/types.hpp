@@ -100,10 +100,12 @@ struct block_q5_1 {
 };
 static_assert(sizeof(block_q5_1) == 24);
 
-// Reference quantization (round to nearest):
-//   Q8_0: d = amax / 127, q = round(x / d)
+// Reference quantization (round to nearest), with id = 1 / d (0 when d is
+// 0) computed once per block in F32 and x * id, not x / d (the two differ
+// in the last bit, and then q can differ by 1), as the reference does:
+//   Q8_0: d = amax / 127, q = round(x * id), stored d = F16(d)
 //   Q4_0: d = max / -8 where max is the signed value of largest magnitude,
-//         q = min(15, (int)(x / d + 8.5))
+//         q = min(15, (int)(x * id + 8.5)), stored d = F16(d)
 //   Q5_0: d = max / -16 (max as for Q4_0: the first element of largest
 //         |x|, its sign kept, becomes q = 0), id = 1 / d (0 when d is 0),
 //         q = min(31, (int)(x * id + 16.5)) truncated toward zero; the

@@ -152,5 +152,29 @@ TEST(RmsNorm, ZeroRowGivesZeros) {
     for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(get(out, i, 1), 0.0);
 }
 
+// A row of subnormal values with eps 0: its scale 1/rms is past FLT_MAX
+// (it became +inf as a float, and every output +-inf); y = x / rms is
+// about 1 in size. Packed rows and a permuted view alike.
+TEST(RmsNorm, SubnormalRowWithoutEpsStaysFinite) {
+    for (bool perm : {false, true}) {
+        context ctx(data_ctx());
+        std::mt19937 rng(5);
+        tsr_tensor * a = make_input(ctx, rng, {3, 2, 1, 1}, perm);
+        const float row[3] = {1e-39f, 2e-39f, -1e-39f};
+        for (int64_t i1 = 0; i1 < 2; ++i1) {
+            for (int64_t i = 0; i < 3; ++i) set_f32(a, row[i], i, i1);
+        }
+        tsr_tensor * out = rms_norm(ctx, a, 0.0f);
+        ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
+        const double rms = std::sqrt((double(row[0]) * row[0] + double(row[1]) * row[1] + double(row[2]) * row[2]) / 3.0);
+        for (int64_t i1 = 0; i1 < 2; ++i1) {
+            for (int64_t i = 0; i < 3; ++i) {
+                const double want = double(row[i]) / rms; // 0.707, 1.414, -0.707
+                ASSERT_NEAR(get(out, i, i1), want, 2e-7 * std::fabs(want)) << "perm " << perm << " i " << i;
+            }
+        }
+    }
+}
+
 } // namespace
 } // namespace tessera::cpu::test

@@ -3,6 +3,7 @@
 // without the gain): y = x / sqrt(mean(x^2) + eps). op_params [0] = eps.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
@@ -47,21 +48,34 @@ bool compute_rms_norm(const compute_params & p, tsr_tensor * dst) {
         const row_index ri = unravel_row(dst, r);
         char * d = row_ptr(dst, ri);
         const char * x = row_ptr(a, ri);
+        double sum = 0.0;
         if (packed) {
-            const auto * xf = reinterpret_cast<const float *>(x);
-            auto * df = reinterpret_cast<float *>(d);
-            const double mean = sum_squares(xf, ne0) / static_cast<double>(ne0);
-            const auto s = static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps)));
-            for (int64_t i = 0; i < ne0; ++i) df[i] = xf[i] * s;
+            sum = sum_squares(reinterpret_cast<const float *>(x), ne0);
         } else {
-            double sum = 0.0;
             for (int64_t i = 0; i < ne0; ++i) {
                 const double v = read_f32(x + static_cast<size_t>(i) * a->nb[0]);
                 sum += v * v;
             }
-            const auto s = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(ne0) + eps));
+        }
+        const double scale = 1.0 / std::sqrt(sum / static_cast<double>(ne0) + static_cast<double>(eps));
+        // A row whose RMS is below ~2.9e-39 (subnormal values, eps 0) has a
+        // scale past FLT_MAX: it is applied in double, so y stays finite.
+        // Other rows multiply by the scale rounded to float.
+        const bool wide = scale > double(std::numeric_limits<float>::max());
+        const auto s = static_cast<float>(scale);
+        if (packed) {
+            const auto * xf = reinterpret_cast<const float *>(x);
+            auto * df = reinterpret_cast<float *>(d);
+            if (wide) {
+                for (int64_t i = 0; i < ne0; ++i) df[i] = static_cast<float>(static_cast<double>(xf[i]) * scale);
+            } else {
+                for (int64_t i = 0; i < ne0; ++i) df[i] = xf[i] * s;
+            }
+        } else {
             for (int64_t i = 0; i < ne0; ++i) {
-                write_f32(d + static_cast<size_t>(i) * dst->nb[0], read_f32(x + static_cast<size_t>(i) * a->nb[0]) * s);
+                const float v = read_f32(x + static_cast<size_t>(i) * a->nb[0]);
+                write_f32(d + static_cast<size_t>(i) * dst->nb[0],
+                          wide ? static_cast<float>(static_cast<double>(v) * scale) : v * s);
             }
         }
     }
