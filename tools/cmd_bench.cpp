@@ -371,7 +371,7 @@ void check_options(options & o) {
     o.n_depth = int_list(o.lists.n_depth, "-d");
     o.threads = int_list(o.lists.threads, "-t");
     o.flash_attn = flash_attn_list(o.lists.flash_attn);
-    o.repack = int_list(o.lists.repack, "--rp");
+    o.repack = int_list(o.lists.repack, "-rp");
     o.n_batch = int_list(o.lists.n_batch, "-b");
     o.n_ubatch = int_list(o.lists.n_ubatch, "-ub");
     o.n_gpu_layers = int_list(o.lists.n_gpu_layers, "-ngl");
@@ -386,12 +386,13 @@ void check_options(options & o) {
         o.pg.push_back({v[0], v[1]});
     }
     o.seed = parse_seed(o.seed_text);
-    o.output = lower(o.output); // either case, as --kv-type and -fa
-    o.output_err = lower(o.output_err);
-    if (!is_format(o.output)) throw error(fmt::format("-o '{}': expected {}", o.output, k_formats));
-    if (!o.output_err.empty() && !is_format(o.output_err)) {
+    // Either case, as --kv-type and -fa.
+    if (!is_format(lower(o.output))) throw error(fmt::format("-o '{}': expected {}", o.output, k_formats));
+    if (!o.output_err.empty() && !is_format(lower(o.output_err))) {
         throw error(fmt::format("-oe '{}': expected {}", o.output_err, k_formats));
     }
+    o.output = lower(o.output);
+    o.output_err = lower(o.output_err);
     need_at_least(o.n_batch, 1, "-b", "batch size must be at least 1");
     need_at_least(o.n_ubatch, 1, "-ub", "micro-batch size must be at least 1");
     need_at_least(o.n_gpu_layers, -1, "-ngl", "expected -1 or more");

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -109,11 +110,15 @@ inline const CLI::Validator k_finite_number(
     [](std::string & text) -> std::string {
         double v = 0;
         const char * end = text.data() + text.size();
-        const auto [at, ec] = std::from_chars(text.data(), end, v);
+        // from_chars takes '-' but not '+' ("+0.5"), and no "+-".
+        const char * begin = text.data() + (text.size() > 1 && text[0] == '+' && text[1] != '-' ? 1 : 0);
+        const auto [at, ec] = std::from_chars(begin, end, v);
         if (text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range) || at != end) {
             return "'" + text + "' is not a number";
         }
-        if (ec == std::errc::result_out_of_range || !std::isfinite(v)) return "'" + text + "' is not a finite number";
+        // Out of range: too large (not finite), or too small (1e-999: 0).
+        if (ec == std::errc::result_out_of_range) v = std::strtod(std::string(begin, end).c_str(), nullptr);
+        if (!std::isfinite(v)) return "'" + text + "' is not a finite number";
         return std::string();
     },
     "");
@@ -136,15 +141,17 @@ inline constexpr size_t k_max_text_bytes = size_t(256) << 20;
 // before reading; a pipe or device once that much was read).
 inline std::string read_text_file(const std::string & path, const char * flag) {
     const bool std_in = path == "-";
-    if (std_in && g_stdin_closed) throw error(fmt::format("{} '-': standard input is closed", flag));
+    // (/dev/stdin and its like would open the stand-in main() put there.)
+    const bool names_stdin = std_in || path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
+    if (names_stdin && g_stdin_closed) throw error(fmt::format("{} '{}': standard input is closed", flag, path));
     std::FILE * f = std_in ? stdin : std::fopen(path.c_str(), "rb");
     if (f == nullptr) throw error(fmt::format("{} '{}': cannot open it: {}", flag, path, std::strerror(errno)));
+    struct stat st {};
     const auto too_long = [&] {
         if (!std_in) std::fclose(f);
         return error(fmt::format("{} '{}': longer than {} MiB, the most a text file may hold here", flag, path,
                                  k_max_text_bytes >> 20));
     };
-    struct stat st {};
     if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) > k_max_text_bytes) throw too_long();
     std::string text;
     char buf[1 << 16];

@@ -3,7 +3,9 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <optional>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -60,20 +62,40 @@ std::string parsed_command(CLI::App & app) {
 
 // For a parse that left arguments nobody takes (CLI::ExtrasError): the
 // command they were given to ("tessera bench") and the first of them in
-// command-line order, an option ('-...') before any stray value. Empty when
-// there are none.
-std::pair<std::string, std::string> unexpected_argument(CLI::App & app, int argc, char ** argv) {
+// command-line order, an option ('-...') before any stray value (which may
+// be empty: `run -m M ''`). Nothing when there are none.
+std::optional<std::pair<std::string, std::string>> unexpected_argument(CLI::App & app, int argc, char ** argv) {
     const std::string where = parsed_command(app);
     const std::vector<std::string> extras = app.remaining(true);
     const auto is_extra = [&](const std::string & a) { return std::find(extras.begin(), extras.end(), a) != extras.end(); };
-    std::string stray;
+    std::optional<std::string> stray;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (!is_extra(a)) continue;
-        if (a.size() > 1 && a[0] == '-') return {a, where};
-        if (stray.empty()) stray = a;
+        if (a.size() > 1 && a[0] == '-') return std::pair{a, where};
+        if (!stray) stray = a;
     }
-    return {stray, where};
+    if (!stray) return std::nullopt;
+    return std::pair{*stray, where};
+}
+
+// llama-bench's one-dash multi-letter options that bench takes, with the
+// long names main() gives them for CLI11.
+char k_flash_attn_long[] = "--flash-attn", k_repack_long[] = "--repack", k_prompt_gen_long[] = "--pg",
+     k_ubatch_long[] = "--ubatch-size", k_ctk_long[] = "--cache-type-k", k_ctv_long[] = "--cache-type-v",
+     k_ngl_long[] = "--n-gpu-layers", k_output_err_long[] = "--output-err";
+const std::pair<std::string_view, char *> k_bench_spellings[] = {
+    {"-fa", k_flash_attn_long}, {"-rp", k_repack_long}, {"-pg", k_prompt_gen_long}, {"-ub", k_ubatch_long},
+    {"-ctk", k_ctk_long},       {"-ctv", k_ctv_long},   {"-ngl", k_ngl_long},       {"-oe", k_output_err_long}};
+
+// True when option `name` ("-n", "--model") of `app` or of an app above it
+// (fallthrough) takes a value, so that the next argument is that value.
+bool takes_value(CLI::App * app, std::string_view name) {
+    for (CLI::App * c = app; c != nullptr; c = c->get_parent()) {
+        // (Flags expect no items; CLI11 2.1 gives them a type size of 1.)
+        if (const CLI::Option * o = c->get_option_no_throw(std::string(name)); o != nullptr) return o->get_items_expected_min() > 0;
+    }
+    return false;
 }
 
 // A one-dash argument of more than two characters whose third is not part
@@ -83,7 +105,9 @@ std::pair<std::string, std::string> unexpected_argument(CLI::App & app, int argc
 // "-mg" as "-m g"), which turns the other tool's options (llama-bench's
 // "-ts", "-mg", "-nkvo"...) into wrong values rather than unknown options.
 // Glued numbers ("-t2", "-n-1") still reach CLI11, and so do the values of
-// options that take one ("-p -ts" is a prompt) and everything after "--".
+// options that take one ("-p -ts" is a prompt, "-p --" too), everything
+// after "--", and any command line with -h, --help or --version (CLI11
+// answers those first).
 struct glued {
     std::string arg, where;
     std::string hint; // " (an option's value goes after a space: ...)" or empty
@@ -94,11 +118,12 @@ glued glued_option(CLI::App & app, int argc, char ** argv) {
     bool value_next = false; // argv[i] is the value of the option before it
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
-        if (a == "--") break;
         if (value_next) {
             value_next = false;
             continue;
         }
+        if (a == "--") break;
+        if (a == "-h" || a == "--help" || a == "--version") return {};
         CLI::App * sub = nullptr;
         for (CLI::App * s : cur->get_subcommands([](CLI::App *) { return true; })) {
             if (s->check_name(std::string(a))) sub = s;
@@ -112,24 +137,27 @@ glued glued_option(CLI::App & app, int argc, char ** argv) {
         if (a[1] == '-' || a.size() == 2) {
             // "--name VALUE", "-n VALUE": the next argument is the value
             // unless the option is a flag or has "=value".
-            if (a.find('=') != std::string_view::npos) continue;
-            for (CLI::App * c = cur; c != nullptr && !value_next; c = c->get_parent()) {
-                if (const CLI::Option * o = c->get_option_no_throw(std::string(a)); o != nullptr) value_next = o->get_type_size() != 0;
-            }
+            if (a.find('=') == std::string_view::npos) value_next = takes_value(cur, a);
             continue;
         }
         const char third = a[2];
         const bool number = (third >= '0' && third <= '9') || third == '.' || third == '-' || third == '+' || third == ',';
         if (!std::isalpha(static_cast<unsigned char>(a[1])) || number) continue;
-        // "-mmodel.gguf", "-p=x": a value glued to an option the command has.
+        // "-mmodel.gguf", "-p=x", bench's "-ngl=99": a value glued to an
+        // option the command has that takes one.
         glued g{std::string(a), where, ""};
-        const std::string_view rest = a.substr(third == '=' ? 3 : 2);
-        const bool word = std::all_of(rest.begin(), rest.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
-        for (CLI::App * c = cur; c != nullptr && g.hint.empty() && (third == '=' || !word); c = c->get_parent()) {
-            if (c->get_option_no_throw(std::string(a.substr(0, 2))) != nullptr) {
-                g.hint = fmt::format(" (an option's value goes after a space: '{} {}')", a.substr(0, 2), rest);
+        const auto value_hint = [&](std::string_view option, std::string_view rest) {
+            if (!rest.empty() && rest[0] == '=') rest.remove_prefix(1);
+            g.hint = fmt::format(" (an option's value goes after a space: '{} {}')", option, rest);
+        };
+        if (where == "tessera bench") {
+            for (const auto & [spelling, long_name] : k_bench_spellings) {
+                if (g.hint.empty() && a.size() > spelling.size() && a.starts_with(spelling)) value_hint(spelling, a.substr(spelling.size()));
             }
         }
+        const std::string_view rest = a.substr(2);
+        const bool word = std::all_of(rest.begin(), rest.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+        if (g.hint.empty() && (third == '=' || !word) && takes_value(cur, a.substr(0, 2))) value_hint(a.substr(0, 2), rest);
         if (g.hint.empty() && !word) g.hint = " (a file name that begins with '-' needs './' before it)";
         return g;
     }
@@ -140,10 +168,13 @@ glued glued_option(CLI::App & app, int argc, char ** argv) {
 // not all be written (a full disk, `> /dev/full`): the buffered output is
 // flushed here, so a failed write would otherwise go unnoticed.
 int finish(int code) {
+    errno = 0;
     std::cout.flush();
     const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::cout.fail();
+    const int err = errno;
     if (failed && code == 0) {
-        tessera::tools::eprint("error: could not write the output to stdout\n");
+        tessera::tools::eprint("error: could not write the output to stdout{}{}\n", err != 0 ? ": " : "",
+                               err != 0 ? std::strerror(err) : "");
         return 1;
     }
     return code;
@@ -207,16 +238,10 @@ int main(int argc, char ** argv) {
     }
 #endif
     // llama-bench's one-dash multi-letter options (`bench -fa 0,1 -ub 256`):
-    // CLI11 has none, so each such token is read as its long name.
+    // CLI11 has none, so each such token (before "--") is read as its long name.
     std::vector<char *> args(argv, argv + argc);
-    static char flash_attn_long[] = "--flash-attn", repack_long[] = "--repack", prompt_gen_long[] = "--pg",
-                ubatch_long[] = "--ubatch-size", ctk_long[] = "--cache-type-k", ctv_long[] = "--cache-type-v",
-                ngl_long[] = "--n-gpu-layers", output_err_long[] = "--output-err";
-    static const std::pair<std::string_view, char *> bench_spellings[] = {
-        {"-fa", flash_attn_long}, {"-rp", repack_long}, {"-pg", prompt_gen_long}, {"-ub", ubatch_long},
-        {"-ctk", ctk_long},       {"-ctv", ctv_long},   {"-ngl", ngl_long},       {"-oe", output_err_long}};
-    for (int i = 2; i < argc && std::string_view(argv[1]) == "bench"; ++i) {
-        for (const auto & [spelling, long_name] : bench_spellings) {
+    for (int i = 2; i < argc && std::string_view(argv[1]) == "bench" && std::string_view(argv[i]) != "--"; ++i) {
+        for (const auto & [spelling, long_name] : k_bench_spellings) {
             if (std::string_view(argv[i]) == spelling) args[size_t(i)] = long_name;
         }
     }
@@ -240,8 +265,9 @@ int main(int argc, char ** argv) {
         // required"): a file name that begins with '-' reads as an option.
         const bool extras = dynamic_cast<const CLI::ExtrasError *>(&e) != nullptr;
         if (extras || dynamic_cast<const CLI::RequiredError *>(&e) != nullptr) {
-            if (const auto [arg, where] = unexpected_argument(app, argc, args.data());
-                !arg.empty() && (extras || arg[0] == '-')) {
+            if (const auto unexpected = unexpected_argument(app, argc, args.data());
+                unexpected && (extras || (!unexpected->first.empty() && unexpected->first[0] == '-'))) {
+                const auto & [arg, where] = *unexpected;
                 const bool option = arg.size() > 1 && arg[0] == '-';
                 eprint("error: {}: {} '{}'{} (see {} --help)\n", where, option ? "unknown option" : "unexpected argument", arg,
                        option && !extras && arg[1] != '-' ? " (a file name that begins with '-' needs './' before it)" : "",

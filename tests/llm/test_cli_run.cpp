@@ -243,6 +243,9 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-p", "x", "--temp", "nan"}, "error: tessera run: --temp: 'nan' is not a finite number"},
         {{"run", "-m", stories, "-p", "x", "--min-p", "NaN"}, "--min-p: 'NaN' is not a finite number"},
         {{"run", "-m", stories, "-p", "x", "--temp", "1e999"}, "--temp: '1e999' is not a finite number"},
+        // '+' is a sign and an underflow is 0, as strtof read them: in range here.
+        {{"run", "-m", stories, "-p", "x", "--temp", "+200"}, "--temp: Value +200 not in range"},
+        {{"run", "-m", stories, "-p", "x", "--top-p", "+2"}, "--top-p: Value +2 not in range"},
         // Not numbers: named as such, not "not in range".
         {{"run", "-m", stories, "-p", "x", "--temp", "abc"}, "--temp: 'abc' is not a number"},
         {{"run", "-m", stories, "-p", "x", "--top-p", ""}, "--top-p: '' is not a number"},

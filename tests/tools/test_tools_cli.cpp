@@ -156,6 +156,18 @@ TEST(TesseraCli, UnknownSubcommandIsNamed) {
         {"bench -mmodel.gguf",
          "error: tessera bench: unknown option '-mmodel.gguf' (an option's value goes after a space: '-m model.gguf') "
          "(see tessera bench --help)"},
+        // After a flag (it takes no value, so the next argument is checked
+        // too: a flag was taken for an option with a value, and "-mg" after
+        // --no-warmup went through as "-m g").
+        {"bench -m x.gguf --no-warmup -mg 0", "error: tessera bench: unknown option '-mg' (see tessera bench --help)"},
+        {"tokenize -m x.gguf --no-bos -pfoo", "error: tessera tokenize: unknown option '-pfoo' (see tessera tokenize --help)"},
+        // "--" as an option's value does not end the options.
+        {"run -m x.gguf -p -- -ts", "error: tessera run: unknown option '-ts' (see tessera run --help)"},
+        // bench's own multi-letter spellings with a glued value.
+        {"bench -m x.gguf -ngl=99", "unknown option '-ngl=99' (an option's value goes after a space: '-ngl 99')"},
+        {"bench -m x.gguf -fa1", "unknown option '-fa1' (an option's value goes after a space: '-fa 1')"},
+        // A flag's letter gets no value hint ("-h ello.txt").
+        {"run -m x.gguf -hello.txt", "unknown option '-hello.txt' (a file name that begins with '-' needs './' before it)"},
     };
     for (const auto & [args, want] : cases) {
         const auto r = run_tessera(args);
@@ -165,6 +177,15 @@ TEST(TesseraCli, UnknownSubcommandIsNamed) {
     const auto r = run_tessera("gguf");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "subcommand is required")) << r.err;
+    // A value that begins with '-' after a flag is still the value; an
+    // empty stray argument is named as one.
+    const std::string model = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    const auto dash = run_tessera(std::vector<std::string>{"tokenize", "-m", model, "--no-bos", "-p", "-hello world"});
+    EXPECT_EQ(dash.exit_code, 0) << dash.err;
+    EXPECT_EQ(dash.out, "410 464 260 306 414 263 304 341\n");
+    const auto empty = run_tessera(std::vector<std::string>{"run", "-m", model, ""});
+    EXPECT_EQ(empty.exit_code, 1);
+    EXPECT_TRUE(contains(empty.err, "error: tessera run: unexpected argument '' (see tessera run --help)")) << empty.err;
     EXPECT_EQ(run_tessera("--help").exit_code, 0);
 }
 
@@ -753,7 +774,7 @@ TEST(BenchCli, BadListSeedAndDeviceNameTheOption) {
         {{"-t", "1, ,2"}, "error: -t '1, ,2': empty entry in the comma-separated list"},
         {{"-fa", "0,,1"}, "error: -fa '0,,1': empty entry in the comma-separated list"},
         {{"--flash-attn", ",1"}, "error: -fa ',1': empty entry in the comma-separated list"},
-        {{"-rp", "1,"}, "error: --rp '1,': empty entry in the comma-separated list"},
+        {{"-rp", "1,"}, "error: -rp '1,': empty entry in the comma-separated list"},
         {{"-p", "8,x"}, "error: -p '8,x': 'x' is not a whole number"},
         {{"-n", "0x10"}, "error: -n '0x10': '0x10' is not a whole number"},
         {{"-p", "99999999999"}, "error: -p '99999999999': 99999999999 is out of range (0 to 2147483647)"},
@@ -1177,6 +1198,12 @@ TEST(TesseraCli, FailedTextOutputAndClosedInputStopTheCommand) {
         EXPECT_TRUE(contains(r.err, "error: -f '-': standard input is closed")) << cmd << ": " << r.err;
         EXPECT_EQ(r.out, "") << cmd;
     }
+    r = sh(bin + " tokenize -m " + model + " -f /dev/stdin <&-"); // it opened main()'s stand-in: an empty text
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "error: -f '/dev/stdin': standard input is closed")) << r.err;
+    r = sh(bin + " tokenize -m " + model + " -f /dev/null <&-"); // a file that is not stdin reads as usual
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "1\n");
 }
 
 // Standard streams closed or full: a closed stderr must not let the next
