@@ -47,6 +47,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -612,11 +613,14 @@ int run_bench(options o) {
                 for (const prompt_gen & t : o.pg) test(t.n_prompt, t.n_gen, d);
             }
         }
-    } catch (const output_error &) {
-        throw; // the results cannot be written: the other models would be lost too
-    } catch (const std::system_error &) {
-        throw; // fmt::print's failed write (main words it)
     } catch (const std::exception & e) {
+        // Results that cannot be written (output_error, or fmt::print's
+        // system_error, which main words) end the bench: the other models'
+        // would be lost too. Any other error is the model's.
+        const bool write_failed = dynamic_cast<const output_error *>(&e) != nullptr ||
+                                  (dynamic_cast<const std::system_error *>(&e) != nullptr &&
+                                   std::string_view(e.what()).starts_with("cannot write to file"));
+        if (write_failed) throw;
         ++n_failed;
         eprint("error: {}\n", model_error(path, e.what()));
     }
