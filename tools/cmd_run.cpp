@@ -1,4 +1,5 @@
 // tools/cmd_run.cpp — `tessera run` (text generation) and `tessera tokenize`.
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <cmath>
@@ -141,9 +142,10 @@ int run_generate(run_options o) {
     if (const std::string most = m->type_summary(); most != type_text) type_text += fmt::format(" (most weights {})", most);
     eprint("model: {:.2f} M parameters, type {}, {:.2f} MiB\n", double(m->n_params()) / 1e6, type_text,
                double(m->n_bytes()) / (1024.0 * 1024.0));
-    eprint("device: {} ({}), {}, context {}, batch {}, KV cache {}, flash attention {}\n",
-               s.device_name(), s.device_description(), count_text(s.n_threads(), "thread"), s.n_ctx(), std::min<uint64_t>(uint64_t(o.so.n_batch), s.n_ctx()) /* as the session uses it */, o.so.kv_type,
-               s.flash_attn() ? "on" : "off");
+    const uint64_t n_batch = std::min<uint64_t>(uint64_t(o.so.n_batch), s.n_ctx()); // as the session uses it
+    eprint("device: {} ({}), {}, context {}, batch {}, KV cache {}, flash attention {}\n", s.device_name(),
+           s.device_description(), count_text(s.n_threads(), "thread"), s.n_ctx(), n_batch, o.so.kv_type,
+           s.flash_attn() ? "on" : "off");
     eprint("{}\n", repack_text(s));
     eprint("load time: {:.1f} ms\n", load_ms);
 
@@ -220,7 +222,8 @@ command register_run(CLI::App & app) {
     auto o = std::make_shared<run_options>();
     CLI::App * sub = app.add_subcommand("run", "generate text from a GGUF Llama model");
     sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
-    CLI::Option * prompt = sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8); without -p or -f the text starts from BOS alone");
+    CLI::Option * prompt =
+        sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8); without -p or -f the text starts from BOS alone");
     CLI::Option * file =
         sub->add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->excludes(prompt);
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")
