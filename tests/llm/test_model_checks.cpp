@@ -125,13 +125,13 @@ bool contains(const std::string & s, const std::string & needle) { return s.find
 
 // --- block_count ---------------------------------------------------------
 
-// stories260K written to `path` with llama.block_count set to n, every
-// tensor and other key copied.
-void write_stories_with_block_count(const fs::path & path, uint32_t n) {
+// stories260K written to `path` with the u32 key `key` set to `value`,
+// every tensor and other key copied.
+void write_stories_with_u32(const fs::path & path, const char * key, uint32_t value) {
     const gguf::reader src(stories);
     gguf::writer w;
     w.copy_all_kv(src);
-    w.set_u32("llama.block_count", n);
+    w.set_u32(key, value);
     for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
     w.write(path);
 }
@@ -143,7 +143,7 @@ TEST(model_errors, tensors_past_block_count_name_the_tensor_and_the_key) {
     for (uint32_t n : {4u, 2u}) {
         SCOPED_TRACE(n);
         const fs::path path = d / "short.gguf";
-        write_stories_with_block_count(path, n);
+        write_stories_with_u32(path, "llama.block_count", n);
         const std::string what = error_of([&] { llm::model::load(path); });
         const std::string want = "tensor 'blk." + std::to_string(n) + ".attn_q.weight' belongs to layer " +
                                  std::to_string(n) + " but llama.block_count is " + std::to_string(n);
@@ -163,7 +163,7 @@ TEST(model_errors, block_count_the_file_cannot_hold_is_refused_first) {
     for (uint32_t n : {6u, 1u << 24, 1u << 30}) {
         SCOPED_TRACE(n);
         const fs::path path = d / "long.gguf";
-        write_stories_with_block_count(path, n);
+        write_stories_with_u32(path, "llama.block_count", n);
         const std::string what = error_of([&] { llm::model::load(path); });
         const std::string want = "llama.block_count " + std::to_string(n) + " needs at least " +
                                  std::to_string(uint64_t{n} * 9 + 2) +
@@ -376,16 +376,6 @@ TEST(session_repack, the_moved_matrices_leave_the_file_mapping_resident_set) {
 
 // --- context memory ----------------------------------------------------------
 
-// stories260K with llama.context_length set to `n_ctx`.
-void write_stories_with_context(const fs::path & path, uint32_t n_ctx) {
-    const gguf::reader src(stories);
-    gguf::writer w;
-    w.copy_all_kv(src);
-    w.set_u32("llama.context_length", n_ctx);
-    for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
-    w.write(path);
-}
-
 // stories260K: 5 layers, n_embd_kv 32 (4 KV heads of 8), 8 heads, 512 tokens.
 TEST(session_memory, estimate_counts_the_kv_cache_mask_scores_and_logits) {
     auto m = llm::model::load(stories);
@@ -448,7 +438,7 @@ TEST(session_memory, a_context_past_the_limit_is_refused) {
 // once (here against a 16 GiB limit; without one, against the machine's).
 TEST(session_memory, a_16m_token_context_is_refused_at_once) {
     temp_dir d;
-    write_stories_with_context(d / "16m.gguf", 1u << 24);
+    write_stories_with_u32(d / "16m.gguf", "llama.context_length", 1u << 24);
     auto m = llm::model::load(d / "16m.gguf");
     llm::session_params p;
     p.n_ctx = 1u << 24;
@@ -469,7 +459,7 @@ TEST(session_memory, run_refuses_a_context_larger_than_the_memory) {
     if (!fs::exists(tessera_bin)) GTEST_SKIP() << "tessera not built";
     temp_dir d;
     const fs::path path = d / "16m.gguf";
-    write_stories_with_context(path, 1u << 24);
+    write_stories_with_u32(path, "llama.context_length", 1u << 24);
     tessera::test::process_options opt;
     opt.timeout_s = 60;
     const auto r = tessera::test::run_process(
@@ -512,7 +502,7 @@ uint64_t address_space_bytes() {
 TEST(session_memory, a_failed_allocation_says_what_it_was_for) {
     if (k_sanitized) GTEST_SKIP() << "sanitizers reserve more address space than the cap";
     temp_dir d;
-    write_stories_with_context(d / "16m.gguf", 1u << 24);
+    write_stories_with_u32(d / "16m.gguf", "llama.context_length", 1u << 24);
     auto m = llm::model::load(d / "16m.gguf");
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
