@@ -176,24 +176,31 @@ void thread_pool::wait_for_arrivals(int n_others) {
 }
 
 namespace {
-// The pools whose run() this thread is inside of (innermost first), so that
-// a run started again from inside one on the same pool (an abort callback
-// computing on a backend that shares the pool) is refused rather than
-// waiting forever for the run it is part of.
-thread_local const void * t_running_pool = nullptr;
+// A run() this thread is inside of, linked to the one it was started from:
+// a run started again from inside any of them on the same pool (an abort
+// callback computing on a backend that shares the pool, directly or through
+// another pool's run) is refused rather than waiting forever for the run it
+// is part of.
+struct running_run {
+    const void * pool;
+    const running_run * outer;
+};
+thread_local const running_run * t_innermost_run = nullptr;
 } // namespace
 
 void thread_pool::run(int n_threads, size_t scratch_bytes, size_t shared_bytes, job_fn fn, void * ctx) {
-    if (t_running_pool == this) {
-        throw error("thread pool: a run was started from inside a run of the same pool (e.g. an abort callback "
-                    "computing on a backend that shares its thread pool)");
+    for (const running_run * r = t_innermost_run; r != nullptr; r = r->outer) {
+        if (r->pool == this) {
+            throw error("thread pool: a run was started from inside a run of the same pool (e.g. an abort callback "
+                        "computing on a backend that shares its thread pool)");
+        }
     }
-    struct running {
-        const void * outer;
-        explicit running(const void * pool) : outer(t_running_pool) { t_running_pool = pool; }
-        ~running() { t_running_pool = outer; }
-        running(const running &) = delete;
-        running & operator=(const running &) = delete;
+    struct enter {
+        running_run self;
+        explicit enter(const void * pool) : self{pool, t_innermost_run} { t_innermost_run = &self; }
+        ~enter() { t_innermost_run = self.outer; }
+        enter(const enter &) = delete;
+        enter & operator=(const enter &) = delete;
     } in_run(this);
     std::lock_guard<std::mutex> run_lock(run_mutex_);
     const int n = std::clamp(n_threads, 1, n_threads_);

@@ -729,6 +729,53 @@ TEST(ThreadPool, RejectsBadThreadCounts) {
     EXPECT_TRUE(bg.snapshot() == ref);
 }
 
+// True when pool->run throws tessera::error (an empty job otherwise runs).
+bool run_refused(thread_pool * pool) {
+    try {
+        pool->run(2, 0, [](int, void *) {}, nullptr);
+    } catch (const tessera::error &) {
+        return true;
+    }
+    return false;
+}
+
+// A run started from inside a run of the same pool on the same thread is
+// refused (it would wait for itself), also when another pool's run lies
+// between them (A -> B -> A: only the innermost pool was checked); a run
+// of another pool from inside one computes.
+TEST(ThreadPool, RunFromInsideARunOfTheSamePoolThrows) {
+    with_watchdog("nested runs", std::chrono::seconds(120), [] {
+        thread_pool a(2), b(2);
+        struct ctx_t {
+            thread_pool * a;
+            thread_pool * b;
+            std::atomic<int> b_ran{0};
+            bool a_in_a_refused = false, a_in_b_refused = false, b_in_b_refused = false;
+        } c{&a, &b};
+        a.run(2, 0, [](int ith, void * p) {
+            auto * c = static_cast<ctx_t *>(p);
+            if (ith != 0) return;
+            c->a_in_a_refused = run_refused(c->a);
+            c->b->run(2, 0, [](int jth, void * q) {
+                auto * c = static_cast<ctx_t *>(q);
+                c->b_ran.fetch_add(1);
+                if (jth != 0) return;
+                c->a_in_b_refused = run_refused(c->a);
+                c->b_in_b_refused = run_refused(c->b);
+            }, c);
+        }, &c);
+        EXPECT_TRUE(c.a_in_a_refused);
+        EXPECT_TRUE(c.a_in_b_refused);
+        EXPECT_TRUE(c.b_in_b_refused);
+        EXPECT_EQ(c.b_ran.load(), 2);
+        // Both pools still run afterwards.
+        std::atomic<int> n{0};
+        a.run(2, 0, [](int, void * p) { static_cast<std::atomic<int> *>(p)->fetch_add(1); }, &n);
+        b.run(2, 0, [](int, void * p) { static_cast<std::atomic<int> *>(p)->fetch_add(1); }, &n);
+        EXPECT_EQ(n.load(), 4);
+    });
+}
+
 TEST(GraphCompute, DataErrorFailsAndThePoolStaysUsable) {
     thread_pool pool(4);
     for (int nth : {1, 4}) {
