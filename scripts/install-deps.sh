@@ -4,6 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev
       clang libclang-rt-14-dev qemu-user
+      libicu-dev
       libopenblas-dev) # optional: only bench/bench_blas.cpp (tessera vs OpenBLAS) uses it
 missing=()
 for p in "${pkgs[@]}"; do

@@ -16,7 +16,9 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/printable.hpp"
 #include "tessera/llm/quantize.hpp"
+#include "tessera/gguf/reader.hpp"
 #include "tessera/llm/synth.hpp"
+#include "tessera/llm/tokenizer.hpp"
 
 namespace tessera::tools {
 
@@ -68,11 +70,13 @@ int run_synth(const options & o) {
                o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
     // The tokenizer is copied whatever it is; say when `tessera run` cannot use it.
-    if (kind != "llama") {
+    try {
+        (void)llm::tokenizer::from_gguf(gguf::reader(o.out));
+    } catch (const error & e) {
         fmt::print(stderr,
-                   "warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench read only 'llama' "
-                   "(SentencePiece) vocabularies; the file is for runtimes that read this one\n",
-                   o.out, tessera::printable(kind), o.vocab);
+                   "warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench cannot read it "
+                   "({}); the file is for runtimes that can\n",
+                   o.out, tessera::printable(kind), o.vocab, e.what());
     }
     return 0;
 }

@@ -7,3 +7,7 @@ target_link_libraries(tessera_llm PUBLIC tessera_gguf tessera_core fmt::fmt)
 if(TARGET tessera_backend)
   target_link_libraries(tessera_llm PUBLIC tessera_backend)
 endif()
+# ICU's character properties (general category, White_Space) for the
+# byte-level BPE pre-tokenizers (src/llm/unicode_text.cpp).
+find_package(ICU REQUIRED COMPONENTS uc)
+target_link_libraries(tessera_llm PRIVATE ICU::uc)

@@ -45,15 +45,21 @@ tokenizer::tokenizer(vocab_data v)
     : tokens_(std::move(v.tokens)),
       scores_(std::move(v.scores)),
       types_(std::move(v.types)),
+      kind_(v.kind),
+      pre_(v.pre),
       bos_id_(v.bos_id),
       eos_id_(v.eos_id),
       unk_id_(v.unk_id),
+      eot_id_(v.eot_id),
       add_bos_(v.add_bos),
       add_eos_(v.add_eos),
       add_space_prefix_(v.add_space_prefix) {
     const size_t n = tokens_.size();
     if (n == 0) {
         throw error("tokenizer: the vocabulary is empty");
+    }
+    if (kind_ == vocab_kind::bpe && scores_.empty()) {
+        scores_.assign(n, 0.0f); // byte-level BPE merges by rank, not score
     }
     if (scores_.size() != n || types_.size() != n) {
         throw error(fmt::format("tokenizer: vocabulary arrays differ in length: {} tokens, {} scores, {} token types",
@@ -72,6 +78,10 @@ tokenizer::tokenizer(vocab_data v)
     check_special(bos_id_, "BOS");
     check_special(eos_id_, "EOS");
     check_special(unk_id_, "unknown");
+    check_special(eot_id_, "EOT");
+    if (kind_ == vocab_kind::bpe) {
+        index_merges(v.merges);
+    }
 
     byte_value_.assign(n, -1);
     std::array<token_id, 256> byte_type_token;
@@ -86,7 +96,8 @@ tokenizer::tokenizer(vocab_data v)
         // would no longer be a strict weak order (undefined behaviour), so
         // which pair merges first would be arbitrary. Only pieces that
         // merging can produce have their score read.
-        if ((types_[i] == token_type::normal || types_[i] == token_type::user_defined) && std::isnan(scores_[i])) {
+        if (kind_ == vocab_kind::spm &&
+            (types_[i] == token_type::normal || types_[i] == token_type::user_defined) && std::isnan(scores_[i])) {
             throw error(fmt::format("tokenizer: token {} has score nan (a merge score must be a number)", i));
         }
         if (types_[i] == token_type::byte) {

@@ -2,6 +2,7 @@
 // detokenizing and the streaming decoder that releases whole UTF-8 characters.
 #include <string>
 
+#include "byte_level.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/llm/tokenizer.hpp"
 
@@ -29,6 +30,12 @@ void tokenizer::append_piece(token_id id, bool render_special, int lstrip, std::
     const std::string & text = tokens_[id];
     switch (types_[id]) {
     case token_type::normal: {
+        if (kind_ == vocab_kind::bpe) {
+            std::string piece;
+            byte_level::decode(text, piece);
+            append_stripped(piece, lstrip, out);
+            break;
+        }
         std::string piece;
         piece.reserve(text.size());
         for (size_t i = 0; i < text.size();) {
@@ -43,6 +50,9 @@ void tokenizer::append_piece(token_id id, bool render_special, int lstrip, std::
         break;
     }
     case token_type::byte: {
+        if (kind_ == vocab_kind::bpe) {
+            break; // the reference renders byte tokens of a BPE vocabulary as nothing
+        }
         const char byte = static_cast<char>(byte_value_[id]);
         append_stripped(std::string_view(&byte, 1), lstrip, out);
         break;

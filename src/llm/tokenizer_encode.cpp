@@ -192,6 +192,10 @@ std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
             after_special = true;
             continue;
         }
+        if (kind_ == vocab_kind::bpe) {
+            encode_bpe(text.substr(f.offset, f.length), out);
+            continue;
+        }
         escaped.clear();
         if (add_space_prefix_ && after_special) {
             escaped += k_space_symbol;

@@ -21,6 +21,7 @@
 #include "tessera/llm/perplexity.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "tessera/llm/session.hpp"
+#include "tessera/llm/synth.hpp"
 #include "tessera/llm/tokenizer.hpp"
 
 namespace {
@@ -113,6 +114,36 @@ TEST(Perplexity, QuantizedModelsMatchTheReferenceTool) {
         EXPECT_NEAR(ppl, ref.ppl, 0.005 * ref.ppl);
         EXPECT_GT(ppl, 3.8197 * 0.99); // F32's 3.8197: quantizing does not help much
     }
+}
+
+// A model with a byte-level BPE vocabulary (synth's tiny shape, F32, seed 1,
+// with shared/vocab/ggml-vocab-gpt-2.gguf's tokenizer): the reference tool's
+// figures on the same file, `llama-perplexity -m tiny-gpt2.gguf -f story.txt
+// -c 128 -b 256 -t 1 -fa off -ctk f32 -ctv f32` (llama.cpp de3ff81). A text
+// tokenized differently would give other chunks and figures.
+TEST(Perplexity, ByteLevelBpeModelMatchesTheReferenceTool) {
+    test::temp_dir dir("pplbpe");
+    llm::synth_params sp;
+    sp.shape = llm::synth_preset("tiny");
+    sp.wtype = TSR_TYPE_F32;
+    sp.vocab = shared_dir + "/vocab/ggml-vocab-gpt-2.gguf";
+    const auto path = dir / "tiny-gpt2.gguf";
+    llm::synth_model(sp, path);
+    auto m = llm::model::load(path.string());
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
+    EXPECT_EQ(tokens.size(), 524u); // GPT-2 adds no BOS
+    llm::session s(*m, f32_params(128));
+    llm::perplexity_params pp;
+    pp.n_chunk_tokens = 128;
+    std::vector<double> running;
+    const llm::perplexity_totals t =
+        llm::perplexity(s, tok, tokens, pp, [&](uint64_t, uint64_t, const auto & sofar) { running.push_back(sofar.ppl()); });
+    const double ref_running[] = {99917.8244, 89722.6780, 87163.8417, 92953.9049};
+    ASSERT_EQ(running.size(), std::size(ref_running));
+    for (size_t i = 0; i < running.size(); ++i) EXPECT_NEAR(running[i], ref_running[i], ref_running[i] * 1e-7) << i;
+    EXPECT_NEAR(t.ppl(), 92953.9049, 92953.9049 * 1e-7);
+    EXPECT_NEAR(t.ppl_stderr(), 6002.82409, 6002.82409 * 1e-6);
 }
 
 // The totals are the sums, over chunks c and rows j = n/2 .. n - 2, of

@@ -310,8 +310,18 @@ TEST(TokenizerGguf, BadMetadataNamesTheKey) {
     };
     std::string m = gguf_error([](tessera::gguf::writer & w) { w.remove("tokenizer.ggml.model"); });
     EXPECT_TRUE(has(m, "tokenizer.ggml.model")) << m;
+    m = gguf_error([](tessera::gguf::writer & w) { w.set_string("tokenizer.ggml.model", "bert"); });
+    EXPECT_TRUE(has(m, "unsupported tokenizer model 'bert' (tokenizer.ggml.model); supported: 'llama'")) << m;
+    // A byte-level BPE vocabulary needs its merges, and a pre-tokenizer tessera knows.
     m = gguf_error([](tessera::gguf::writer & w) { w.set_string("tokenizer.ggml.model", "gpt2"); });
-    EXPECT_TRUE(has(m, "unsupported tokenizer model 'gpt2'")) << m;
+    EXPECT_TRUE(has(m, "tokenizer.ggml.merges")) << m;
+    m = gguf_error([](tessera::gguf::writer & w) {
+        w.set_string("tokenizer.ggml.model", "gpt2");
+        const std::vector<std::string> merges = {"a b"};
+        w.set("tokenizer.ggml.merges", tessera::gguf::value::array_string(merges));
+        w.set_string("tokenizer.ggml.pre", "qwen2");
+    });
+    EXPECT_TRUE(has(m, "unsupported pre-tokenizer 'qwen2' (tokenizer.ggml.pre); supported: 'gpt-2'")) << m;
     m = gguf_error([](tessera::gguf::writer & w) { w.set_u32("tokenizer.ggml.model", 1); });
     EXPECT_TRUE(has(m, "tokenizer.ggml.model")) << m;
     m = gguf_error([](tessera::gguf::writer & w) { w.remove("tokenizer.ggml.tokens"); });

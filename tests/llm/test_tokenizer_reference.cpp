@@ -15,7 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.hpp"
+#include "llm/bpe_reference_data.hpp"
+#include "support/temp_dir.hpp"
 #include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
 #include "tessera/llm/tokenizer.hpp"
 
 using tessera::llm::token_id;
@@ -133,11 +136,13 @@ void check_vocab_file(const std::string & name) {
         SCOPED_TRACE("case " + std::to_string(i) + ": \"" + texts[i] + "\"");
         EXPECT_EQ(tok.encode(texts[i], /*add_special=*/false, /*parse_special=*/false), expected[i]);
         EXPECT_EQ(tok.encode(texts[i], false, true), expected[i]);
-        // With special tokens: BOS in front, nothing at the end.
-        std::vector<token_id> with_bos = {tok.bos_id()};
+        // With special tokens: BOS in front where the vocabulary adds it
+        // (SentencePiece; not GPT-2), nothing at the end.
+        std::vector<token_id> with_bos;
+        if (tok.add_bos()) with_bos.push_back(tok.bos_id());
         with_bos.insert(with_bos.end(), expected[i].begin(), expected[i].end());
         EXPECT_EQ(tok.encode(texts[i], true, false), with_bos);
-        // SentencePiece is lossless: only the added leading space goes away.
+        // Both kinds are lossless: only SentencePiece's added leading space goes away.
         EXPECT_EQ(tok.detokenize(expected[i]), texts[i]);
     }
 }
@@ -147,6 +152,14 @@ void check_vocab_file(const std::string & name) {
 TEST(TokenizerReference, LlamaSpmVocabMatchesAllCases) { check_vocab_file("ggml-vocab-llama-spm.gguf"); }
 
 TEST(TokenizerReference, Phi3VocabMatchesAllCases) { check_vocab_file("ggml-vocab-phi-3.gguf"); }
+
+TEST(TokenizerReference, Gpt2VocabMatchesAllCases) {
+    const tokenizer & tok = load("vocab/ggml-vocab-gpt-2.gguf");
+    ASSERT_EQ(tok.kind(), tessera::llm::vocab_kind::bpe);
+    EXPECT_EQ(tok.pre(), tessera::llm::pre_tokenizer::gpt2);
+    EXPECT_FALSE(tok.add_bos());
+    check_vocab_file("ggml-vocab-gpt-2.gguf");
+}
 
 TEST(TokenizerReference, VocabularyMetadata) {
     const tokenizer & tok = load("models/stories260K.gguf");
@@ -389,4 +402,75 @@ TEST(TokenizerReference, RandomTextRoundTrip) {
             }
         }
     }
+}
+
+// Byte-level BPE against the reference's ids (bpe_reference_data.hpp): the
+// GPT-2 vocabulary with each pre-tokenizer tessera knows (the same tokens
+// and merges, tokenizer.ggml.pre changed in a copy).
+namespace {
+
+std::unique_ptr<tokenizer> gpt2_with_pre(const char * pre) {
+    const tessera::gguf::reader src(k_shared + "/vocab/ggml-vocab-gpt-2.gguf");
+    tessera::gguf::writer w;
+    for (const tessera::gguf::kv & e : src.metadata()) {
+        if (e.key != "tokenizer.ggml.pre" || pre != nullptr) w.set(e.key, e.val);
+    }
+    if (pre != nullptr) w.set_string("tokenizer.ggml.pre", pre);
+    const tessera::test::temp_dir dir("bpe");
+    const auto path = dir.path / "vocab.gguf";
+    w.write(path);
+    return std::make_unique<tokenizer>(tokenizer::from_gguf(tessera::gguf::reader(path)));
+}
+
+} // namespace
+
+TEST(TokenizerReference, ByteLevelBpeMatchesEachPreTokenizer) {
+    using tessera::llm::pre_tokenizer;
+    const tokenizer & gpt2 = load("vocab/ggml-vocab-gpt-2.gguf");
+    const auto llama3 = gpt2_with_pre("llama-bpe");
+    const auto smollm = gpt2_with_pre("smollm");
+    const auto absent = gpt2_with_pre(nullptr);
+    EXPECT_EQ(llama3->pre(), pre_tokenizer::llama3);
+    EXPECT_TRUE(llama3->add_bos()); // the reference's default for Llama 3 vocabularies
+    EXPECT_EQ(smollm->pre(), pre_tokenizer::smollm);
+    EXPECT_FALSE(smollm->add_bos());
+    EXPECT_EQ(absent->pre(), pre_tokenizer::default_);
+    EXPECT_EQ(gpt2_with_pre("llama3")->pre(), pre_tokenizer::llama3);
+    int n = 0;
+    for (const auto & c : tessera::test::k_bpe_cases) {
+        const std::string text(c.text, c.text_len);
+        SCOPED_TRACE("case " + std::to_string(n++) + ": " + to_hex(text));
+        EXPECT_EQ(gpt2.encode(text, false, false), c.gpt2);
+        EXPECT_EQ(llama3->encode(text, false, false), c.llama_bpe);
+        EXPECT_EQ(smollm->encode(text, false, false), c.smollm);
+        EXPECT_EQ(absent->encode(text, false, false), c.default_pre);
+        EXPECT_EQ(gpt2.encode(text, true, true), c.gpt2_special);
+        // With BOS: Llama 3's default adds it.
+        std::vector<token_id> with_bos = {llama3->bos_id()};
+        with_bos.insert(with_bos.end(), c.llama_bpe.begin(), c.llama_bpe.end());
+        EXPECT_EQ(llama3->encode(text, true, false), with_bos);
+        // Lossless for UTF-8 text (invalid bytes were read as U+FFFD).
+        if (valid_utf8(text)) {
+            EXPECT_EQ(gpt2.detokenize(c.gpt2), text);
+            EXPECT_EQ(absent->detokenize(c.default_pre), text);
+        }
+    }
+    EXPECT_EQ(n, 41);
+}
+
+TEST(TokenizerReference, Gpt2PiecesAreTheReferencesBytes) {
+    const tokenizer & tok = load("vocab/ggml-vocab-gpt-2.gguf");
+    for (const bool special : {false, true}) {
+        uint64_t h = 0xcbf29ce484222325ull; // FNV-1a 64
+        for (token_id id = 0; id < tok.n_vocab(); ++id) {
+            for (const unsigned char ch : tok.token_to_piece(id, special) + "\n") {
+                h = (h ^ ch) * 0x100000001b3ull;
+            }
+        }
+        EXPECT_EQ(h, special ? tessera::test::k_gpt2_pieces_special_fnv : tessera::test::k_gpt2_pieces_fnv) << special;
+    }
+    EXPECT_EQ(tok.token_to_piece(18435), " Hello");  // "ĠHello"
+    EXPECT_EQ(tok.token_to_piece(198), "\n");        // "Ċ"
+    EXPECT_EQ(tok.token_to_piece(50256), "");        // <|endoftext|>, control
+    EXPECT_EQ(tok.token_to_piece(50256, true), "<|endoftext|>");
 }

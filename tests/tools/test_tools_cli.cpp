@@ -473,13 +473,19 @@ TEST(SynthCli, ReproducibleLoadableAndChecked) {
     EXPECT_TRUE(contains(r.err, "[21/21] blk.1.ffn_down.weight")) << r.err;
     EXPECT_TRUE(contains(r.err, "synth-tiny F16 (n_embd 64, 2 layers, 4 heads, 2 kv heads, n_ff 128), seed 1")) << r.err;
     EXPECT_FALSE(contains(r.err, "warning")) << r.err;
-    // The preset in any case, as --type; a vocabulary tessera cannot run
-    // (BPE 'gpt2') is still copied, with a warning that says so.
+    // The preset in any case, as --type; a byte-level BPE vocabulary is
+    // copied and read; one tessera cannot read (WordPiece 'bert') is still
+    // copied, with a warning that says why.
     r = run_tessera("gguf synth -q --preset TINY --type f16 --vocab " + std::string(TESSERA_SHARED_DIR) + "/vocab/ggml-vocab-gpt-2.gguf -o " +
                     (d / "bpe.gguf"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_TRUE(contains(r.err, "warning: " + (d / "bpe.gguf") + ": tokenizer model 'gpt2' copied from")) << r.err;
+    EXPECT_FALSE(contains(r.err, "warning")) << r.err;
     EXPECT_EQ(tessera::gguf::reader(d / "bpe.gguf").get_string("tokenizer.ggml.model"), "gpt2");
+    r = run_tessera("gguf synth -q --preset tiny --vocab " + std::string(TESSERA_SHARED_DIR) + "/vocab/ggml-vocab-bert-bge.gguf -o " +
+                    (d / "wpm.gguf"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "warning: " + (d / "wpm.gguf") + ": tokenizer model 'bert' copied from")) << r.err;
+    EXPECT_TRUE(contains(r.err, "cannot read it (tokenizer: " + (d / "wpm.gguf") + ": unsupported tokenizer model 'bert'")) << r.err;
 
     r = run_tessera("gguf synth --preset 7b --vocab " + vocab + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);

@@ -1,7 +1,8 @@
-// tessera/llm/tokenizer.hpp — SentencePiece-style ("SPM") tokenizer for GGUF
-// models whose `tokenizer.ggml.model` is "llama".
+// tessera/llm/tokenizer.hpp — the tokenizers of GGUF models: SentencePiece-
+// style ("SPM", `tokenizer.ggml.model` = "llama") and byte-level BPE ("gpt2":
+// GPT-2, Llama 3, SmolLM and others).
 //
-// Algorithm (SentencePiece BPE mode, Kudo & Richardson 2018, "SentencePiece:
+// SPM algorithm (SentencePiece BPE mode, Kudo & Richardson 2018, "SentencePiece:
 // A simple and language independent subword tokenizer", and the
 // sentencepiece repository's bpe_model.cc): the text is split into one symbol
 // per UTF-8 character; the adjacent pair whose concatenation is a vocabulary
@@ -12,6 +13,17 @@
 // Observable behaviour (leading space, runs of spaces, newlines, special-token
 // text, whole-sequence detokenizing) follows the reference implementation as
 // described in shared/reference/tokenizer-notes.md.
+//
+// Byte-level BPE (Radford et al. 2019, GPT-2, and its encoder.py; Sennrich et
+// al. 2016 for BPE): the text is split into words by the pre-tokenizer the
+// vocabulary names (`tokenizer.ggml.pre`, see pre_tokenizer); each word's
+// UTF-8 bytes are mapped one to one onto printable characters (encoder.py's
+// bytes_to_unicode: '!'..'~', U+00A1..U+00AC and U+00AE..U+00FF stand for
+// themselves, the other 68 bytes for U+0100.. in byte order, so ' ' is 'Ġ');
+// then the adjacent pair with the lowest rank in `tokenizer.ggml.merges`
+// (rank = index; leftmost on a tie) is merged until no pair has a rank.
+// A final symbol that is not a token becomes the tokens of its single bytes,
+// where they exist. Decoding maps the characters back to bytes.
 //
 // Thread-safety: a tokenizer is immutable after construction; all const
 // members may be called from several threads at once. A stream_decoder is
@@ -44,18 +56,39 @@ enum class token_type : int32_t {
     byte = 6,         // <0xXX> byte-fallback token
 };
 
+enum class vocab_kind {
+    spm, // SentencePiece-style: `tokenizer.ggml.model` = "llama"
+    bpe, // byte-level BPE: `tokenizer.ggml.model` = "gpt2"
+};
+
+// How a byte-level BPE vocabulary splits text into words before merging
+// (`tokenizer.ggml.pre`); the patterns are listed in src/llm/pretokenizer.hpp.
+enum class pre_tokenizer {
+    gpt2,     // "gpt-2": GPT-2's pattern
+    llama3,   // "llama-bpe", "llama3", "llama-v3": Llama 3's pattern (numbers in
+              // groups of up to 3); a word that is a token is not merged
+    smollm,   // "smollm": every digit alone, then GPT-2's pattern
+    default_, // "default" or no key: punctuation runs, GPT-2's pattern, number
+              // runs, ASCII digits in groups of 3
+};
+
 // A vocabulary as plain vectors (what GGUF stores). tokens/scores/types have
 // one entry per token id. Special ids < 0 mean "absent".
 struct vocab_data {
-    std::vector<std::string> tokens; // piece text, U+2581 standing for a space
-    std::vector<float> scores;       // merge priority: higher merges first
+    vocab_kind kind = vocab_kind::spm;
+    std::vector<std::string> tokens; // spm: U+2581 stands for a space; bpe: bytes_to_unicode text
+    std::vector<float> scores;       // spm: merge priority, higher first; bpe: unused
     std::vector<token_type> types;
+    std::vector<std::string> merges; // bpe: "left right" (split at the first space after the
+                                     // first character), rank = index; the first of repeats counts
+    pre_tokenizer pre = pre_tokenizer::default_; // bpe only
     token_id bos_id = 1;
     token_id eos_id = 2;
     token_id unk_id = 0;
+    token_id eot_id = -1;          // end of turn: also ends generation
     bool add_bos = true;           // put BOS in front when add_special
     bool add_eos = false;          // put EOS at the end when add_special
-    bool add_space_prefix = true;  // prepend one space before each text run
+    bool add_space_prefix = true;  // spm: prepend one space before each text run
 };
 
 // The tokenizer: vocabulary, piece -> id hash map, encode and decode.
@@ -68,15 +101,23 @@ public:
     explicit tokenizer(vocab_data v);
 
     // Reads the GGUF tokenizer metadata:
-    //   tokenizer.ggml.model (STRING, must be "llama"), tokenizer.ggml.tokens
-    //   (ARRAY of STRING), tokenizer.ggml.scores (ARRAY of FLOAT32),
-    //   tokenizer.ggml.token_type (ARRAY of INT32) — all required;
+    //   tokenizer.ggml.model (STRING, "llama" or "gpt2"), tokenizer.ggml.tokens
+    //   (ARRAY of STRING) — required;
+    //   llama: tokenizer.ggml.scores (ARRAY of FLOAT32) and
+    //   tokenizer.ggml.token_type (ARRAY of INT32) required;
     //   tokenizer.ggml.{bos,eos,unknown}_token_id (UINT32, defaults 1/2/0,
     //   0xFFFFFFFF = absent), tokenizer.ggml.add_bos_token (BOOL, default true),
     //   tokenizer.ggml.add_eos_token (BOOL, default false),
     //   tokenizer.ggml.add_space_prefix (BOOL, default true) — optional.
+    //   gpt2: tokenizer.ggml.merges (ARRAY of STRING) required;
+    //   tokenizer.ggml.pre (STRING, see pre_tokenizer; absent = "default"),
+    //   token_type (default all normal), scores (ignored) optional; BOS/EOS
+    //   default to id 11 and no unknown token, add_bos defaults to true for
+    //   the Llama 3 pre-tokenizer only, add_space_prefix to false (the
+    //   reference implementation's defaults).
+    //   Both: tokenizer.ggml.eot_token_id (UINT32) optional.
     // Throws tessera::error naming the key for a missing or mistyped key, and
-    // naming the model for an unsupported tokenizer model.
+    // naming the model or pre-tokenizer when it is not one of these.
     static tokenizer from_gguf(const gguf::reader & r);
 
     // --- encoding ----------------------------------------------------------
@@ -84,26 +125,32 @@ public:
     //   add_special: put BOS in front (add_bos) and EOS at the end (add_eos).
     //   parse_special: text equal to a control or unknown token's text (e.g.
     //     "<s>") becomes that token. User-defined tokens are always matched.
-    //     The text after such a token gets the leading space again.
-    // The empty text gives [] (or [BOS] with add_special). Bytes are grouped
-    // into characters by their lead byte alone (like the reference); invalid
-    // UTF-8 ends up as byte tokens. Throws tessera::error only when byte
-    // fallback is needed for a byte the vocabulary cannot express (no <0xXX>
-    // token, no one-byte piece and no unknown token).
+    //     The text after such a token gets the leading space again (spm).
+    // The empty text gives [] (or [BOS] with add_special). spm: bytes are
+    // grouped into characters by their lead byte alone (like the reference);
+    // invalid UTF-8 ends up as byte tokens. Throws tessera::error only when
+    // byte fallback is needed for a byte the vocabulary cannot express (no
+    // <0xXX> token, no one-byte piece and no unknown token). bpe: invalid
+    // UTF-8 is read as U+FFFD, one per byte that starts no valid sequence (as
+    // the reference reads it); never throws for text.
     std::vector<token_id> encode(std::string_view text, bool add_special = true,
                                  bool parse_special = false) const;
 
     // --- decoding ----------------------------------------------------------
     // The text of one token as generated output: a normal token's text with
-    // U+2581 turned into spaces; a byte token's single raw byte; a
-    // user-defined token's text as is; control and unknown tokens give "" unless
-    // render_special (then their text); unused tokens give "".
+    // U+2581 turned into spaces (spm) or mapped back to bytes (bpe; a
+    // character outside bytes_to_unicode's 256 is kept as UTF-8); a byte
+    // token's single raw byte (spm; "" in bpe); a user-defined token's text as
+    // is; control and unknown tokens give "" unless render_special (then their
+    // text); unused tokens give "".
     // Throws tessera::error for an id outside [0, n_vocab).
     std::string token_to_piece(token_id id, bool render_special = false) const;
 
     // Whole-sequence detokenize: the pieces joined, except that the first
-    // token loses one leading space (the one encode added) — unless the
-    // sequence starts with BOS, which then keeps the space after it.
+    // token loses one leading space (the one encode added, when
+    // add_space_prefix) — unless the sequence starts with BOS, which then keeps
+    // the space after it. (bpe: no clean-up of spaces before punctuation,
+    // which the reference's llama_detokenize does for some vocabularies.)
     //   remove_special: drop a leading BOS (when add_bos) and a trailing EOS
     //     (when add_eos) before joining.
     // So detokenize(encode(t, false)) == t and detokenize(encode(t, true)) ==
@@ -113,14 +160,17 @@ public:
 
     // --- vocabulary ----------------------------------------------------------
     int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
+    vocab_kind kind() const { return kind_; }
+    pre_tokenizer pre() const { return pre_; } // bpe only
     token_id bos_id() const { return bos_id_; } // -1 when absent
     token_id eos_id() const { return eos_id_; } // -1 when absent
     token_id unk_id() const { return unk_id_; } // -1 when absent
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
     bool add_space_prefix() const { return add_space_prefix_; }
-    // True for the end-of-generation token (EOS).
-    bool is_eog(token_id id) const { return id >= 0 && id == eos_id_; }
+    token_id eot_id() const { return eot_id_; } // -1 when absent
+    // True for the end-of-generation tokens (EOS and EOT).
+    bool is_eog(token_id id) const { return id >= 0 && (id == eos_id_ || id == eot_id_); }
     // Raw vocabulary entries; throw tessera::error for an out-of-range id.
     const std::string & token_text(token_id id) const;
     float token_score(token_id id) const;
@@ -137,6 +187,9 @@ private:
     };
     void check_id(token_id id) const;
     void encode_spm(std::string_view text, std::vector<token_id> & out) const;
+    void encode_bpe(std::string_view text, std::vector<token_id> & out) const;
+    void index_merges(const std::vector<std::string> & merges);
+    int32_t merge_rank(std::string_view left, std::string_view right) const;
     void append_piece(token_id id, bool render_special, int lstrip, std::string & out) const;
 
     std::vector<std::string> tokens_;
@@ -146,7 +199,11 @@ private:
     std::unordered_map<std::string, token_id, string_hash, std::equal_to<>> piece_to_id_;
     std::array<token_id, 256> byte_to_token_{};
     std::vector<token_id> special_by_length_; // control/unknown/user-defined, longest text first
-    token_id bos_id_ = -1, eos_id_ = -1, unk_id_ = -1;
+    vocab_kind kind_ = vocab_kind::spm;
+    pre_tokenizer pre_ = pre_tokenizer::default_;
+    // bpe: merge rank by key (4-byte length of left, left, right).
+    std::unordered_map<std::string, int32_t, string_hash, std::equal_to<>> merge_rank_;
+    token_id bos_id_ = -1, eos_id_ = -1, unk_id_ = -1, eot_id_ = -1;
     bool add_bos_ = true, add_eos_ = false, add_space_prefix_ = true;
 };
 

@@ -1,0 +1,206 @@
+// tokenizer_bpe.cpp — byte-level BPE encoding (tokenizer.hpp describes the
+// algorithm): pre-tokenize, map bytes to characters, merge by rank.
+#include <array>
+#include <cstring>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "byte_level.hpp"
+#include "pretokenizer.hpp"
+#include "tessera/llm/tokenizer.hpp"
+#include "unicode_text.hpp"
+
+namespace tessera::llm {
+
+namespace byte_level {
+
+namespace {
+
+// bytes_to_unicode (GPT-2 encoder.py): bytes '!'..'~', 0xA1..0xAC and
+// 0xAE..0xFF are their own code point; the remaining 68 bytes, in increasing
+// order, get U+0100, U+0101, ...
+struct tables {
+    std::array<std::string, 256> text;
+    std::array<int16_t, 0x144> byte_of; // code point -> byte, -1 for none
+    tables() {
+        byte_of.fill(-1);
+        uint32_t next = 0x100;
+        for (uint32_t b = 0; b < 256; ++b) {
+            const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+            const uint32_t cp = printable ? b : next++;
+            unicode::append_utf8(cp, text[b]);
+            byte_of[cp] = static_cast<int16_t>(b);
+        }
+    }
+};
+
+const tables & get() {
+    static const tables t;
+    return t;
+}
+
+} // namespace
+
+const std::string & char_of(uint8_t b) { return get().text[b]; }
+
+void decode(std::string_view text, std::string & out) {
+    const tables & t = get();
+    size_t i = 0;
+    for (const uint32_t cp : unicode::decode_utf8(text)) {
+        // Re-read the source bytes of this code point to keep anything the
+        // map does not cover exactly as it was.
+        std::string enc;
+        unicode::append_utf8(cp, enc);
+        if (cp < t.byte_of.size() && t.byte_of[cp] >= 0 && text.compare(i, enc.size(), enc) == 0) {
+            out += static_cast<char>(t.byte_of[cp]);
+            i += enc.size();
+        } else if (cp != unicode::k_replacement || text.compare(i, enc.size(), enc) == 0) {
+            out.append(text.substr(i, enc.size()));
+            i += enc.size();
+        } else {
+            out += text[i++]; // an invalid byte the decoder read as U+FFFD
+        }
+    }
+}
+
+} // namespace byte_level
+
+namespace {
+
+struct symbol {
+    int prev;
+    int next;
+    size_t offset; // into the mapped word
+    size_t length; // bytes; 0 once merged into its left neighbour
+};
+
+struct bigram {
+    int32_t rank;
+    int left;
+    int right;
+    size_t length; // byte length of left + right when the pair was queued
+};
+
+// Min-heap order: lowest rank first, then the leftmost pair.
+struct bigram_greater {
+    bool operator()(const bigram & a, const bigram & b) const {
+        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+    }
+};
+
+std::string merge_key(std::string_view left, std::string_view right) {
+    std::string key(4 + left.size() + right.size(), '\0');
+    const auto n = static_cast<uint32_t>(left.size());
+    std::memcpy(key.data(), &n, 4);
+    std::memcpy(key.data() + 4, left.data(), left.size());
+    std::memcpy(key.data() + 4 + left.size(), right.data(), right.size());
+    return key;
+}
+
+size_t utf8_len_from_lead(unsigned char c) {
+    static constexpr uint8_t lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lookup[c >> 4];
+}
+
+} // namespace
+
+void tokenizer::index_merges(const std::vector<std::string> & merges) {
+    merge_rank_.reserve(merges.size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+        const std::string & m = merges[i];
+        const size_t space = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
+        if (space == std::string::npos) {
+            continue; // no pair: can never match (the reference keeps it as an empty pair)
+        }
+        merge_rank_.emplace(merge_key(std::string_view(m).substr(0, space), std::string_view(m).substr(space + 1)),
+                            static_cast<int32_t>(i));
+    }
+}
+
+int32_t tokenizer::merge_rank(std::string_view left, std::string_view right) const {
+    const auto it = merge_rank_.find(merge_key(left, right));
+    return it == merge_rank_.end() ? -1 : it->second;
+}
+
+void tokenizer::encode_bpe(std::string_view text, std::vector<token_id> & out) const {
+    std::string word;
+    std::vector<symbol> symbols;
+    for (const std::string & raw : pre_tokenize(pre_, text)) {
+        word.clear();
+        for (const char c : raw) {
+            word += byte_level::char_of(static_cast<uint8_t>(c));
+        }
+        if (pre_ == pre_tokenizer::llama3) {
+            // Llama 3's tokenizer takes a word that is a token as it is.
+            if (const token_id id = find_piece(word); id >= 0) {
+                out.push_back(id);
+                continue;
+            }
+        }
+        symbols.clear();
+        for (size_t off = 0; off < word.size();) {
+            const size_t len = std::min(utf8_len_from_lead(static_cast<unsigned char>(word[off])), word.size() - off);
+            const int index = static_cast<int>(symbols.size());
+            symbols.push_back({index - 1, index + 1, off, len});
+            off += len;
+        }
+        if (symbols.empty()) {
+            continue;
+        }
+        symbols.back().next = -1;
+
+        std::priority_queue<bigram, std::vector<bigram>, bigram_greater> queue;
+        const std::string_view w = word;
+        const auto try_add = [&](int left, int right) {
+            if (left < 0 || right < 0) {
+                return;
+            }
+            const symbol & l = symbols[left];
+            const symbol & r = symbols[right];
+            const int32_t rank = merge_rank(w.substr(l.offset, l.length), w.substr(r.offset, r.length));
+            if (rank >= 0) {
+                queue.push({rank, left, right, l.length + r.length});
+            }
+        };
+        for (int i = 1; i < static_cast<int>(symbols.size()); ++i) {
+            try_add(i - 1, i);
+        }
+        while (!queue.empty()) {
+            const bigram top = queue.top();
+            queue.pop();
+            symbol & left = symbols[top.left];
+            symbol & right = symbols[top.right];
+            // Stale: one side was merged away or grew since this pair was queued.
+            if (left.length == 0 || right.length == 0 || left.length + right.length != top.length) {
+                continue;
+            }
+            left.length += right.length;
+            right.length = 0;
+            left.next = right.next;
+            if (right.next >= 0) {
+                symbols[right.next].prev = top.left;
+            }
+            try_add(left.prev, top.left);
+            try_add(top.left, left.next);
+        }
+
+        for (int i = 0; i >= 0; i = symbols[i].next) {
+            const std::string_view piece = w.substr(symbols[i].offset, symbols[i].length);
+            if (const token_id id = find_piece(piece); id >= 0) {
+                out.push_back(id);
+                continue;
+            }
+            // Not a token: the tokens of its single bytes, where they exist
+            // (as the reference does; a vocabulary built by BPE training has
+            // all of them).
+            for (const char c : piece) {
+                if (const token_id id = find_piece(std::string_view(&c, 1)); id >= 0) {
+                    out.push_back(id);
+                }
+            }
+        }
+    }
+}
+
+} // namespace tessera::llm
