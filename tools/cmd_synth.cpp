@@ -31,6 +31,7 @@ struct options {
     std::string out;
     std::string seed = "1"; // --seed as given (parse_seed)
     bool quiet = false;
+    bool llama31_rope = false;
 };
 
 int run_synth(const options & o) {
@@ -45,6 +46,7 @@ int run_synth(const options & o) {
     p.wtype = t;
     p.vocab = o.vocab;
     p.seed = parse_seed(o.seed);
+    p.llama31_rope = o.llama31_rope;
     if (!o.quiet) {
         // A terminal gets one line rewritten in place, a file or pipe one line per tensor.
         const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -98,6 +100,9 @@ command add_gguf_synth(CLI::App & gguf_sub) {
         ->type_name("UINT64")
         ->capture_default_str();
     sub->add_flag("-q,--quiet", o->quiet, "no per-tensor progress lines");
+    sub->add_flag("--llama31-rope", o->llama31_rope,
+                  "also write rope_freqs.weight with Llama 3.1's RoPE scaling (factor 8, low/high-frequency factors "
+                  "1 and 4, original context 8192)");
     return command{sub, [o]() { return run_synth(*o); }};
 }
 

@@ -256,7 +256,7 @@ tensor * set_rows(context & ctx, tensor * dst, tensor * src, tensor * idx) {
 }
 
 tensor * rope(context & ctx, tensor * x, tensor * pos, int n_dims, rope_mode mode, float freq_base,
-              float freq_scale) {
+              float freq_scale, tensor * freq_factors) {
     const int32_t op = TSR_OP_ROPE;
     need_type(op, "x", x, TSR_TYPE_F32);
     need_type(op, "pos", pos, TSR_TYPE_I32);
@@ -271,9 +271,18 @@ tensor * rope(context & ctx, tensor * x, tensor * pos, int n_dims, rope_mode mod
         fail(op, fmt::format("unknown mode {} (expected {} NORMAL or {} NEOX)", static_cast<int>(mode),
                              static_cast<int>(ROPE_NORMAL), static_cast<int>(ROPE_NEOX)));
     }
+    if (freq_factors != nullptr) {
+        need_type(op, "freq_factors", freq_factors, TSR_TYPE_F32);
+        for (int i = 1; i < 4; ++i) need_dim_one(op, "freq_factors", freq_factors, i);
+        if (freq_factors->ne[0] < n_dims / 2 || freq_factors->nb[0] != sizeof(float)) {
+            fail(op, fmt::format("freq_factors {} must hold n_dims / 2 = {} contiguous values", shape_str(freq_factors),
+                                 n_dims / 2));
+        }
+    }
     tensor * r = new_result(ctx, op, TSR_TYPE_F32, ne_of(x));
     r->src[0] = x;
     r->src[1] = pos;
+    r->src[2] = freq_factors;
     r->op_params[0] = n_dims;
     r->op_params[1] = mode;
     set_op_param_f32(r, 2, freq_base);

@@ -26,9 +26,9 @@ batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_se
         tensor * k_mm = mul_mat(ctx, l.wk, h);
         tensor * v = mul_mat(ctx, l.wv, h); // [n_embd_kv, T]
         tensor * q = rope(ctx, reshape(ctx, q_mm, {head_dim, n_head, T}), g.in.pos, int(hp.n_rot), ROPE_NORMAL,
-                          hp.rope_freq_base, hp.rope_freq_scale);
+                          hp.rope_freq_base, hp.rope_freq_scale, w.rope_freqs);
         tensor * k = rope(ctx, reshape(ctx, k_mm, {head_dim, n_head_kv, T}), g.in.pos, int(hp.n_rot), ROPE_NORMAL,
-                          hp.rope_freq_base, hp.rope_freq_scale);
+                          hp.rope_freq_base, hp.rope_freq_scale, w.rope_freqs);
 
         // Write this batch's K and V rows into the cache at their positions.
         tensor * k_store = set_rows(ctx, kv.k[il], reshape(ctx, k, {n_embd_kv, T}), g.in.pos);

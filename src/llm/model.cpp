@@ -95,10 +95,11 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     hp.rms_eps = read_f32(r, a + ".attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_freq_base = read_f32(r, a + ".rope.freq_base", 10000.0f);
     // RoPE scaling: the ROPE op computes none and linear (positions times
-    // rope_freq_scale = 1 / factor; factor 0 or absent: none). YaRN,
-    // LongRoPE and per-dimension frequency factors (the rope_freqs.weight
-    // tensor of Llama 3.1 files) are not implemented: refused rather than
-    // run with the wrong positions.
+    // rope_freq_scale = 1 / factor; factor 0 or absent: none), and divides
+    // each pair's frequency by the rope_freqs.weight tensor where the file
+    // has one (Llama 3.1's scaling, computed by the converter). YaRN and
+    // LongRoPE are not implemented: refused rather than run with the wrong
+    // positions.
     if (const gguf::value * type = r.find_key(a + ".rope.scaling.type")) {
         const bool is_string = type->type() == gguf::value_type::STRING;
         const std::string_view t = is_string ? type->as_string() : std::string_view{};
@@ -106,11 +107,6 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
             throw error(fmt::format("{}: {}.rope.scaling.type {} is not supported (supported: none, linear)", r.name(), a,
                                     is_string ? "'" + tessera::printable(t) + "'" : std::string("(not a string)")));
         }
-    }
-    if (r.find_tensor("rope_freqs.weight") != nullptr) {
-        throw error(fmt::format("{}: tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors, as in Llama 3.1) "
-                                "is not supported",
-                                r.name()));
     }
     const float rope_factor = read_f32(r, a + ".rope.scaling.factor", 0.0f);
     if (!(rope_factor >= 0.0f) || !std::isfinite(rope_factor)) {
@@ -187,6 +183,7 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     m->output_norm = take("output_norm.weight", {E});
     m->output = take("output.weight", {E, V}, false);
     if (m->output == nullptr) m->output = m->tok_embd; // tied embeddings
+    m->rope_freqs = take("rope_freqs.weight", {int64_t(hp.n_rot / 2)}, false);
     // Each layer has 9 weight tensors (below) besides token_embd and
     // output_norm: a block_count the file cannot hold is refused before the
     // layers are allocated (2^30 ran out of memory; 2^24 took 1.2 GB first).
@@ -237,6 +234,17 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         }
     };
     require_f32(m->output_norm);
+    if (m->rope_freqs != nullptr) {
+        require_f32(m->rope_freqs);
+        const auto * f = static_cast<const float *>(m->rope_freqs->data);
+        for (int64_t i = 0; i < m->rope_freqs->ne[0]; ++i) {
+            if (!(f[i] > 0.0f) || !std::isfinite(f[i])) {
+                throw error(fmt::format("{}: tensor 'rope_freqs.weight' [{}] = {} must be a finite number > 0 (it "
+                                        "divides a RoPE frequency)",
+                                        r.name(), i, f[i]));
+            }
+        }
+    }
     for (const layer_weights & l : m->layers) {
         require_f32(l.attn_norm);
         require_f32(l.ffn_norm);
@@ -277,6 +285,7 @@ std::vector<tensor *> model::weights() const {
 std::vector<tensor *> weight_set::all() const {
     std::vector<tensor *> out{tok_embd, output_norm};
     if (output != tok_embd) out.push_back(output);
+    if (rope_freqs != nullptr) out.push_back(rope_freqs);
     for (const layer_weights & l : layers) {
         for (tensor * t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down}) out.push_back(t);
     }
@@ -306,6 +315,7 @@ weight_set model::copy_weights(context & ctx) const {
     w.tok_embd = copy(tok_embd);
     w.output_norm = copy(output_norm);
     w.output = output == tok_embd ? w.tok_embd : copy(output);
+    w.rope_freqs = rope_freqs != nullptr ? copy(rope_freqs) : nullptr;
     for (const layer_weights & l : layers) {
         layer_weights c;
         c.attn_norm = copy(l.attn_norm);

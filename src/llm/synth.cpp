@@ -60,12 +60,39 @@ struct tensor_plan {
     int64_t ne[2] = {1, 1};
     uint32_t n_dims = 1;
     type t = TSR_TYPE_F32;
+    std::vector<float> values; // 1-D tensors: the values (norm weights: ones)
 };
+
+// Llama 3.1's RoPE frequency divisors for n_rot dimensions, as its
+// converter writes them into rope_freqs.weight (Meta's apply_scaling in the
+// Llama 3.1 reference code: scale factor 8, low- and high-frequency factors 1
+// and 4, original context 8192): 1 for wavelengths below 8192 / 4, 8 above
+// 8192 / 1, and 1 / ((1 - s) / 8 + s), s = (8192 / wavelength - 1) / (4 - 1),
+// between.
+std::vector<float> llama31_rope_factors(uint32_t n_rot, double freq_base) {
+    constexpr double factor = 8, low = 1, high = 4, old_ctx = 8192;
+    constexpr double pi = 3.14159265358979323846;
+    std::vector<float> out;
+    for (uint32_t i = 0; i < n_rot / 2; ++i) {
+        const double freq = std::pow(freq_base, -2.0 * i / n_rot);
+        const double wavelen = 2 * pi / freq;
+        double f = 1;
+        if (wavelen > old_ctx / low) {
+            f = factor;
+        } else if (wavelen >= old_ctx / high) {
+            const double smooth = (old_ctx / wavelen - low) / (high - low);
+            f = 1 / ((1 - smooth) / factor + smooth);
+        }
+        out.push_back(static_cast<float>(f));
+    }
+    return out;
+}
 
 // The tensors of a model in file order, each 2-D one in the type
 // tensor_type_for gives it. Throws when the target is not supported or a
 // matrix fits no block of its type.
-std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, const file_type & wtype) {
+std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, const file_type & wtype,
+                                      bool llama31_rope = false, double freq_base = 10000) {
     const int64_t E = s.n_embd, V = n_vocab, F = s.n_ff;
     const int64_t EKV = static_cast<int64_t>(s.n_embd / s.n_head) * s.n_head_kv;
     std::vector<tensor_plan> out;
@@ -77,12 +104,18 @@ std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, c
             throw error(fmt::format("synth: n_embd {} and n_ff {} must be multiples of the {} block size {} ({})",
                                     s.n_embd, s.n_ff, type_name(want), get_type_traits(want).block_size, name));
         }
-        out.push_back({std::move(name), {ne0, ne1}, 2, *t});
+        out.push_back({std::move(name), {ne0, ne1}, 2, *t, {}});
     };
-    auto norm = [&](std::string name) { out.push_back({std::move(name), {E, 1}, 1, TSR_TYPE_F32}); };
+    auto norm = [&](std::string name) {
+        out.push_back({std::move(name), {E, 1}, 1, TSR_TYPE_F32, std::vector<float>(size_t(E), 1.0f)});
+    };
     w("token_embd.weight", E, V);
     norm("output_norm.weight");
     w("output.weight", E, V);
+    if (llama31_rope) {
+        const uint32_t n_rot = s.n_embd / s.n_head;
+        out.push_back({"rope_freqs.weight", {n_rot / 2, 1}, 1, TSR_TYPE_F32, llama31_rope_factors(n_rot, freq_base)});
+    }
     for (uint32_t il = 0; il < s.n_layer; ++il) {
         const std::string p = fmt::format("blk.{}.", il);
         norm(p + "attn_norm.weight");
@@ -133,10 +166,10 @@ void synth_values(uint64_t seed, std::string_view name, int64_t fan_in, std::spa
     value_stream(seed, name, fan_in).fill(out);
 }
 
-uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_type & wtype) {
+uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_type & wtype, bool llama31_rope) {
     check_shape(s, wtype);
     uint64_t total = 0;
-    for (const tensor_plan & t : plan_tensors(s, n_vocab, wtype)) {
+    for (const tensor_plan & t : plan_tensors(s, n_vocab, wtype, llama31_rope)) {
         total += row_size(t.t, t.ne[0]) * static_cast<uint64_t>(t.ne[1]);
     }
     return total;
@@ -187,16 +220,16 @@ std::string synth_model(const synth_params & p, const std::filesystem::path & ou
         if (e.key.starts_with("tokenizer.")) w.set(e.key, e.val); // values keep the vocab mapping alive
     }
 
-    auto plan = std::make_shared<const std::vector<tensor_plan>>(plan_tensors(s, n_vocab, p.wtype));
+    auto plan = std::make_shared<const std::vector<tensor_plan>>(
+        plan_tensors(s, n_vocab, p.wtype, p.llama31_rope, p.rope_freq_base));
     const size_t count = plan->size();
     for (size_t i = 0; i < count; ++i) {
         const tensor_plan & t = (*plan)[i];
         const std::span<const int64_t> ne(t.ne, t.n_dims);
         w.add_tensor_fill(t.name, t.t, ne, [plan, &t, i, count, seed = p.seed, progress = p.progress](std::span<uint8_t> dst) {
             if (progress) progress(i, count, t.name);
-            if (t.n_dims == 1) { // norm weights: 1
-                std::vector<float> ones(static_cast<size_t>(t.ne[0]), 1.0f);
-                std::memcpy(dst.data(), ones.data(), dst.size());
+            if (t.n_dims == 1) { // norm weights (ones), rope_freqs
+                std::memcpy(dst.data(), t.values.data(), dst.size());
                 return;
             }
             const type_traits & tt = get_type_traits(t.t);

@@ -166,6 +166,17 @@ TEST(Rope, ParamsAndChecks) {
     EXPECT_ERROR_HAS(rope(ctx, x, pos, 32, static_cast<rope_mode>(1), 1e4f, 1.0f), "ROPE", "mode 1");
     tensor * posf = ctx.new_tensor(TSR_TYPE_F32, {5});
     EXPECT_ERROR_HAS(rope(ctx, x, posf, 32, ROPE_NORMAL, 1e4f, 1.0f), "ROPE", "pos", "I32");
+    // freq_factors: F32, at least n_dims / 2 contiguous values, as src[2].
+    EXPECT_EQ(r->src[2], nullptr);
+    tensor * ff = ctx.new_tensor(TSR_TYPE_F32, {16});
+    EXPECT_EQ(rope(ctx, x, pos, 32, ROPE_NORMAL, 1e4f, 1.0f, ff)->src[2], ff);
+    tensor * ff15 = ctx.new_tensor(TSR_TYPE_F32, {15});
+    EXPECT_ERROR_HAS(rope(ctx, x, pos, 32, ROPE_NORMAL, 1e4f, 1.0f, ff15), "ROPE", "freq_factors [15,1,1,1]",
+                     "n_dims / 2 = 16");
+    tensor * ff16 = ctx.new_tensor(TSR_TYPE_F16, {16});
+    EXPECT_ERROR_HAS(rope(ctx, x, pos, 32, ROPE_NORMAL, 1e4f, 1.0f, ff16), "ROPE", "freq_factors", "F32");
+    tensor * ff2d = ctx.new_tensor(TSR_TYPE_F32, {16, 2});
+    EXPECT_ERROR_HAS(rope(ctx, x, pos, 32, ROPE_NORMAL, 1e4f, 1.0f, ff2d), "ROPE", "freq_factors");
 }
 
 TEST(SoftMax, MaskBroadcast) {

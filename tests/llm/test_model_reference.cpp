@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <fstream>
@@ -234,8 +235,9 @@ TEST(model_errors, non_finite_hyper_parameters_name_the_key) {
 }
 
 // RoPE scaling the ROPE op does not compute (YaRN, LongRoPE, an unknown
-// type, Llama 3.1's rope_freqs.weight factors) or a bad factor is refused
-// at load, naming the key or tensor; linear and none still load.
+// type) or a bad factor is refused at load, naming the key or tensor;
+// linear and none load, and so does Llama 3.1's rope_freqs.weight (per-pair
+// frequency divisors) when it has n_rot / 2 finite values > 0.
 TEST(model_errors, unsupported_rope_scaling_is_refused) {
     const gguf::reader src(shared_dir + "/models/stories260K.gguf");
     const fs::path dir = fs::temp_directory_path() / "tessera_rope_scaling";
@@ -244,27 +246,35 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
     struct rope_case {
         std::string type;  // "" = no type key
         float factor;      // < -1e30: no factor key
-        bool freqs_tensor; // add rope_freqs.weight
+        std::vector<float> freqs; // rope_freqs.weight's values (none: no tensor)
         std::string error; // "" = loads
     };
     const float none = -1e38f;
-    for (const rope_case & c : {rope_case{"yarn", 4.0f, false, "llama.rope.scaling.type 'yarn' is not supported"},
-                                rope_case{"longrope", none, false, "'longrope' is not supported"},
-                                rope_case{"bo\x01gus", none, false, "'bo\x5cx01gus' is not supported"},
-                                rope_case{"", none, true, "tensor 'rope_freqs.weight'"},
-                                rope_case{"", -2.0f, false, "llama.rope.scaling.factor = -2 must be a finite number >= 0"},
-                                rope_case{"", std::nanf(""), false, "llama.rope.scaling.factor = nan"},
-                                rope_case{"linear", 4.0f, false, ""},
-                                rope_case{"none", none, false, ""}}) {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const rope_case & c : {rope_case{"yarn", 4.0f, {}, "llama.rope.scaling.type 'yarn' is not supported"},
+                                rope_case{"longrope", none, {}, "'longrope' is not supported"},
+                                rope_case{"bo\x01gus", none, {}, "'bo\x5cx01gus' is not supported"},
+                                rope_case{"", none, {1, 1, 4.5f, 8}, ""},
+                                rope_case{"", none, {1, 0, 1, 1}, "tensor 'rope_freqs.weight' [1] = 0 must be a finite number > 0"},
+                                rope_case{"", none, {1, 1, inf, 1}, "tensor 'rope_freqs.weight' [2] = inf"},
+                                rope_case{"", none, {1, 1, 1, -1}, "tensor 'rope_freqs.weight' [3] = -1"},
+                                rope_case{"", none, {1, 1, 1, 1, 1}, "tensor 'rope_freqs.weight' has shape [5,1,1,1], expected [4,1,1,1]"},
+                                rope_case{"", -2.0f, {}, "llama.rope.scaling.factor = -2 must be a finite number >= 0"},
+                                rope_case{"", std::nanf(""), {}, "llama.rope.scaling.factor = nan"},
+                                rope_case{"linear", 4.0f, {}, ""},
+                                rope_case{"none", none, {}, ""}}) {
         SCOPED_TRACE(c.type + " " + std::to_string(c.factor));
         gguf::writer w;
         w.copy_all_kv(src);
         if (!c.type.empty()) w.set_string("llama.rope.scaling.type", c.type);
         if (c.factor > -1e30f || std::isnan(c.factor)) w.set_f32("llama.rope.scaling.factor", c.factor);
         for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
-        const std::vector<uint8_t> ones(4 * 4, 0);
-        const int64_t ne[1] = {4};
-        if (c.freqs_tensor) w.add_tensor("rope_freqs.weight", TSR_TYPE_F32, ne, ones);
+        if (!c.freqs.empty()) {
+            std::vector<uint8_t> bytes(c.freqs.size() * 4);
+            std::memcpy(bytes.data(), c.freqs.data(), bytes.size());
+            const int64_t ne[1] = {int64_t(c.freqs.size())};
+            w.add_tensor("rope_freqs.weight", TSR_TYPE_F32, ne, bytes);
+        }
         w.write(path);
         if (c.error.empty()) {
             EXPECT_NO_THROW(llm::model::load(path));

@@ -146,6 +146,40 @@ TEST(Perplexity, ByteLevelBpeModelMatchesTheReferenceTool) {
     EXPECT_NEAR(t.ppl_stderr(), 6002.82409, 6002.82409 * 1e-6);
 }
 
+// Llama 3.1's RoPE scaling (rope_freqs.weight): synth's tiny shape, F32,
+// seed 1, stories260K's vocabulary, `--llama31-rope`; the reference tool's
+// figures on that file (the same command line as above). Without the
+// factors the same weights give 873.3757: the factors are applied.
+TEST(Perplexity, Llama31RopeFactorsMatchTheReferenceTool) {
+    test::temp_dir dir("pplrope");
+    llm::synth_params sp;
+    sp.shape = llm::synth_preset("tiny");
+    sp.wtype = TSR_TYPE_F32;
+    sp.vocab = shared_dir + "/models/stories260K.gguf";
+    sp.llama31_rope = true;
+    const auto path = dir / "tiny-rope31.gguf";
+    llm::synth_model(sp, path);
+    auto m = llm::model::load(path.string());
+    ASSERT_NE(m->rope_freqs, nullptr);
+    const float * f = static_cast<const float *>(m->rope_freqs->data);
+    // head size 16: wavelengths 2 pi 10000^(i/8); 6283 lies between 2048 and 8192.
+    const float want[8] = {1, 1, 1, 1, 1, 1, 4.68148f, 8}; // 1 / ((1 - s) / 8 + s), s = (8192 / 6283.19 - 1) / 3
+    for (int i = 0; i < 8; ++i) EXPECT_NEAR(f[i], want[i], 1e-4) << i;
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
+    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
+    llm::session s(*m, f32_params(128));
+    llm::perplexity_params pp;
+    pp.n_chunk_tokens = 128;
+    std::vector<double> running;
+    const llm::perplexity_totals t =
+        llm::perplexity(s, tok, tokens, pp, [&](uint64_t, uint64_t, const auto & sofar) { running.push_back(sofar.ppl()); });
+    const double ref_running[] = {901.6754, 790.8854, 840.5234, 859.0962, 849.3454, 872.3814, 872.5903};
+    ASSERT_EQ(running.size(), std::size(ref_running));
+    for (size_t i = 0; i < running.size(); ++i) EXPECT_NEAR(running[i], ref_running[i], 0.0002) << i;
+    EXPECT_NEAR(t.ppl(), 872.5903, 0.0002);
+    EXPECT_NEAR(t.ppl_stderr(), 42.56619, 0.00003);
+}
+
 // The totals are the sums, over chunks c and rows j = n/2 .. n - 2, of
 // -log softmax(row j)[token c n + j + 1], recomputed here in long double
 // from a second session's logits of the same chunks (BOS first); a

@@ -78,14 +78,18 @@ tensor * set_rows(context & ctx, tensor * dst, tensor * src, tensor * idx);
 // Rotary position embedding (Su et al. 2021, "RoFormer", eq. 34).
 //   x:   F32 [head_dim, n_head, n_tokens, 1], any strides
 //   pos: I32 [n_tokens]: position of each token
+//   freq_factors: null or F32 [>= n_dims/2], contiguous: per-pair divisors of
+//     the frequency (the rope_freqs.weight tensor of Llama 3.1 files)
 // The first n_dims (even, <= head_dim) elements of each head are rotated;
-// the rest are copied. theta_i = pos * freq_scale * freq_base^(-2i/n_dims).
+// the rest are copied. theta_i = pos * freq_scale * freq_base^(-2i/n_dims)
+// / freq_factors[i] (1 without freq_factors).
 // mode ROPE_NORMAL rotates adjacent pairs (x[2i], x[2i+1]); mode ROPE_NEOX
 // rotates (x[i], x[i + n_dims/2]).
-// op_params: [0] n_dims, [1] mode, [2] freq_base (f32), [3] freq_scale (f32).
+// op_params: [0] n_dims, [1] mode, [2] freq_base (f32), [3] freq_scale (f32);
+// src[2] = freq_factors.
 enum rope_mode : int32_t { ROPE_NORMAL = 0, ROPE_NEOX = 2 };
 tensor * rope(context & ctx, tensor * x, tensor * pos, int n_dims, rope_mode mode,
-              float freq_base, float freq_scale);
+              float freq_base, float freq_scale, tensor * freq_factors = nullptr);
 
 // Row-wise soft-max of (scale * a + mask):
 //   a: F32 [n, rows, A2, A3], any strides

@@ -58,6 +58,7 @@ struct weight_set {
     tensor * output_norm = nullptr; // [n_embd]
     tensor * output = nullptr;      // [n_embd, n_vocab]; == tok_embd when tied
     std::vector<layer_weights> layers;
+    tensor * rope_freqs = nullptr;  // F32 [n_rot / 2] RoPE frequency divisors (Llama 3.1), or null
 
     // Every tensor once (a tied output is tok_embd).
     std::vector<tensor *> all() const;
@@ -81,6 +82,7 @@ public:
     tensor * output_norm = nullptr; // [n_embd]
     tensor * output = nullptr;      // [n_embd, n_vocab]; == tok_embd when tied
     std::vector<layer_weights> layers;
+    tensor * rope_freqs = nullptr;  // F32 [n_rot / 2] RoPE frequency divisors (Llama 3.1), or null
 
     // Number of weight elements and bytes of weight data.
     int64_t n_params() const { return n_params_; }

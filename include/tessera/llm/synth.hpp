@@ -79,6 +79,10 @@ struct synth_params {
     uint64_t seed = 1;
     float rms_eps = 1e-5f;           // attention.layer_norm_rms_epsilon
     float rope_freq_base = 10000.0f; // rope.freq_base
+    // Also write rope_freqs.weight (F32 [head size / 2]) with Llama 3.1's RoPE
+    // scaling (scale factor 8, low/high-frequency factors 1 and 4, original
+    // context 8192), as its converter computes it from rope.freq_base.
+    bool llama31_rope = false;
     // Called before tensor `index` (0-based) of `count` is written.
     std::function<void(size_t index, size_t count, std::string_view name)> progress;
 };
@@ -103,7 +107,7 @@ void synth_values(uint64_t seed, std::string_view name, int64_t fan_in, std::spa
 // Total bytes of tensor data a model of this shape, vocabulary size and
 // target holds (not counting the header), each matrix counted in the type
 // tensor_type_for gives it. Throws tessera::error where synth_model would
-// refuse the shape or target.
-uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_type & wtype);
+// refuse the shape or target. llama31_rope: with rope_freqs.weight.
+uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_type & wtype, bool llama31_rope = false);
 
 } // namespace tessera::llm

@@ -78,6 +78,69 @@ INSTANTIATE_TEST_SUITE_P(Modes, Rope,
                                            rope_case{64, 48, ROPE_NEOX, 1000000.0f, 0.5f, false},
                                            rope_case{31, 2, ROPE_NEOX, 10000.0f, 1.0f, true}));
 
+// freq_factors (Llama 3.1's rope_freqs): theta_i is divided by factor i.
+// Nodes in one graph with other factors, the same values in another
+// tensor, and none, then the factors' values changed between two runs of
+// the same graph: each matches the double reference, so no thread reuses
+// a table computed with other factors.
+TEST(Rope, FreqFactorsDivideEachPairsFrequency) {
+    const int64_t head_dim = 16, n_head = 2, n_tokens = 3;
+    const int n_dims = 12; // factors for 6 pairs; the tensor holds 8 (>= n_dims / 2 is enough)
+    context ctx(data_ctx());
+    std::mt19937 rng(5);
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {head_dim, n_head, n_tokens});
+    fill_uniform(x, rng, -2.0f, 2.0f);
+    tsr_tensor * pos = ctx.new_tensor(TSR_TYPE_I32, {n_tokens});
+    const int32_t positions[n_tokens] = {3, 100, 3000};
+    for (int64_t t = 0; t < n_tokens; ++t) set_i32(pos, positions[t], t);
+    tsr_tensor * f1 = ctx.new_tensor(TSR_TYPE_F32, {8});
+    tsr_tensor * f2 = ctx.new_tensor(TSR_TYPE_F32, {8});
+    tsr_tensor * f1_copy = ctx.new_tensor(TSR_TYPE_F32, {8});
+    const float v1[8] = {1.0f, 1.0f, 2.5f, 4.69f, 8.0f, 8.0f, 100.0f, 100.0f};
+    const float v2[8] = {0.5f, 3.0f, 1.0f, 1.0f, 1.25f, 16.0f, 1.0f, 1.0f};
+    std::memcpy(f1->data, v1, sizeof v1);
+    std::memcpy(f2->data, v2, sizeof v2);
+    std::memcpy(f1_copy->data, v1, sizeof v1);
+    tsr_tensor * const factors[] = {f1, f2, nullptr, f1_copy};
+    graph g;
+    std::vector<tsr_tensor *> outs;
+    for (tsr_tensor * f : factors) {
+        outs.push_back(rope(ctx, x, pos, n_dims, ROPE_NORMAL, 10000.0f, 0.5f, f));
+        g.build_forward(outs.back());
+    }
+    ASSERT_EQ(outs[0]->src[2], f1);
+    const auto check = [&](int nth) {
+        for (size_t k = 0; k < outs.size(); ++k) {
+            const auto * fv = factors[k] != nullptr ? static_cast<const float *>(factors[k]->data) : nullptr;
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                for (int64_t h = 0; h < n_head; ++h) {
+                    for (int64_t i = 0; i < head_dim; ++i) {
+                        double want = get(x, i, h, t);
+                        if (i < n_dims) {
+                            const int64_t pair = i / 2;
+                            double theta = positions[t] * 0.5 * std::pow(10000.0, -2.0 * pair / n_dims);
+                            if (fv != nullptr) theta /= fv[pair];
+                            const double x0 = get(x, 2 * pair, h, t), x1 = get(x, 2 * pair + 1, h, t);
+                            want = i % 2 == 0 ? x0 * std::cos(theta) - x1 * std::sin(theta)
+                                              : x0 * std::sin(theta) + x1 * std::cos(theta);
+                        }
+                        ASSERT_NEAR(get(outs[k], i, h, t), want, i < n_dims ? 4e-6 : 0.0)
+                            << "node " << k << " token " << t << " head " << h << " i=" << i << " threads " << nth;
+                    }
+                }
+            }
+        }
+    };
+    for (int nth : thread_counts()) {
+        ASSERT_EQ(graph_compute(g.view(), nth), TSR_STATUS_SUCCESS);
+        check(nth);
+    }
+    // New values in f1 (same tensor, same address): the tables follow.
+    static_cast<float *>(f1->data)[2] = 0.125f;
+    ASSERT_EQ(graph_compute(g.view(), 1), TSR_STATUS_SUCCESS);
+    check(1);
+}
+
 // Each thread keeps its last cos/sin table between nodes (rope.cpp): nodes
 // of one graph that differ in one parameter each (position, n_dims, base,
 // scale, -0 against +0, and n_dims 0, which the builder refuses but a

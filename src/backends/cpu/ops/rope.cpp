@@ -2,9 +2,10 @@
 // "RoFormer", eq. 34).
 //   x:   F32 [head_dim, n_head, n_tokens, ne3], any strides
 //   pos: I32 [n_tokens]
-// op_params: [0] n_dims, [1] mode, [2] freq_base (f32), [3] freq_scale (f32).
+// op_params: [0] n_dims, [1] mode, [2] freq_base (f32), [3] freq_scale (f32);
+// src[2]: null or F32 freq_factors [>= n_dims/2].
 // Pair i (0 <= i < n_dims/2) of each head is rotated by
-//   theta_i = pos * freq_scale * freq_base^(-2i/n_dims);
+//   theta_i = pos * freq_scale * freq_base^(-2i/n_dims) / freq_factors[i];
 // ROPE_NORMAL pairs (x[2i], x[2i+1]), ROPE_NEOX pairs (x[i], x[i + n_dims/2]).
 // Elements n_dims..head_dim-1 are copied.
 #include <algorithm>
@@ -43,6 +44,10 @@ bool rope_supported(const tsr_tensor * node) {
     const int32_t n_dims = node->op_params[0];
     const int32_t mode = node->op_params[1];
     if (n_dims < 0 || n_dims % 2 != 0 || n_dims > x->ne[0]) return false;
+    const tsr_tensor * ff = node->src[2];
+    if (ff != nullptr && (ff->type != TSR_TYPE_F32 || ff->ne[0] < n_dims / 2 || ff->nb[0] != sizeof(float))) {
+        return false;
+    }
     return mode == mode_normal || mode == mode_neox;
 }
 
@@ -54,11 +59,13 @@ constexpr size_t k_table_bytes = size_t(1) << 20;
 
 // cos theta_i (i < n_dims / 2) followed by sin theta_i, theta_i as in the
 // header, into out[0 .. n_dims).
-void fill_cos_sin(int32_t position, int64_t n_dims, double freq_base, double freq_scale, float * out) {
+void fill_cos_sin(int32_t position, int64_t n_dims, double freq_base, double freq_scale, const float * factors,
+                  float * out) {
     const int64_t half = n_dims / 2;
     for (int64_t i = 0; i < half; ++i) {
-        const double theta = position * freq_scale *
-                             std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims));
+        double theta = position * freq_scale *
+                       std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims));
+        if (factors != nullptr) theta /= factors[i];
         out[i] = static_cast<float>(std::cos(theta));
         out[half + i] = static_cast<float>(std::sin(theta));
     }
@@ -73,6 +80,8 @@ void fill_cos_sin(int32_t position, int64_t n_dims, double freq_base, double fre
 struct rope_tables {
     int64_t n_dims = -1; // -1: nothing valid
     double freq_base = 0, freq_scale = 0;
+    bool has_factors = false;
+    std::vector<float> factors; // a copy of the freq_factors the tables were computed with
     std::vector<float> cs;       // position p's table at p n_dims (p < have.size())
     std::vector<uint8_t> have;   // have[p]: cs holds p's table
     int32_t last_position = 0;   // the table in `last`, when last_valid
@@ -81,18 +90,22 @@ struct rope_tables {
 
     // Parameters compared bit for bit (+0 and -0 give tables that differ
     // in the sign of sin 0).
-    bool matches(int64_t nd, double base, double scale) const {
+    // The factors are compared by value: a graph may be run again after
+    // its freq_factors tensor was given other values.
+    bool matches(int64_t nd, double base, double scale, const float * ff) const {
         return n_dims == nd && std::memcmp(&freq_base, &base, sizeof base) == 0 &&
-               std::memcmp(&freq_scale, &scale, sizeof scale) == 0;
+               std::memcmp(&freq_scale, &scale, sizeof scale) == 0 && has_factors == (ff != nullptr) &&
+               (ff == nullptr || std::memcmp(factors.data(), ff, factors.size() * sizeof(float)) == 0);
     }
 };
 
 // Position `position`'s table (fill_cos_sin), valid until the next call on
 // this thread; nullptr when memory for it cannot be allocated.
-const float * rope_cos_sin(int32_t position, int64_t n_dims, double freq_base, double freq_scale) {
+const float * rope_cos_sin(int32_t position, int64_t n_dims, double freq_base, double freq_scale,
+                           const float * factors) {
     thread_local rope_tables t;
     try {
-        if (!t.matches(n_dims, freq_base, freq_scale)) {
+        if (!t.matches(n_dims, freq_base, freq_scale, factors)) {
             t.n_dims = -1; // invalid until the parameters are stored
             t.have.clear(); // cs's layout depends on n_dims: start it again
             t.cs.clear();
@@ -100,6 +113,8 @@ const float * rope_cos_sin(int32_t position, int64_t n_dims, double freq_base, d
             t.last.resize(static_cast<size_t>(n_dims));
             t.freq_base = freq_base;
             t.freq_scale = freq_scale;
+            t.has_factors = factors != nullptr;
+            t.factors.assign(factors, factors == nullptr ? factors : factors + n_dims / 2);
             t.n_dims = n_dims;
         }
         const auto nd = static_cast<size_t>(n_dims);
@@ -113,13 +128,14 @@ const float * rope_cos_sin(int32_t position, int64_t n_dims, double freq_base, d
             }
             float * out = t.cs.data() + p * nd;
             if (t.have[p] == 0) {
-                fill_cos_sin(position, n_dims, freq_base, freq_scale, out);
+                fill_cos_sin(position, n_dims, freq_base, freq_scale, t.has_factors ? t.factors.data() : nullptr, out);
                 t.have[p] = 1;
             }
             return out;
         }
         if (!t.last_valid || t.last_position != position) {
-            fill_cos_sin(position, n_dims, freq_base, freq_scale, t.last.data());
+            fill_cos_sin(position, n_dims, freq_base, freq_scale, t.has_factors ? t.factors.data() : nullptr,
+                         t.last.data());
             t.last_position = position;
             t.last_valid = true;
         }
@@ -141,6 +157,7 @@ bool compute_rope(const compute_params & p, tsr_tensor * dst) {
     const bool neox = dst->op_params[1] == mode_neox;
     const double freq_base = param_f32(dst, 2);
     const double freq_scale = param_f32(dst, 3);
+    const float * factors = dst->src[2] != nullptr ? static_cast<const float *>(dst->src[2]->data) : nullptr;
 
     const float * cos_t = nullptr;
     const float * sin_t = nullptr;
@@ -153,7 +170,7 @@ bool compute_rope(const compute_params & p, tsr_tensor * dst) {
             int32_t position;
             std::memcpy(&position, static_cast<const char *>(pos->data) + static_cast<size_t>(ri.i2) * pos->nb[0],
                         sizeof position);
-            cos_t = rope_cos_sin(position, n_dims, freq_base, freq_scale);
+            cos_t = rope_cos_sin(position, n_dims, freq_base, freq_scale, factors);
             if (cos_t == nullptr) return false;
             sin_t = cos_t + half;
             cached_token = ri.i2;
