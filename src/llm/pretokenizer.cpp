@@ -169,10 +169,12 @@ std::vector<size_t> split(const cps_t & c, const std::vector<size_t> & pieces, m
 } // namespace
 
 std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
-    if (name == "gpt-2") {
+    // Names of llama-architecture models the reference maps to the same
+    // rules (checked against it on the GPT-2 vocabulary with each name).
+    if (name == "gpt-2" || name == "mellum") {
         return pre_tokenizer::gpt2;
     }
-    if (name == "llama3" || name == "llama-v3" || name == "llama-bpe") {
+    if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" || name == "pixtral") {
         return pre_tokenizer::llama3;
     }
     if (name == "smollm") {
@@ -184,7 +186,9 @@ std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-const char * pre_tokenizer_names() { return "'gpt-2', 'llama-bpe' ('llama3', 'llama-v3'), 'smollm', 'default'"; }
+const char * pre_tokenizer_names() {
+    return "'gpt-2' ('mellum'), 'llama-bpe' ('llama3', 'llama-v3', 'falcon3', 'pixtral'), 'smollm', 'default'";
+}
 
 std::vector<std::string> pre_tokenize(pre_tokenizer kind, std::string_view text) {
     const cps_t c = unicode::decode_utf8(text);

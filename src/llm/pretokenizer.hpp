@@ -24,8 +24,9 @@
 
 namespace tessera::llm {
 
-// The kind named by a `tokenizer.ggml.pre` value: "gpt-2"; "llama3",
-// "llama-v3", "llama-bpe"; "smollm"; "default" (also for an absent key).
+// The kind named by a `tokenizer.ggml.pre` value: "gpt-2", "mellum";
+// "llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"; "smollm";
+// "default" (also for an absent key).
 // nullopt for any other name.
 std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name);
 

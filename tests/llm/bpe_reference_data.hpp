@@ -274,4 +274,39 @@ inline const bpe_case k_bpe_cases[] = {
 inline constexpr uint64_t k_gpt2_pieces_fnv = 0x96d78c483ad88ccaull;
 inline constexpr uint64_t k_gpt2_pieces_special_fnv = 0x94b8b5f63a3d57d9ull;
 
+// The GPT-2 vocabulary with every merge whose index is 3 mod 7 removed, so
+// that many words are tokens no merge sequence reaches: the reference's ids
+// for k_common_words with pre-tokenizer gpt-2 (merging: pieces of the
+// word) and llama-bpe (Llama 3 takes a word that is a token whole).
+inline constexpr const char * k_common_words =
+    "the and of to in is that it was for on are as with his they at be this from have or by one had not "
+    "but what all were when we there can an your which their said if do will each about how up out them "
+    "then she many some so these would other into has more her two like him see time could no make than "
+    "first been its who now people my made over did down only way find use may water long little very "
+    "after words called just where most know get through back much go good new write our me man too any "
+    "day same right look think also around another came come work three word must because does part even "
+    "place well such here take why help put different away again off went old number";
+inline const std::vector<int32_t> k_common_words_dropped_merges_gpt2 = {
+    83, 258, 290, 286, 284, 1312, 77, 318, 256, 5183, 340, 220, 9776, 11511, 81, 319, 389, 355, 220, 86, 342,
+    465, 484, 379, 307, 256, 14363, 422, 423, 393, 416, 530, 550, 407, 809, 83, 220, 10919, 477, 220, 732,
+    260, 220, 12518, 220, 732, 612, 460, 281, 27406, 333, 220, 4758, 262, 72, 81, 531, 611, 466, 220, 10594,
+    1123, 450, 78, 84, 83, 289, 78, 86, 510, 267, 84, 83, 606, 788, 673, 867, 3870, 68, 523, 262, 325, 220,
+    21638, 32926, 30972, 372, 1312, 429, 78, 468, 517, 607, 256, 21638, 300, 522, 683, 766, 640, 269, 78,
+    32926, 645, 17266, 365, 256, 71, 272, 25912, 81, 82, 83, 587, 663, 220, 8727, 645, 86, 661, 285, 88, 925,
+    625, 750, 466, 675, 691, 220, 1014, 25912, 358, 779, 743, 220, 7050, 890, 1310, 845, 257, 69, 353, 220,
+    21638, 4372, 82, 1444, 7544, 82, 83, 220, 12491, 260, 10867, 83, 638, 78, 86, 220, 1136, 256, 71, 305,
+    6724, 275, 330, 74, 881, 220, 2188, 220, 11274, 299, 68, 86, 220, 13564, 674, 502, 582, 1165, 597, 1110,
+    976, 374, 432, 804, 256, 5303, 77, 74, 635, 257, 305, 84, 358, 281, 313, 372, 1625, 1282, 220, 21638, 81,
+    74, 256, 71, 631, 220, 21638, 4372, 38779, 82, 83, 780, 857, 636, 304, 85, 268, 458, 558, 220, 86, 695,
+    884, 339, 260, 20486, 365, 220, 22850, 1037, 47574, 83, 814, 68, 1156, 1497, 556, 1872, 77, 572, 220,
+    19963, 1468, 1271};
+inline const std::vector<int32_t> k_common_words_dropped_merges_llama_bpe = {
+    1169, 290, 286, 284, 287, 318, 326, 340, 373, 329, 319, 389, 355, 351, 465, 484, 379, 307, 428, 422, 423,
+    393, 416, 530, 550, 407, 475, 644, 477, 547, 618, 356, 612, 460, 281, 534, 543, 511, 531, 611, 466, 481,
+    1123, 546, 703, 510, 503, 606, 788, 673, 867, 617, 523, 777, 561, 584, 656, 468, 517, 607, 734, 588, 683,
+    766, 640, 714, 645, 787, 621, 717, 587, 663, 508, 783, 661, 616, 925, 625, 750, 866, 691, 835, 1064, 779,
+    743, 1660, 890, 1310, 845, 706, 2456, 1444, 655, 810, 749, 760, 651, 832, 736, 881, 467, 922, 649, 3551,
+    674, 502, 582, 1165, 597, 1110, 976, 826, 804, 892, 635, 1088, 1194, 1625, 1282, 670, 1115, 1573, 1276,
+    780, 857, 636, 772, 1295, 880, 884, 994, 1011, 1521, 1037, 1234, 1180, 1497, 757, 572, 1816, 1468, 1271};
+
 } // namespace tessera::test

@@ -436,6 +436,9 @@ TEST(TokenizerReference, ByteLevelBpeMatchesEachPreTokenizer) {
     EXPECT_FALSE(smollm->add_bos());
     EXPECT_EQ(absent->pre(), pre_tokenizer::default_);
     EXPECT_EQ(gpt2_with_pre("llama3")->pre(), pre_tokenizer::llama3);
+    EXPECT_EQ(gpt2_with_pre("falcon3")->pre(), pre_tokenizer::llama3);
+    EXPECT_TRUE(gpt2_with_pre("pixtral")->add_bos());
+    EXPECT_EQ(gpt2_with_pre("mellum")->pre(), pre_tokenizer::gpt2);
     int n = 0;
     for (const auto & c : tessera::test::k_bpe_cases) {
         const std::string text(c.text, c.text_len);
@@ -473,4 +476,34 @@ TEST(TokenizerReference, Gpt2PiecesAreTheReferencesBytes) {
     EXPECT_EQ(tok.token_to_piece(198), "\n");        // "Ċ"
     EXPECT_EQ(tok.token_to_piece(50256), "");        // <|endoftext|>, control
     EXPECT_EQ(tok.token_to_piece(50256, true), "<|endoftext|>");
+}
+
+// Llama 3 takes a word that is a token whole, even where no sequence of
+// merges reaches it; GPT-2 merges: the GPT-2 vocabulary with a seventh of its
+// merges removed, against the reference's ids.
+TEST(TokenizerReference, Llama3TakesWholeWordsThatAreTokens) {
+    const tessera::gguf::reader src(k_shared + "/vocab/ggml-vocab-gpt-2.gguf");
+    const tessera::test::temp_dir dir("bpe_merges");
+    for (const char * pre : {"gpt-2", "llama-bpe"}) {
+        SCOPED_TRACE(pre);
+        tessera::gguf::writer w;
+        for (const tessera::gguf::kv & e : src.metadata()) {
+            if (e.key != "tokenizer.ggml.merges") w.set(e.key, e.val);
+        }
+        std::vector<std::string> merges;
+        const std::vector<std::string_view> all = src.get_array_string("tokenizer.ggml.merges");
+        for (size_t i = 0; i < all.size(); ++i) {
+            if (i % 7 != 3) merges.emplace_back(all[i]);
+        }
+        w.set("tokenizer.ggml.merges", tessera::gguf::value::array_string(merges));
+        w.set_string("tokenizer.ggml.pre", pre);
+        const auto path = dir.path / (std::string(pre) + ".gguf");
+        w.write(path);
+        const tokenizer tok = tokenizer::from_gguf(tessera::gguf::reader(path));
+        const bool llama3 = std::string(pre) == "llama-bpe";
+        EXPECT_EQ(tok.encode(tessera::test::k_common_words, false),
+                  llama3 ? tessera::test::k_common_words_dropped_merges_llama_bpe
+                         : tessera::test::k_common_words_dropped_merges_gpt2);
+        EXPECT_EQ(tok.detokenize(tok.encode(tessera::test::k_common_words, false)), tessera::test::k_common_words);
+    }
 }

@@ -64,9 +64,10 @@ enum class vocab_kind {
 // How a byte-level BPE vocabulary splits text into words before merging
 // (`tokenizer.ggml.pre`); the patterns are listed in src/llm/pretokenizer.hpp.
 enum class pre_tokenizer {
-    gpt2,     // "gpt-2": GPT-2's pattern
-    llama3,   // "llama-bpe", "llama3", "llama-v3": Llama 3's pattern (numbers in
-              // groups of up to 3); a word that is a token is not merged
+    gpt2,     // "gpt-2", "mellum": GPT-2's pattern
+    llama3,   // "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral": Llama 3's
+              // pattern (numbers in groups of up to 3); a word that is a token
+              // is not merged
     smollm,   // "smollm": every digit alone, then GPT-2's pattern
     default_, // "default" or no key: punctuation runs, GPT-2's pattern, number
               // runs, ASCII digits in groups of 3
