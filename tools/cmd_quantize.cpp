@@ -1,10 +1,12 @@
 // tools/cmd_quantize.cpp — `tessera quantize IN.gguf OUT.gguf TYPE`: converts
-// a model's 2-D weights to F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K,
-// Q6_K or the mixes Q4_K_S, Q4_K_M, Q5_K_S and Q5_K_M (llm::quantize_file;
-// per-tensor rule and fallbacks in tessera/llm/file_type.hpp), printing one
-// progress line per tensor on stderr; a tensor whose type fell back (Q4_K ->
-// Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0: ne[0] not a multiple of 256) says so at
-// the end of its line.
+// a model's weight matrices (llm::is_weight_matrix: 2-D once trailing 1s are
+// dropped, a name ending in "weight"; of a float or block-quantized type) to
+// F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K or the mixes
+// Q4_K_S, Q4_K_M, Q5_K_S and Q5_K_M (llm::quantize_file; per-tensor rule and
+// fallbacks in tessera/llm/file_type.hpp), copying every other tensor
+// unchanged, printing one progress line per tensor on stderr; a tensor whose
+// type fell back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0: ne[0] not a
+// multiple of 256) says so at the end of its line.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -21,7 +23,8 @@ namespace {
 
 constexpr double mib = 1024.0 * 1024.0;
 
-// "[2048, 32000]" for the tensor's dimensions (trailing 1s of 1-D/2-D shapes dropped).
+// "[2048, 32000]" for the tensor's dimensions, trailing 1s dropped (a norm
+// stored as [64, 1] shows as [64], the rank the conversion rule counts).
 std::string shape_text(const int64_t * ne) {
     int n = 4;
     while (n > 1 && ne[n - 1] == 1) --n;
@@ -82,7 +85,7 @@ int run_quantize(const options & o) {
 command register_quantize(CLI::App & app) {
     auto o = std::make_shared<options>();
     CLI::App * sub = app.add_subcommand(
-        "quantize", "convert a GGUF model's 2-D weights to another type or mix (" + llm::quantize_target_names() + ")");
+        "quantize", "convert a GGUF model's weight matrices to another type or mix (" + llm::quantize_target_names() + ")");
     sub->add_option("IN", o->in, "input GGUF model")->required();
     sub->add_option("OUT", o->out, "output GGUF file (written atomically)")->required();
     sub->add_option("TYPE", o->type,

@@ -148,13 +148,28 @@ type k_quant_fallback(type t) {
     }
 }
 
+size_t n_dims_of(std::span<const int64_t> ne) {
+    size_t n = ne.size();
+    while (n > 1 && ne[n - 1] == 1) --n;
+    return n;
+}
+
+bool is_weight_matrix(std::string_view name, std::span<const int64_t> ne) {
+    return name.ends_with("weight") && n_dims_of(ne) == 2;
+}
+
+std::optional<type> matrix_type_for(const file_type & ft, std::string_view name, int64_t ne0, uint32_t n_layer,
+                                    bool tied_output) {
+    type t = rule_type_for(ft, name, n_layer, tied_output);
+    if (ne0 % get_type_traits(t).block_size != 0) t = k_quant_fallback(t);
+    if (ne0 % get_type_traits(t).block_size != 0) return std::nullopt;
+    return t;
+}
+
 std::optional<type> tensor_type_for(const file_type & ft, std::string_view name, std::span<const int64_t> ne,
                                     uint32_t n_layer, bool tied_output) {
-    if (ne.size() != 2) return std::nullopt;
-    type t = rule_type_for(ft, name, n_layer, tied_output);
-    if (ne[0] % get_type_traits(t).block_size != 0) t = k_quant_fallback(t);
-    if (ne[0] % get_type_traits(t).block_size != 0) return std::nullopt;
-    return t;
+    if (n_dims_of(ne) != 2) return std::nullopt;
+    return matrix_type_for(ft, name, ne[0], n_layer, tied_output);
 }
 
 uint32_t n_layer_of(const gguf::reader & r) {

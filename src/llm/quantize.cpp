@@ -90,10 +90,36 @@ int64_t largest_magnitude(const float * x, int64_t n) {
     return at;
 }
 
+// True for the element types quantize may convert: F32, F16, BF16 and the
+// block-quantized ones (whether a decoder exists is checked later, with a
+// message); integer tensors and F64 are not weights and are copied.
+bool is_convertible_type(type t) {
+    return t == TSR_TYPE_F32 || t == TSR_TYPE_F16 || t == TSR_TYPE_BF16 || get_type_traits(t).is_quantized;
+}
+
+// The type the target's rule picks for tensor `ti` (before the ne[0]
+// fallback), or nullopt where the rules do not apply to it: not a weight
+// matrix (is_weight_matrix) or not of a convertible type.
+std::optional<type> rule_type_of(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer,
+                                 bool tied_output) {
+    if (!is_convertible_type(ti.type) || !is_weight_matrix(ti.name, std::span<const int64_t>(ti.ne, ti.n_dims))) {
+        return std::nullopt;
+    }
+    return rule_type_for(target, ti.name, n_layer, tied_output);
+}
+
+// The type tensor `ti` is written in under `target`: tensor_type_for's for
+// a tensor the rules apply to (rule_type_of), nullopt for one copied.
+std::optional<type> chosen_type_of(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer,
+                                   bool tied_output) {
+    if (!rule_type_of(ti, target, n_layer, tied_output)) return std::nullopt;
+    return tensor_type_for(target, ti.name, std::span<const int64_t>(ti.ne, ti.n_dims), n_layer, tied_output);
+}
+
 } // namespace
 
 bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer, bool tied_output) {
-    const auto to = tensor_type_for(target, ti.name, std::span<const int64_t>(ti.ne, ti.n_dims), n_layer, tied_output);
+    const auto to = chosen_type_of(ti, target, n_layer, tied_output);
     return to && *to != ti.type;
 }
 
@@ -184,10 +210,10 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
     for (size_t i = 0; i < count; ++i) {
         const gguf::tensor_info & ti = r->tensors()[i];
         const std::span<const int64_t> ne(ti.ne, ti.n_dims);
-        const std::optional<type> chosen = tensor_type_for(p.target, ti.name, ne, n_layer, tied_output);
+        const std::optional<type> chosen = chosen_type_of(ti, p.target, n_layer, tied_output);
         const bool convert = chosen && *chosen != ti.type;
         const type to = convert ? *chosen : ti.type;
-        const type wanted = ti.n_dims == 2 ? rule_type_for(p.target, ti.name, n_layer, tied_output) : ti.type;
+        const type wanted = rule_type_of(ti, p.target, n_layer, tied_output).value_or(ti.type);
         if (convert) {
             // Check up front so nothing is written for a file that must fail.
             const type_traits & tf = get_type_traits(ti.type);

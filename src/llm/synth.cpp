@@ -88,8 +88,8 @@ std::vector<float> llama31_rope_factors(uint32_t n_rot, double freq_base) {
     return out;
 }
 
-// The tensors of a model in file order, each 2-D one in the type
-// tensor_type_for gives it. Throws when the target is not supported or a
+// The tensors of a model in file order, each weight matrix in the type
+// matrix_type_for gives it. Throws when the target is not supported or a
 // matrix fits no block of its type.
 std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, const file_type & wtype,
                                       bool llama31_rope = false, double freq_base = 10000) {
@@ -97,8 +97,7 @@ std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, c
     const int64_t EKV = static_cast<int64_t>(s.n_embd / s.n_head) * s.n_head_kv;
     std::vector<tensor_plan> out;
     auto w = [&](std::string name, int64_t ne0, int64_t ne1) {
-        const int64_t ne[2] = {ne0, ne1};
-        const std::optional<type> t = tensor_type_for(wtype, name, ne, s.n_layer);
+        const std::optional<type> t = matrix_type_for(wtype, name, ne0, s.n_layer);
         if (!t) {
             const type want = k_quant_fallback(rule_type_for(wtype, name, s.n_layer));
             throw error(fmt::format("synth: n_embd {} and n_ff {} must be multiples of the {} block size {} ({})",

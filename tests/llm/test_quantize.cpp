@@ -23,6 +23,7 @@
 #include "tessera/core/types.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
+#include "tessera/llm/model.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "llm/quantize_test_data.hpp"
 #include "support/error_of.hpp"
@@ -685,4 +686,108 @@ TEST(Quantize, NonFiniteOrOverflowingWeightsLeaveTheOutputAlone) {
     llm::quantize_params p;
     p.target = TSR_TYPE_Q8_0;
     EXPECT_EQ(llm::quantize_file(dir / "nan_norm.gguf", dir / "out.gguf", p).n_converted, 2u);
+}
+
+// Which tensors the rules apply to: ranks counted with trailing 1s dropped
+// (as ggml_n_dims counts them), names ending in "weight".
+TEST(Quantize, WeightMatricesAreTwoDimensionalOnceTrailingOnesAreDropped) {
+    const int64_t norm[] = {64, 1}, embd3[] = {64, 512, 1}, cube[] = {32, 2, 2}, one[] = {64}, ones[] = {1, 1, 1};
+    EXPECT_EQ(llm::n_dims_of(norm), 1u);
+    EXPECT_EQ(llm::n_dims_of(embd3), 2u);
+    EXPECT_EQ(llm::n_dims_of(cube), 3u);
+    EXPECT_EQ(llm::n_dims_of(one), 1u);
+    EXPECT_EQ(llm::n_dims_of(ones), 1u);
+    EXPECT_EQ(llm::n_dims_of({}), 0u);
+    EXPECT_FALSE(llm::is_weight_matrix("output_norm.weight", norm));
+    EXPECT_TRUE(llm::is_weight_matrix("token_embd.weight", embd3));
+    EXPECT_FALSE(llm::is_weight_matrix("cube.weight", cube));
+    EXPECT_FALSE(llm::is_weight_matrix("blk.0.attn_q.bias", embd3)); // not a weight by name
+    EXPECT_FALSE(llm::tensor_type_for(TSR_TYPE_Q8_0, "output_norm.weight", norm, 1).has_value());
+    EXPECT_EQ(llm::tensor_type_for(TSR_TYPE_Q8_0, "token_embd.weight", embd3, 1), TSR_TYPE_Q8_0);
+    EXPECT_EQ(llm::tensor_type_for(llm::file_type_q4_k_m, "output.weight", embd3, 1), TSR_TYPE_Q8_0); // Q6_K, rows of 64
+}
+
+// stories260K with its norm weights stored as [64, 1] and token_embd as
+// [64, 512, 1], plus an I32 matrix, an I32 "weight" and an F32 matrix whose
+// name is not a weight's: quantized, the norms and the extra tensors are
+// copied unchanged, token_embd is converted, every matrix gets the same
+// bytes as from the plain file, and the result loads.
+TEST(Quantize, StoredTrailingOnesIntegerAndNonWeightTensors) {
+    temp_dir dir;
+    const std::string stories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    const std::vector<uint8_t> ids = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0};
+    const std::vector<float> extra = lcg_values(64 * 2, 3, 1.0f);
+    {
+        const gguf::reader src(stories);
+        gguf::writer w;
+        w.copy_all_kv(src);
+        size_t n_norms = 0;
+        for (const gguf::tensor_info & ti : src.tensors()) {
+            std::vector<int64_t> ne(ti.ne, ti.ne + ti.n_dims);
+            if (ti.name.ends_with("norm.weight")) {
+                ne.push_back(1);
+                ++n_norms;
+            }
+            if (ti.name == "token_embd.weight") ne.push_back(1);
+            w.add_tensor(ti.name, ti.type, ne, ti.bytes());
+        }
+        ASSERT_EQ(n_norms, 11u); // 2 per layer and output_norm
+        const int64_t ne_ids[] = {3, 2}, ne_extra[] = {64, 2};
+        w.add_tensor("token_ids", TSR_TYPE_I32, ne_ids, ids);
+        w.add_tensor("blk.0.ids.weight", TSR_TYPE_I32, ne_ids, ids);
+        w.add_tensor("rope_cache", TSR_TYPE_F32, ne_extra, f32_bytes(extra));
+        w.write(dir / "odd.gguf");
+    }
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q8_0;
+    std::vector<llm::quantize_progress> seen;
+    p.progress = [&](const llm::quantize_progress & pr) { seen.push_back(pr); };
+    const llm::quantize_result res = llm::quantize_file(dir / "odd.gguf", dir / "odd_q8.gguf", p);
+    // token_embd, output and 5 layers x 6 matrices; ffn_down's rows of 172 fit no Q8_0 block.
+    EXPECT_EQ(res.n_converted, 32u);
+    p.progress = nullptr;
+    llm::quantize_file(stories, dir / "plain_q8.gguf", p);
+
+    const gguf::reader in(dir / "odd.gguf");
+    const gguf::reader out(dir / "odd_q8.gguf");
+    const gguf::reader plain(dir / "plain_q8.gguf");
+    ASSERT_EQ(out.n_tensors(), plain.n_tensors() + 3);
+    for (const gguf::tensor_info & ti : plain.tensors()) {
+        const gguf::tensor_info & t = out.tensor(ti.name);
+        EXPECT_EQ(t.type, ti.type) << ti.name;
+        EXPECT_EQ(bytes_of(t), bytes_of(ti)) << ti.name;
+        // The stored shape is kept, trailing 1 included.
+        EXPECT_EQ(t.n_dims, in.tensor(ti.name).n_dims) << ti.name;
+    }
+    EXPECT_EQ(out.tensor("output_norm.weight").type, TSR_TYPE_F32);
+    EXPECT_EQ(out.tensor("output_norm.weight").n_dims, 2u);
+    EXPECT_EQ(out.tensor("blk.4.ffn_norm.weight").type, TSR_TYPE_F32);
+    EXPECT_EQ(out.tensor("token_embd.weight").type, TSR_TYPE_Q8_0);
+    EXPECT_EQ(out.tensor("token_embd.weight").n_dims, 3u);
+    for (const char * name : {"token_ids", "blk.0.ids.weight"}) {
+        EXPECT_EQ(out.tensor(name).type, TSR_TYPE_I32) << name;
+        EXPECT_EQ(bytes_of(out.tensor(name)), ids) << name;
+    }
+    EXPECT_EQ(out.tensor("rope_cache").type, TSR_TYPE_F32);
+    EXPECT_EQ(bytes_of(out.tensor("rope_cache")), f32_bytes(extra));
+
+    // Progress: tensors the rules do not apply to report their own type as
+    // the wanted one (no "kept" note), ffn_down Q8_0 (kept F32: rows of
+    // 172), the other matrices token_embd included Q8_0.
+    ASSERT_EQ(seen.size(), out.n_tensors());
+    for (const llm::quantize_progress & pr : seen) {
+        const std::string name(pr.name);
+        if (name.ends_with("norm.weight") || name == "token_ids" || name == "blk.0.ids.weight" || name == "rope_cache") {
+            EXPECT_EQ(pr.to, pr.from) << name;
+            EXPECT_EQ(pr.wanted, pr.from) << name;
+        } else if (name.ends_with("ffn_down.weight")) {
+            EXPECT_EQ(pr.to, TSR_TYPE_F32) << name;
+            EXPECT_EQ(pr.wanted, TSR_TYPE_Q8_0) << name;
+        } else {
+            EXPECT_EQ(pr.from, TSR_TYPE_F32) << name;
+            EXPECT_EQ(pr.to, TSR_TYPE_Q8_0) << name;
+            EXPECT_EQ(pr.wanted, TSR_TYPE_Q8_0) << name;
+        }
+    }
+    EXPECT_NO_THROW(llm::model::load(dir / "odd_q8.gguf"));
 }

@@ -3,17 +3,20 @@
 // `tessera gguf synth` writes a model, and the general.file_type id stored
 // for it.
 //
-// Targets and their per-tensor rule (2-D tensors only; others are copied):
-//   F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: every 2-D
-//           tensor that type.
+// Targets and their per-tensor rule, for weight matrices only
+// (is_weight_matrix: a name ending in "weight", 2-D once trailing 1s of the
+// shape are dropped; quantize also needs an F32, F16, BF16 or
+// block-quantized element type); every other tensor is copied:
+//   F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: every weight
+//           matrix that type.
 //   Q4_K_M: output.weight -> Q6_K; blk.N.attn_v.weight and
 //           blk.N.ffn_down.weight -> Q6_K when use_more_bits(N, n_layer),
-//           else Q4_K; every other 2-D tensor -> Q4_K. In a model without
+//           else Q4_K; every other weight matrix -> Q4_K. In a model without
 //           output.weight (tied embeddings: token_embd is also the output
 //           projection) token_embd gets output.weight's Q6_K, as in
 //           llama.cpp's quantizer.
-//   Q4_K_S: output.weight (or a tied token_embd) -> Q6_K, every other 2-D
-//           tensor -> Q4_K (a
+//   Q4_K_S: output.weight (or a tied token_embd) -> Q6_K, every other weight
+//           matrix -> Q4_K (a
 //           simplification: llama.cpp's Q4_K_S also gives a few of the first
 //           attn_v/ffn_down tensors more bits; ours does not).
 //   Q5_K_M, Q5_K_S: the same rules with Q5_K in place of Q4_K (Q6_K stays
@@ -101,7 +104,7 @@ std::string_view file_type_description(int64_t id);
 // 16, 19, 20, 21.
 bool use_more_bits(int64_t i, int64_t n);
 
-// The type the target's rule picks for the 2-D tensor `name`, before the
+// The type the target's rule picks for the weight matrix `name`, before the
 // ne[0] fallback. n_layer: the model's block count; tied_output: the model
 // has no output.weight (token_embd is the output projection too).
 type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer, bool tied_output = false);
@@ -110,10 +113,33 @@ type rule_type_for(const file_type & ft, std::string_view name, uint32_t n_layer
 // for Q4_K, Q5_1 for Q5_K, Q8_0 for Q6_K, `t` itself for every other type.
 type k_quant_fallback(type t);
 
+// The number of dimensions of shape `ne` (ne[0] innermost) with trailing 1s
+// dropped, as the GGUF reference implementation counts them (ggml_n_dims):
+// [64, 1] is 1-D, [64, 512, 1] 2-D, [64, 512, 4] 3-D. At least 1 for a
+// non-empty `ne`, 0 for an empty one.
+size_t n_dims_of(std::span<const int64_t> ne);
+
+// True when quantize applies the targets' rules to tensor `name` of shape
+// `ne`: its name ends in "weight" and it is 2-D counted by n_dims_of (so a
+// norm weight stored as [64, 1] is not one, a token_embd stored as
+// [64, 512, 1] is). The element type is the caller's to check (quantize
+// converts only F32, F16, BF16 and block-quantized tensors).
+bool is_weight_matrix(std::string_view name, std::span<const int64_t> ne);
+
+// The type the weight matrix `name`, whose rows are ne0 elements long, gets
+// under `ft`: rule_type_for, then the fallback (k_quant_fallback) when ne0
+// % block_size != 0; nullopt when ne0 is not a multiple of the fallen-back
+// type's block size either. For a caller that knows the tensor is a
+// matrix (synth, whose token_embd has one row per token, even for a
+// one-token vocabulary).
+std::optional<type> matrix_type_for(const file_type & ft, std::string_view name, int64_t ne0, uint32_t n_layer,
+                                    bool tied_output = false);
+
 // The type tensor `name` of shape `ne` (ne[0] innermost) gets under `ft`:
-// rule_type_for, then the fallback when ne[0] % block_size != 0. nullopt
-// when the tensor is copied unchanged: not 2-D, or ne[0] not a multiple of
-// the fallen-back type's block size either.
+// matrix_type_for when the shape is 2-D counted by n_dims_of (trailing 1s
+// dropped: [64, 512, 1] is 2-D); nullopt when the tensor is copied
+// unchanged: 1-D ([64], [64, 1]), 3-D or more, or ne[0] fitting no block.
+// The name is not checked here (quantize also asks is_weight_matrix).
 std::optional<type> tensor_type_for(const file_type & ft, std::string_view name, std::span<const int64_t> ne,
                                     uint32_t n_layer, bool tied_output = false);
 

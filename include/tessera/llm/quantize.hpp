@@ -4,11 +4,15 @@
 // quantize` does.
 //
 // Which tensors change, and to which type: tensor_type_for
-// (tessera/llm/file_type.hpp) — 2-D tensors only (token_embd and output
-// included), the mixes choosing per tensor, Q4_K falling back to Q5_0, Q5_K
-// to Q5_1 and Q6_K to Q8_0 where ne[0] is not a multiple of 256; 1-D tensors (norm
-// weights, biases), tensors of other ranks and tensors whose ne[0] fits no
-// block are copied unchanged. A converted tensor is decoded to F32 with its
+// (tessera/llm/file_type.hpp) — weight matrices only (is_weight_matrix: a
+// name ending in "weight", 2-D once trailing 1s of the shape are dropped;
+// token_embd and output included) of an F32, F16, BF16 or block-quantized
+// type, the mixes choosing per tensor, Q4_K falling back to Q5_0, Q5_K to
+// Q5_1 and Q6_K to Q8_0 where ne[0] is not a multiple of 256; 1-D tensors
+// (norm weights, biases, also when stored as [n, 1]), tensors of other
+// ranks, of integer or F64 type or whose name does not end in "weight", and
+// tensors whose ne[0] fits no block are copied unchanged, keeping their
+// stored shape. A converted tensor is decoded to F32 with its
 // type's to_float, then encoded with the chosen type's reference from_float
 // (tessera/core/types.hpp), so Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
 // bytes are exactly those quantize_row_*_ref writes in the GGUF block
@@ -41,8 +45,8 @@ inline constexpr uint32_t quantization_version = 2;
 
 // True when quantize_file converts tensor `ti` under `target` (n_layer: the
 // model's layer count, n_layer_of; tied_output: the model has no
-// output.weight): tensor_type_for gives a type and `ti` is not already of
-// that type.
+// output.weight): `ti` is of an F32, F16, BF16 or block-quantized type,
+// tensor_type_for gives a type and `ti` is not already of that type.
 bool should_convert(const gguf::tensor_info & ti, const file_type & target, uint32_t n_layer, bool tied_output = false);
 
 // Converts `n_rows` rows of `ne0` elements from `src` (type `from`, packed rows)
@@ -69,8 +73,9 @@ struct quantize_progress {
     std::string_view name;
     type from = TSR_TYPE_F32;
     type to = TSR_TYPE_F32;
-    // The type the target's rule picked (rule_type_for) for a 2-D tensor,
-    // `from` for the others; differs from `to` when ne[0] made it fall back
+    // The type the target's rule picked (rule_type_for) for a weight matrix
+    // the rules apply to (is_weight_matrix, of a float or block-quantized
+    // type), `from` for the others; differs from `to` when ne[0] made it fall back
     // (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0) or fit no block (copied
     // unchanged).
     type wanted = TSR_TYPE_F32;

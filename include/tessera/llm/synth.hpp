@@ -18,7 +18,7 @@
 //   [n_embd, n_embd], blk.N.ffn_norm.weight [n_embd] F32,
 //   blk.N.ffn_gate.weight and blk.N.ffn_up.weight [n_embd, n_ff],
 //   blk.N.ffn_down.weight [n_ff, n_embd]; the 2-D weights in the type the
-//   target picks for each (tensor_type_for, tessera/llm/file_type.hpp: a
+//   target picks for each (matrix_type_for, tessera/llm/file_type.hpp: a
 //   plain type for all of them, or the Q4_K_M / Q4_K_S / Q5_K_M / Q5_K_S
 //   mix, with Q4_K, Q5_K and Q6_K falling back to Q5_0, Q5_1 and Q8_0 where
 //   ne[0] is not a multiple of 256, e.g. every matrix of the tiny preset and
@@ -106,7 +106,7 @@ void synth_values(uint64_t seed, std::string_view name, int64_t fan_in, std::spa
 
 // Total bytes of tensor data a model of this shape, vocabulary size and
 // target holds (not counting the header), each matrix counted in the type
-// tensor_type_for gives it. Throws tessera::error where synth_model would
+// matrix_type_for gives it. Throws tessera::error where synth_model would
 // refuse the shape or target. llama31_rope: with rope_freqs.weight.
 uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_type & wtype, bool llama31_rope = false);
 
