@@ -476,10 +476,23 @@ void writer::write(const std::filesystem::path & path) const {
     // a FIFO, a socket) is refused: renaming over it would replace it.
     // What the path opens, links followed by the kernel (/dev/stdout to a
     // pipe is a FIFO, though /proc/self/fd's link names no file).
-    if (struct stat opened {}; ::stat(path.c_str(), &opened) == 0 && !S_ISREG(opened.st_mode) && !S_ISDIR(opened.st_mode)) {
-        throw not_a_regular_file();
-    }
+    struct stat opened {};
+    const bool opens = ::stat(path.c_str(), &opened) == 0;
+    if (opens && !S_ISREG(opened.st_mode) && !S_ISDIR(opened.st_mode)) throw not_a_regular_file();
     const std::filesystem::path target = follow_links(path);
+    // The link's text must name the file the kernel opens: a /proc/self/fd/N
+    // of a deleted file reads "NAME (deleted)", of a memfd "/memfd:NAME
+    // (deleted)", and renaming over that text would make a new, unrelated
+    // file while the one meant stays as it was. (A dangling link, which
+    // opens nothing, names the file to create.)
+    if (target != path && opens) {
+        struct stat named {};
+        if (::stat(target.c_str(), &named) != 0 || named.st_dev != opened.st_dev || named.st_ino != opened.st_ino) {
+            throw error(fmt::format("gguf writer: {}: names a deleted or unnamed file (its link reads '{}', which is "
+                                    "not that file): cannot replace it by name",
+                                    path.string(), target.string()));
+        }
+    }
     struct stat st {};
     const bool exists = ::stat(target.c_str(), &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) throw is_a_directory();

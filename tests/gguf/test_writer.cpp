@@ -370,6 +370,50 @@ TEST(GgufWriter, SpecialFilesLinksAndPermissions) {
     EXPECT_EQ(dir.n_entries(), 8u);
 }
 
+// /proc/self/fd/N of a deleted file reads "NAME (deleted)", of a memfd
+// "/memfd:NAME (deleted)": renaming over that text made a new file of that
+// name (in / for the memfd) and left the open file empty. Both are refused
+// before any data is made; a descriptor of a file that still has its name
+// is written through.
+TEST(GgufWriter, ProcFdOfADeletedOrUnnamedFileIsRefused) {
+    temp_dir dir;
+    bool filled = false;
+    gguf::writer w = writer_with_fill(filled, 7);
+    const fs::path gone = dir.path / "gone.gguf";
+    const int fd = ::open(gone.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::unlink(gone.c_str()), 0);
+    const std::string via_fd = "/proc/self/fd/" + std::to_string(fd);
+    EXPECT_EQ(error_of([&] { w.write(via_fd); }),
+              "gguf writer: " + via_fd + ": names a deleted or unnamed file (its link reads '" + gone.string() +
+                  " (deleted)', which is not that file): cannot replace it by name");
+    EXPECT_FALSE(filled);
+    struct stat st {};
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 0);
+    ::close(fd);
+    EXPECT_EQ(dir.n_entries(), 0u); // no "gone.gguf (deleted)", no temporary
+
+    const int mfd = ::memfd_create("tessera_writer_test", MFD_CLOEXEC);
+    ASSERT_GE(mfd, 0);
+    const std::string via_memfd = "/proc/self/fd/" + std::to_string(mfd);
+    EXPECT_EQ(error_of([&] { w.write(via_memfd); }),
+              "gguf writer: " + via_memfd + ": names a deleted or unnamed file (its link reads '/memfd:tessera_writer_test "
+              "(deleted)', which is not that file): cannot replace it by name");
+    EXPECT_FALSE(filled);
+    EXPECT_FALSE(fs::exists("/memfd:tessera_writer_test (deleted)"));
+    ::close(mfd);
+
+    const fs::path live = dir.path / "live.gguf";
+    const int lfd = ::open(live.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(lfd, 0);
+    w.write("/proc/self/fd/" + std::to_string(lfd));
+    ::close(lfd);
+    EXPECT_TRUE(filled);
+    EXPECT_EQ(gguf::reader(live).tensor("t").size, 256u);
+    EXPECT_EQ(dir.n_entries(), 1u);
+}
+
 // Replacing a file: refused, as `>` would be, when this user may not write
 // it (renaming over it needs only the directory's permission); else the
 // new file keeps the old one's owner, group and mode (it became root's

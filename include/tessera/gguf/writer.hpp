@@ -89,11 +89,14 @@ public:
     // ("<name>.tmp.XXXXXX"), fsync, then rename over `path`. On any error the
     // temporary is removed, `path` is left as it was, and tessera::error is
     // thrown naming the path and the failing step. A symbolic link is written
-    // through (the link stays) and a replaced file keeps its permissions; an
-    // empty path, a directory, a dangling link and anything not a regular
-    // file (a device, FIFO, socket) are refused before any tensor data is
-    // made. SIGINT, SIGTERM or SIGHUP during the write remove the temporary,
-    // then take their previous disposition.
+    // through (the link stays; a dangling one creates its target, as `>`
+    // would) and a replaced file keeps its permissions; an empty path, a
+    // directory and anything not a regular file (a device, FIFO, socket)
+    // are refused before any tensor data is made, and so is a link whose
+    // text no longer names the file it opens (/proc/self/fd/N of a deleted
+    // file or of a memfd: "<path>: names a deleted or unnamed file (...):
+    // cannot replace it by name"). SIGINT, SIGTERM or SIGHUP during the
+    // write remove the temporary, then take their previous disposition.
     void write(const std::filesystem::path & path) const;
     // The whole file image in memory (same bytes write() produces).
     std::vector<uint8_t> to_bytes() const;
