@@ -428,6 +428,14 @@ std::filesystem::path follow_links(const std::filesystem::path & path) {
     throw error(fmt::format("gguf writer: {}: too many levels of symbolic links", path.string()));
 }
 
+// The longest file name (bytes) the file system of folder `dir` allows:
+// pathconf's _PC_NAME_MAX, NAME_MAX (255) where it cannot say (a missing
+// folder, which the temporary's creation then names).
+size_t name_max_of(const std::filesystem::path & dir) {
+    const long n = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+    return n > 0 ? static_cast<size_t>(n) : size_t{NAME_MAX};
+}
+
 // The process's file-mode creation mask, read from /proc/self/status
 // (Linux 4.7+) without changing it; where that is missing, umask(2) set
 // and restored at once (a file another thread creates in that instant
@@ -502,19 +510,29 @@ void writer::write(const std::filesystem::path & path) const {
     if (exists && ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) {
         throw error(fmt::format("gguf writer: {}: cannot replace it: {}", path.string(), std::strerror(errno)));
     }
+    std::filesystem::path dir = target.parent_path();
+    if (dir.empty()) dir = ".";
+    // A name the file system cannot hold would fail only at the rename,
+    // after all the tensor data was made (and name the temporary).
+    const size_t name_max = name_max_of(dir);
+    std::string base = target.filename().string();
+    if (base.size() > name_max) {
+        const std::string what =
+            target == path ? path.string() : fmt::format("{} (its link names {})", path.string(), target.string());
+        throw error(fmt::format("gguf writer: {}: file name is {} bytes, longer than the file system allows ({})",
+                                what, base.size(), name_max));
+    }
     const uint32_t a = alignment();
     std::vector<uint64_t> offsets;
     const std::vector<uint8_t> head = build_head(impl_->kvs, impl_->tensors, a, offsets);
 
     const std::string final_path = target.string();
-    std::filesystem::path dir = target.parent_path();
-    if (dir.empty()) dir = ".";
     temp_guard tmp;
     // The temporary's name is the file's with ".tmp.XXXXXX" added, the
-    // file's part cut to keep it within NAME_MAX (a 250-byte name is legal).
+    // file's part cut to keep it within the longest name the file system
+    // allows (a 250-byte name is legal where that is 255).
     constexpr size_t k_suffix = sizeof(".tmp.XXXXXX") - 1;
-    std::string base = target.filename().string();
-    if (base.size() + k_suffix > NAME_MAX) base.resize(NAME_MAX - k_suffix);
+    if (base.size() + k_suffix > name_max) base.resize(name_max > k_suffix ? name_max - k_suffix : 1);
     std::string templ = (dir / (base + ".tmp.XXXXXX")).string();
     tmp.fd = ::mkstemp(templ.data());
     if (tmp.fd < 0) {

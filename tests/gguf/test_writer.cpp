@@ -617,6 +617,25 @@ TEST(GgufWriter, LongestFileNamesAreWritten) {
     EXPECT_EQ(dir.n_entries(), 0u);
 }
 
+// A name one byte past NAME_MAX is refused before any tensor data is made,
+// naming the output (it failed after the whole write, at the rename, naming
+// the temporary); through a symbolic link the message names the target.
+TEST(GgufWriter, TooLongFileNameIsRefusedBeforeAnyData) {
+    temp_dir dir;
+    bool filled = false;
+    gguf::writer w = writer_with_fill(filled, 7);
+    const fs::path out = dir.path / (std::string(251, 'b') + ".gguf");
+    EXPECT_EQ(error_of([&] { w.write(out); }),
+              "gguf writer: " + out.string() + ": file name is 256 bytes, longer than the file system allows (255)");
+    EXPECT_FALSE(filled);
+    const fs::path link = dir.path / "link.gguf";
+    fs::create_symlink(out.filename(), link);
+    EXPECT_EQ(error_of([&] { w.write(link); }), "gguf writer: " + link.string() + " (its link names " + out.string() +
+                                                    "): file name is 256 bytes, longer than the file system allows (255)");
+    EXPECT_FALSE(filled);
+    EXPECT_EQ(dir.n_entries(), 1u); // the link: no temporary
+}
+
 // A signal the process ignores (as under nohup) neither ends the write nor
 // removes its file: the output is complete and in place, no temporary left.
 TEST(GgufWriter, IgnoredSignalMidWriteCompletesTheFile) {

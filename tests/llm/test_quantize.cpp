@@ -791,3 +791,19 @@ TEST(Quantize, StoredTrailingOnesIntegerAndNonWeightTensors) {
     }
     EXPECT_NO_THROW(llm::model::load(dir / "odd_q8.gguf"));
 }
+
+// An output name longer than the file system allows is refused before any
+// tensor is converted (it failed after the whole conversion, at the rename).
+TEST(Quantize, TooLongOutputNameIsRefusedBeforeConverting) {
+    temp_dir dir;
+    write_input(dir / "in.gguf", false);
+    llm::quantize_params p;
+    p.target = TSR_TYPE_Q8_0;
+    size_t n_progress = 0;
+    p.progress = [&](const llm::quantize_progress &) { ++n_progress; };
+    const fs::path out = dir / std::string(256, 'b');
+    EXPECT_EQ(tessera::test::error_of([&] { llm::quantize_file(dir / "in.gguf", out, p); }),
+              "gguf writer: " + out.string() + ": file name is 256 bytes, longer than the file system allows (255)");
+    EXPECT_EQ(n_progress, 0u);
+    EXPECT_EQ(dir.n_entries(), 1u); // the input only
+}

@@ -550,3 +550,17 @@ TEST(Synth, Errors) {
     }
     EXPECT_EQ(fs::file_size(vocab_copy), size);
 }
+
+// An output name longer than the file system allows is refused before any
+// tensor is generated.
+TEST(Synth, TooLongOutputNameIsRefusedBeforeGenerating) {
+    temp_dir dir;
+    llm::synth_params p = tiny(TSR_TYPE_Q8_0, 1);
+    size_t n_progress = 0;
+    p.progress = [&](size_t, size_t, std::string_view) { ++n_progress; };
+    const fs::path out = dir / (std::string(300, 'c') + ".gguf");
+    EXPECT_EQ(tessera::test::error_of([&] { llm::synth_model(p, out); }),
+              "gguf writer: " + out.string() + ": file name is 305 bytes, longer than the file system allows (255)");
+    EXPECT_EQ(n_progress, 0u);
+    EXPECT_EQ(dir.n_entries(), 0u);
+}

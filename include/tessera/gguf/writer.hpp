@@ -95,7 +95,10 @@ public:
     // are refused before any tensor data is made, and so is a link whose
     // text no longer names the file it opens (/proc/self/fd/N of a deleted
     // file or of a memfd: "<path>: names a deleted or unnamed file (...):
-    // cannot replace it by name"). SIGINT, SIGTERM or SIGHUP during the
+    // cannot replace it by name"), and a file name longer than its folder's
+    // file system allows (pathconf _PC_NAME_MAX, else NAME_MAX: "<path>:
+    // file name is N bytes, longer than the file system allows (255)").
+    // SIGINT, SIGTERM or SIGHUP during the
     // write remove the temporary, then take their previous disposition.
     void write(const std::filesystem::path & path) const;
     // The whole file image in memory (same bytes write() produces).
