@@ -23,6 +23,44 @@ void append_stripped(std::string_view piece, int lstrip, std::string & out) {
 
 bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
 
+// The reference's clean-up of byte-level BPE text (after Hugging Face's
+// clean_up_tokenization), three passes, each over the previous one's output:
+// 1. a space before '?', '!', '.' or ',' goes;
+// 2. the spaces around a lone apostrophe (" ' ") go;
+// 3. a space before the contractions 's, 'm, 're and 've goes (not before
+//    't, 'd or 'll).
+std::string clean_spaces(const std::string & text) {
+    std::string a;
+    a.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (i > 0 && text[i - 1] == ' ' && (c == '?' || c == '!' || c == '.' || c == ',')) a.pop_back();
+        a += c;
+    }
+    std::string b;
+    b.reserve(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        const char c = a[i];
+        b += c;
+        if (c == '\'' && i > 0 && i + 1 < a.size() && a[i - 1] == ' ' && a[i + 1] == ' ') {
+            b.erase(b.size() - 2, 1); // the space before
+            ++i;                      // the space after
+        }
+    }
+    std::string out;
+    out.reserve(b.size());
+    for (size_t i = 0; i < b.size(); ++i) {
+        const char c = b[i];
+        if (i > 0 && b[i - 1] == ' ' && c == '\'' && i + 1 < b.size()) {
+            const char c1 = b[i + 1];
+            const char c2 = i + 2 < b.size() ? b[i + 2] : '\0';
+            if (c1 == 's' || c1 == 'm' || (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e')) out.pop_back();
+        }
+        out += c;
+    }
+    return out;
+}
+
 } // namespace
 
 void tokenizer::append_piece(token_id id, bool render_special, int lstrip, std::string & out) const {
@@ -97,6 +135,9 @@ std::string tokenizer::detokenize(std::span<const token_id> ids, bool remove_spe
     for (const token_id id : ids) {
         append_piece(id, render_special, remove_space ? 1 : 0, out);
         remove_space = false;
+    }
+    if (kind_ == vocab_kind::bpe && pre_ != pre_tokenizer::smollm) {
+        return clean_spaces(out);
     }
     return out;
 }

@@ -150,8 +150,10 @@ public:
     // Whole-sequence detokenize: the pieces joined, except that the first
     // token loses one leading space (the one encode added, when
     // add_space_prefix) — unless the sequence starts with BOS, which then keeps
-    // the space after it. (bpe: no clean-up of spaces before punctuation,
-    // which the reference's llama_detokenize does for some vocabularies.)
+    // the space after it. bpe (except the smollm pre-tokenizer), as the
+    // reference's llama_detokenize: a space goes before '?', '!', '.', ',',
+    // around a lone "'", and before 's, 'm, 're and 've (so the text is not
+    // always the one encoded: "a , b" comes back as "a, b").
     //   remove_special: drop a leading BOS (when add_bos) and a trailing EOS
     //     (when add_eos) before joining.
     // So detokenize(encode(t, false)) == t and detokenize(encode(t, true)) ==
