@@ -51,6 +51,7 @@ tokenizer::tokenizer(vocab_data v)
       eos_id_(v.eos_id),
       unk_id_(v.unk_id),
       eot_id_(v.eot_id),
+      eom_id_(v.eom_id),
       add_bos_(v.add_bos),
       add_eos_(v.add_eos),
       add_space_prefix_(v.add_space_prefix) {
@@ -79,6 +80,7 @@ tokenizer::tokenizer(vocab_data v)
     check_special(eos_id_, "EOS");
     check_special(unk_id_, "unknown");
     check_special(eot_id_, "EOT");
+    check_special(eom_id_, "EOM");
     if (kind_ == vocab_kind::bpe) {
         index_merges(v.merges);
     }
@@ -122,6 +124,26 @@ tokenizer::tokenizer(vocab_data v)
             }
         }
     }
+    // End of generation (see is_eog).
+    static constexpr std::string_view k_eog_texts[] = {
+        "<|endoftext|>", "<|end_of_text|>", "</s>",          "<eos>",          "<|eot_id|>",      "<|eom_id|>",
+        "<|im_end|>",    "<|end|>",         "<end_of_turn>", "<end_of_utterance>", "<EOT>",       "_<EOT>",
+        "<|return|>",    "<|call|>",        "<|fim_pad|>",   "<|file_sep|>",   "<|repo_name|>",
+        "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>", // <｜end▁of▁sentence｜>
+    };
+    eog_.assign(n, 0);
+    for (const token_id id : {eos_id_, eot_id_, eom_id_}) {
+        if (id >= 0) eog_[static_cast<size_t>(id)] = 1;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (std::find(std::begin(k_eog_texts), std::end(k_eog_texts), tokens_[i]) != std::end(k_eog_texts)) eog_[i] = 1;
+    }
+    if (find_piece("<|return|>") >= 0 && find_piece("<|call|>") >= 0) {
+        for (size_t i = 0; i < n; ++i) {
+            if (tokens_[i] == "<|end|>") eog_[i] = 0;
+        }
+    }
+
     // Longest special text first, so that e.g. "<|end|>" is matched before a
     // shorter special text it contains; equal lengths by id for determinism.
     std::stable_sort(special_by_length_.begin(), special_by_length_.end(), [&](token_id a, token_id b) {

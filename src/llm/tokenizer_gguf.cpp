@@ -111,6 +111,7 @@ tokenizer tokenizer::from_gguf(const gguf::reader & r) {
     v.eos_id = read_special_id(r, "tokenizer.ggml.eos_token_id", bpe ? 11 : 2, n);
     v.unk_id = read_special_id(r, "tokenizer.ggml.unknown_token_id", bpe ? -1 : 0, n);
     v.eot_id = read_special_id(r, "tokenizer.ggml.eot_token_id", -1, n);
+    v.eom_id = read_special_id(r, "tokenizer.ggml.eom_token_id", -1, n);
     const bool bos_default = !bpe || v.pre == pre_tokenizer::llama3;
     v.add_bos = r.find_bool("tokenizer.ggml.add_bos_token").value_or(bos_default);
     v.add_eos = r.find_bool("tokenizer.ggml.add_eos_token").value_or(false);

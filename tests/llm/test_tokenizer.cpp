@@ -353,3 +353,43 @@ TEST(TokenizerGguf, BadMetadataNamesTheKey) {
     m = gguf_error([](tessera::gguf::writer & w) { w.set_u32("tokenizer.ggml.add_bos_token", 1); });
     EXPECT_TRUE(has(m, "tokenizer.ggml.add_bos_token")) << m;
 }
+
+// End of generation, as the reference picks it (measured with its
+// llama_vocab_is_eog on vocabularies with these tokens): EOS, the EOT and
+// EOM keys, and tokens of known end texts whatever their type; <|end|> not
+// where <|return|> and <|call|> are both present.
+TEST(TokenizerGguf, EndOfGenerationTokens) {
+    auto v = make_vocab({{"a", -1}, {"<|endoftext|>", 0}, {"<|end|>", 0}, {"<|im_end|>", 0}, {"<|eot_id|>", 0},
+                         {"<end_of_turn>", 0}, {"<|END_OF_TURN_TOKEN|>", 0}, {"<|im_start|>", 0}, {"x", -2}},
+                        {token_type::normal, token_type::control, token_type::control, token_type::normal,
+                         token_type::user_defined, token_type::control, token_type::control, token_type::control,
+                         token_type::normal});
+    v.eos_id = 2;
+    v.eom_id = 267; // "x"
+    const tokenizer tok(v);
+    std::vector<token_id> eog;
+    for (token_id id = 0; id < tok.n_vocab(); ++id) {
+        if (tok.is_eog(id)) eog.push_back(id);
+    }
+    EXPECT_EQ(eog, (ids{2, 260, 261, 262, 263, 264, 267}));
+    EXPECT_FALSE(tok.is_eog(-1));
+    EXPECT_FALSE(tok.is_eog(tok.n_vocab()));
+
+    auto g = make_vocab({{"<|end|>", 0}, {"<|return|>", 0}, {"<|call|>", 0}},
+                        {token_type::control, token_type::control, token_type::control});
+    g.eot_id = 259; // even as EOT, <|end|> is not the end here
+    const tokenizer gpt_oss(g);
+    EXPECT_FALSE(gpt_oss.is_eog(259));
+    EXPECT_TRUE(gpt_oss.is_eog(260));
+    EXPECT_TRUE(gpt_oss.is_eog(261));
+    EXPECT_TRUE(gpt_oss.is_eog(2));
+
+    const tokenizer keys = tokenizer::from_gguf(gguf_vocab([](tessera::gguf::writer & w) {
+        w.set_u32("tokenizer.ggml.eot_token_id", 259);
+        w.set_u32("tokenizer.ggml.eom_token_id", 0);
+    }));
+    EXPECT_EQ(keys.eot_id(), 259);
+    EXPECT_EQ(keys.eom_id(), 0);
+    EXPECT_TRUE(keys.is_eog(259) && keys.is_eog(0) && keys.is_eog(2));
+    EXPECT_FALSE(keys.is_eog(1));
+}

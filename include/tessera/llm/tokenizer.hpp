@@ -87,6 +87,7 @@ struct vocab_data {
     token_id eos_id = 2;
     token_id unk_id = 0;
     token_id eot_id = -1;          // end of turn: also ends generation
+    token_id eom_id = -1;          // end of message: also ends generation
     bool add_bos = true;           // put BOS in front when add_special
     bool add_eos = false;          // put EOS at the end when add_special
     bool add_space_prefix = true;  // spm: prepend one space before each text run
@@ -116,7 +117,7 @@ public:
     //   default to id 11 and no unknown token, add_bos defaults to true for
     //   the Llama 3 pre-tokenizer only, add_space_prefix to false (the
     //   reference implementation's defaults).
-    //   Both: tokenizer.ggml.eot_token_id (UINT32) optional.
+    //   Both: tokenizer.ggml.eot_token_id, eom_token_id (UINT32) optional.
     // Throws tessera::error naming the key for a missing or mistyped key, and
     // naming the model or pre-tokenizer when it is not one of these.
     static tokenizer from_gguf(const gguf::reader & r);
@@ -172,8 +173,16 @@ public:
     bool add_eos() const { return add_eos_; }
     bool add_space_prefix() const { return add_space_prefix_; }
     token_id eot_id() const { return eot_id_; } // -1 when absent
-    // True for the end-of-generation tokens (EOS and EOT).
-    bool is_eog(token_id id) const { return id >= 0 && (id == eos_id_ || id == eot_id_); }
+    token_id eom_id() const { return eom_id_; } // -1 when absent
+    // True for the tokens that end generation, as the reference picks them
+    // (measured on it): EOS, EOT and EOM, and any token, of any type, whose
+    // text is one of <|endoftext|>, <|end_of_text|>, </s>, <eos>, <|eot_id|>,
+    // <|eom_id|>, <|im_end|>, <|end|>, <end_of_turn>, <end_of_utterance>,
+    // <EOT>, _<EOT>, <|return|>, <|call|>, <|fim_pad|>, <|file_sep|>,
+    // <|repo_name|>, or DeepSeek's end of sentence — except <|end|> in a
+    // vocabulary that also has <|return|> and <|call|> (gpt-oss's, where
+    // <|end|> ends a message, not the generation).
+    bool is_eog(token_id id) const { return id >= 0 && id < n_vocab() && eog_[static_cast<size_t>(id)] != 0; }
     // Raw vocabulary entries; throw tessera::error for an out-of-range id.
     const std::string & token_text(token_id id) const;
     float token_score(token_id id) const;
@@ -206,7 +215,8 @@ private:
     pre_tokenizer pre_ = pre_tokenizer::default_;
     // bpe: merge rank by key (4-byte length of left, left, right).
     std::unordered_map<std::string, int32_t, string_hash, std::equal_to<>> merge_rank_;
-    token_id bos_id_ = -1, eos_id_ = -1, unk_id_ = -1, eot_id_ = -1;
+    token_id bos_id_ = -1, eos_id_ = -1, unk_id_ = -1, eot_id_ = -1, eom_id_ = -1;
+    std::vector<uint8_t> eog_; // per id: 1 when is_eog
     bool add_bos_ = true, add_eos_ = false, add_space_prefix_ = true;
 };
 
