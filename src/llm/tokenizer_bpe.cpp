@@ -2,11 +2,11 @@
 // algorithm): pre-tokenize, map bytes to characters, merge by rank.
 #include <array>
 #include <cstring>
-#include <queue>
 #include <string>
 #include <vector>
 
 #include "byte_level.hpp"
+#include "pair_merge.hpp"
 #include "pretokenizer.hpp"
 #include "tessera/llm/tokenizer.hpp"
 #include "unicode_text.hpp"
@@ -68,27 +68,6 @@ void decode(std::string_view text, std::string & out) {
 
 namespace {
 
-struct symbol {
-    int prev;
-    int next;
-    size_t offset; // into the mapped word
-    size_t length; // bytes; 0 once merged into its left neighbour
-};
-
-struct bigram {
-    int32_t rank;
-    int left;
-    int right;
-    size_t length; // byte length of left + right when the pair was queued
-};
-
-// Min-heap order: lowest rank first, then the leftmost pair.
-struct bigram_greater {
-    bool operator()(const bigram & a, const bigram & b) const {
-        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-    }
-};
-
 std::string merge_key(std::string_view left, std::string_view right) {
     std::string key(4 + left.size() + right.size(), '\0');
     const auto n = static_cast<uint32_t>(left.size());
@@ -96,11 +75,6 @@ std::string merge_key(std::string_view left, std::string_view right) {
     std::memcpy(key.data() + 4, left.data(), left.size());
     std::memcpy(key.data() + 4 + left.size(), right.data(), right.size());
     return key;
-}
-
-size_t utf8_len_from_lead(unsigned char c) {
-    static constexpr uint8_t lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lookup[c >> 4];
 }
 
 } // namespace
@@ -125,7 +99,6 @@ int32_t tokenizer::merge_rank(std::string_view left, std::string_view right) con
 
 void tokenizer::encode_bpe(std::string_view text, std::vector<token_id> & out) const {
     std::string word;
-    std::vector<symbol> symbols;
     for (const std::string & raw : pre_tokenize(pre_, text)) {
         word.clear();
         for (const char c : raw) {
@@ -138,51 +111,15 @@ void tokenizer::encode_bpe(std::string_view text, std::vector<token_id> & out) c
                 continue;
             }
         }
-        symbols.clear();
-        for (size_t off = 0; off < word.size();) {
-            const size_t len = std::min(utf8_len_from_lead(static_cast<unsigned char>(word[off])), word.size() - off);
-            const int index = static_cast<int>(symbols.size());
-            symbols.push_back({index - 1, index + 1, off, len});
-            off += len;
-        }
+        const std::string_view w = word;
+        const std::vector<merge_symbol> symbols =
+            merge_pairs(w, [&](std::string_view left, std::string_view right) -> std::optional<double> {
+                const int32_t rank = merge_rank(left, right);
+                if (rank < 0) return std::nullopt;
+                return rank;
+            });
         if (symbols.empty()) {
             continue;
-        }
-        symbols.back().next = -1;
-
-        std::priority_queue<bigram, std::vector<bigram>, bigram_greater> queue;
-        const std::string_view w = word;
-        const auto try_add = [&](int left, int right) {
-            if (left < 0 || right < 0) {
-                return;
-            }
-            const symbol & l = symbols[left];
-            const symbol & r = symbols[right];
-            const int32_t rank = merge_rank(w.substr(l.offset, l.length), w.substr(r.offset, r.length));
-            if (rank >= 0) {
-                queue.push({rank, left, right, l.length + r.length});
-            }
-        };
-        for (int i = 1; i < static_cast<int>(symbols.size()); ++i) {
-            try_add(i - 1, i);
-        }
-        while (!queue.empty()) {
-            const bigram top = queue.top();
-            queue.pop();
-            symbol & left = symbols[top.left];
-            symbol & right = symbols[top.right];
-            // Stale: one side was merged away or grew since this pair was queued.
-            if (left.length == 0 || right.length == 0 || left.length + right.length != top.length) {
-                continue;
-            }
-            left.length += right.length;
-            right.length = 0;
-            left.next = right.next;
-            if (right.next >= 0) {
-                symbols[right.next].prev = top.left;
-            }
-            try_add(left.prev, top.left);
-            try_add(top.left, left.next);
         }
 
         for (int i = 0; i >= 0; i = symbols[i].next) {

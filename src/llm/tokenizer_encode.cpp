@@ -8,16 +8,14 @@
 // 3. The run is split by SentencePiece BPE merging (Kudo & Richardson 2018;
 //    sentencepiece bpe_model.cc): one symbol per UTF-8 character, then the
 //    adjacent pair whose concatenation is a vocabulary piece of highest score
-//    is merged (leftmost on ties) until no pair is a piece. Candidate pairs sit
-//    in a max-heap; entries made stale by an earlier merge are detected by
-//    their recorded byte length and skipped.
+//    is merged (leftmost on ties) until no pair is a piece (pair_merge.hpp).
 // 4. Symbols that are not pieces become byte-fallback tokens, one per byte.
-#include <queue>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "pair_merge.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/llm/tokenizer.hpp"
 
@@ -27,14 +25,6 @@ namespace {
 
 constexpr std::string_view k_space_symbol = "\xE2\x96\x81"; // U+2581
 
-// Byte length of the UTF-8 character whose lead byte is `c`, from the lead
-// byte alone: continuation and ASCII bytes count 1, 110xxxxx 2, 1110xxxx 3,
-// 1111xxxx 4 (the reference groups bytes the same way, without validating).
-size_t utf8_len_from_lead(unsigned char c) {
-    static constexpr uint8_t lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lookup[c >> 4];
-}
-
 // A piece of the input: either raw text [offset, offset + length) or a token.
 struct fragment {
     bool is_token;
@@ -43,43 +33,9 @@ struct fragment {
     size_t length;
 };
 
-struct symbol {
-    int prev;
-    int next;
-    size_t offset; // into the escaped text
-    size_t length; // bytes; 0 once merged into its left neighbour
-};
-
-struct bigram {
-    float score;
-    int left;
-    int right;
-    size_t length; // byte length of left + right when the pair was queued
-};
-
-// Max-heap order: higher score first, then the leftmost pair.
-struct bigram_less {
-    bool operator()(const bigram & a, const bigram & b) const {
-        return a.score < b.score || (a.score == b.score && a.left > b.left);
-    }
-};
-
 } // namespace
 
 void tokenizer::encode_spm(std::string_view text, std::vector<token_id> & out) const {
-    std::vector<symbol> symbols;
-    symbols.reserve(text.size());
-    for (size_t off = 0; off < text.size();) {
-        const size_t len = std::min(utf8_len_from_lead(static_cast<unsigned char>(text[off])), text.size() - off);
-        const int index = static_cast<int>(symbols.size());
-        symbols.push_back({index - 1, index + 1, off, len});
-        off += len;
-    }
-    if (symbols.empty()) {
-        return;
-    }
-    symbols.back().next = -1;
-
     // A piece that merging may produce: normal or user-defined tokens only,
     // so control, unknown, unused and byte tokens never come out of text.
     const auto mergeable = [&](std::string_view piece) -> token_id {
@@ -89,39 +45,15 @@ void tokenizer::encode_spm(std::string_view text, std::vector<token_id> & out) c
         }
         return id;
     };
-
-    std::priority_queue<bigram, std::vector<bigram>, bigram_less> queue;
-    const auto try_add = [&](int left, int right) {
-        if (left < 0 || right < 0) {
-            return;
-        }
-        const size_t length = symbols[left].length + symbols[right].length;
-        const token_id id = mergeable(text.substr(symbols[left].offset, length));
-        if (id >= 0) {
-            queue.push({scores_[id], left, right, length});
-        }
-    };
-
-    for (int i = 1; i < static_cast<int>(symbols.size()); ++i) {
-        try_add(i - 1, i);
-    }
-    while (!queue.empty()) {
-        const bigram top = queue.top();
-        queue.pop();
-        symbol & left = symbols[top.left];
-        symbol & right = symbols[top.right];
-        // Stale: one side was merged away or grew since this pair was queued.
-        if (left.length == 0 || right.length == 0 || left.length + right.length != top.length) {
-            continue;
-        }
-        left.length += right.length;
-        right.length = 0;
-        left.next = right.next;
-        if (right.next >= 0) {
-            symbols[right.next].prev = top.left;
-        }
-        try_add(left.prev, top.left);
-        try_add(top.left, left.next);
+    // Highest score first: the key is -score. left and right are adjacent in text.
+    const std::vector<merge_symbol> symbols =
+        merge_pairs(text, [&](std::string_view left, std::string_view right) -> std::optional<double> {
+            const token_id id = mergeable(std::string_view(left.data(), left.size() + right.size()));
+            if (id < 0) return std::nullopt;
+            return -static_cast<double>(scores_[id]);
+        });
+    if (symbols.empty()) {
+        return;
     }
 
     for (int i = 0; i >= 0; i = symbols[i].next) {
