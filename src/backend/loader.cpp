@@ -139,7 +139,7 @@ backend_reg registry::load_handle(void * handle, const std::string & p) {
     int score = -1;
     if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
             detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
-        score = fn();
+        score = detail::plugin_call(what, fn);
         if (score <= 0) {
             throw error(fmt::format("{}: score {}: not supported on this system", what, score));
         }
@@ -150,7 +150,7 @@ backend_reg registry::load_handle(void * handle, const std::string & p) {
         throw error(fmt::format("{}: has no '{}' symbol (not a tessera backend)", what,
                                 TSR_BACKEND_INIT_SYMBOL));
     }
-    tsr_reg * reg = init();
+    tsr_reg * reg = detail::plugin_call(what, init);
     if (reg == nullptr) throw error(fmt::format("{}: {}() returned null", what, TSR_BACKEND_INIT_SYMBOL));
 
     std::vector<std::string> skipped;
@@ -225,8 +225,15 @@ load_report registry::load_best(std::string_view name, const fs::path & dir) {
             log(fmt::format("backend library '{}': {}", c.path, c.error));
         } else if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
                        detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
-            c.score = fn();
-            if (c.score <= 0) {
+            try {
+                c.score = detail::plugin_call(fmt::format("backend library '{}'", c.path), fn);
+            } catch (const error & e) {
+                c.error = e.what();
+                log(c.error);
+            }
+            if (!c.error.empty()) {
+                // it threw: refused, its score unknown (-1)
+            } else if (c.score <= 0) {
                 c.error = fmt::format("score {}: not supported on this system", c.score);
             } else if (c.score > best_score) {
                 best_score = c.score;

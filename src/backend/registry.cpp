@@ -21,10 +21,20 @@ using detail::reg_entry;
 
 namespace detail {
 
+std::string current_exception_text() {
+    try {
+        throw;
+    } catch (const std::exception & x) {
+        return tessera::printable(str_or_empty(x.what()), 200);
+    } catch (...) {
+        return "an exception that is not a std::exception";
+    }
+}
+
 std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
                                       std::vector<std::string> & skipped) {
     if (auto why = check_reg(reg); !why.empty()) throw error(fmt::format("{}: {}", what, why));
-    const char * name = reg->iface->get_name(reg);
+    const char * name = plugin_call(what, [&] { return reg->iface->get_name(reg); });
     if (name == nullptr || name[0] == '\0') throw error(fmt::format("{}: its reg has no name", what));
     if (!valid_backend_name(name)) {
         throw error(fmt::format("{}: its reg's name '{}' is not a backend name (1 to 64 of A-Z a-z "
@@ -34,14 +44,14 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
     auto e = std::make_shared<reg_entry>();
     e->name = name;
     e->reg = reg;
-    const size_t n = reg->iface->get_device_count(reg);
+    const size_t n = plugin_call(what, [&] { return reg->iface->get_device_count(reg); });
     constexpr size_t max_devices = 4096;
     if (n > max_devices) {
         throw error(fmt::format("{}: reports {} devices (more than {}: corrupt)", what, n,
                                 max_devices));
     }
     for (size_t i = 0; i < n; ++i) {
-        tsr_device * d = reg->iface->get_device(reg, i);
+        tsr_device * d = plugin_call(what, [&] { return reg->iface->get_device(reg, i); });
         if (d == nullptr) {
             skipped.push_back(fmt::format("{}: device {} is null; skipped", what, i));
             continue;
@@ -50,7 +60,7 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
             skipped.push_back(fmt::format("{}: device {} skipped: {}", what, i, why));
             continue;
         }
-        const char * dn = d->iface->get_name(d);
+        const char * dn = plugin_call(what, [&] { return d->iface->get_name(d); });
         if (dn == nullptr || dn[0] == '\0') {
             skipped.push_back(fmt::format("{}: device {} has no name; skipped", what, i));
             continue;
@@ -136,7 +146,9 @@ backend_reg registry::add_entry(std::shared_ptr<reg_entry> e, std::string_view w
 backend_reg registry::register_backend(tsr_reg * reg) {
     std::lock_guard load_lk(load_mu_);
     std::vector<std::string> skipped;
-    const char * nm = (reg && reg->iface && reg->iface->get_name) ? reg->iface->get_name(reg) : "";
+    const char * nm = detail::plugin_call("register_backend", [&] {
+        return (reg && reg->iface && reg->iface->get_name) ? reg->iface->get_name(reg) : "";
+    });
     const std::string what = fmt::format("backend '{}'", tessera::printable(detail::str_or_empty(nm), 64));
     auto e = detail::make_entry(reg, what, skipped);
     for (const auto & s : skipped) log(s);

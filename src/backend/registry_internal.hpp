@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/reg_entry.hpp"
+#include "tessera/core/error.hpp"
 
 namespace tessera {
 class registry;
@@ -20,6 +21,24 @@ namespace tessera::detail {
 // than 4096 devices); each skipped device adds a message to `skipped`.
 std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
                                       std::vector<std::string> & skipped);
+
+// The message of the exception being handled (call only inside a catch
+// block): its what() made printable, or a phrase for one that is not a
+// std::exception.
+std::string current_exception_text();
+
+// Runs f, a call into a plugin while it is being loaded. backend.h is a C
+// ABI: nothing may be thrown across it, but a plugin written in C++ can. Such
+// an exception becomes tessera::error "<what>: threw an exception across the
+// C ABI (<its message>)", so the library is refused like any broken one.
+template <class F>
+decltype(auto) plugin_call(const std::string & what, F && f) {
+    try {
+        return f();
+    } catch (...) {
+        throw error(what + ": threw an exception across the C ABI (" + current_exception_text() + ")");
+    }
+}
 
 // Registers the backends compiled into this program (static_backends.cpp).
 void register_static_backends(registry & r);

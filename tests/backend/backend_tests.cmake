@@ -60,6 +60,18 @@ tessera_fake_plugin(identity libtessera-fakeid-ok ${_f} FAKE_FAMILY="fakeid" FAK
 tessera_fake_plugin(cpuid libtessera-cpu-x ${_f} "FAKE_FAMILY=\"bad name/../x\"" FAKE_SCORE=100
                     FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_CPU)
 tessera_fake_plugin(cpuid libtessera-cpu-nodev ${_f} FAKE_FAMILY="cpu" FAKE_SCORE=100 FAKE_N_DEVICES=0)
+# Variants of family throwing, written in C++, that throw an exception across
+# the C ABI from one call made while loading them (above the good one, ok, 1).
+set(_t throwing_backend.cpp)
+tessera_fake_plugin(throwing libtessera-throwing-score ${_t} FAKE_FAMILY="throwing" FAKE_SCORE=100 THROW_AT=1)
+tessera_fake_plugin(throwing libtessera-throwing-init ${_t} FAKE_FAMILY="throwing" FAKE_SCORE=90 THROW_AT=2)
+tessera_fake_plugin(throwing libtessera-throwing-regname ${_t} FAKE_FAMILY="throwing" FAKE_SCORE=80 THROW_AT=3)
+tessera_fake_plugin(throwing libtessera-throwing-count ${_t} FAKE_FAMILY="throwing" FAKE_SCORE=70 THROW_AT=4)
+tessera_fake_plugin(throwing libtessera-throwing-device ${_t} FAKE_FAMILY="throwing" FAKE_SCORE=60 THROW_AT=5)
+tessera_fake_plugin(throwing libtessera-throwing-devname ${_t} FAKE_FAMILY="throwing" FAKE_SCORE=50 THROW_AT=6
+                    THROW_NON_STD)
+tessera_fake_plugin(throwing libtessera-throwing-ok ${_f} FAKE_FAMILY="throwing" FAKE_SCORE=1 FAKE_VARIANT="ok"
+                    FAKE_DEVICE_PREFIX="NoThrow")
 
 set(_backend_test_libs tessera_backend)
 if(TARGET tessera_cpu_backend)

@@ -849,5 +849,51 @@ TEST_F(RegistryLoad, StrayLibrariesCannotTakeTheCpuFamily) {
     EXPECT_FALSE(is_loaded(nodev));
 }
 
+// A C++ exception thrown across the C ABI while a library is loaded (from
+// its score, its init, or a table function) refuses that library with a
+// message naming it, and the next variant is loaded: it went up to the
+// command, unnamed ("boom in ..."), and no backend of the family was loaded.
+TEST_F(RegistryLoad, ExceptionsThrownAcrossTheCAbiRefuseTheLibrary) {
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {"score", "boom in tessera_backend_score"},
+        {"init", "boom in tessera_backend_init"},
+        {"regname", "boom in get_name"},
+        {"count", "boom in get_device_count"},
+        {"device", "boom in get_device"},
+        {"devname", "an exception that is not a std::exception"},
+    };
+    const auto message = [](const fs::path & p, const std::string & why) {
+        return fmt::format("backend library '{}': threw an exception across the C ABI ({})", p.string(), why);
+    };
+    load_report rep = reg.load_best("throwing", fake_dir("throwing"));
+    ASSERT_TRUE(rep.loaded) << log.all();
+    EXPECT_EQ(rep.loaded.path(), fake_plugin("throwing", "libtessera-throwing-ok").string());
+    EXPECT_EQ(rep.loaded.score(), 1);
+    ASSERT_EQ(reg.device_count(), 1u);
+    EXPECT_STREQ(reg.device_at(0).name(), "NoThrow0");
+    ASSERT_EQ(rep.candidates.size(), refused.size() + 1);
+    std::string expected_log;
+    // The one whose score threw has no score (-1): it is listed last but one.
+    for (size_t k = 0; k < refused.size(); ++k) {
+        const auto & [variant, why] = refused[k];
+        const fs::path p = fake_plugin("throwing", "libtessera-throwing-" + variant);
+        expected_log += message(p, why) + "\n";
+        const size_t at = k == 0 ? refused.size() : k - 1;
+        EXPECT_EQ(rep.candidates[at].path, p.string());
+        EXPECT_EQ(rep.candidates[at].error, message(p, why));
+        EXPECT_EQ(rep.candidates[at].score, k == 0 ? -1 : 100 - 10 * int(k));
+        EXPECT_FALSE(is_loaded(p)) << p;
+    }
+    EXPECT_EQ(rep.candidates[refused.size() - 1].path, rep.loaded.path());
+    EXPECT_EQ(log.all(), expected_log);
+    reg.unload(rep.loaded);
+
+    // load() refuses each the same way, leaving nothing behind.
+    for (const auto & [variant, why] : refused) {
+        const fs::path p = fake_plugin("throwing", "libtessera-throwing-" + variant);
+        expect_load_fails(p, message(p, why));
+    }
+}
+
 } // namespace
 } // namespace tessera::test
