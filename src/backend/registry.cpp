@@ -65,6 +65,15 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
             skipped.push_back(fmt::format("{}: device {} has no name; skipped", what, i));
             continue;
         }
+        // Every device has a default buffer type (backend.h): one that is
+        // unusable would fail `devices` and `run` later, where a variant
+        // with it could have hidden a working one.
+        tsr_buffer_type * bt = plugin_call(what, [&] { return d->iface->get_buffer_type(d); });
+        if (auto why = check_buffer_type(bt); !why.empty()) {
+            skipped.push_back(
+                fmt::format("{}: device {} skipped: unusable default buffer type: {}", what, i, why));
+            continue;
+        }
         e->devices.push_back(d);
     }
     return e;
@@ -162,6 +171,9 @@ device registry::register_device(tsr_device * dev) {
     }
     const char * dn = dev->iface->get_name(dev);
     if (dn == nullptr || dn[0] == '\0') throw error("register_device: the device has no name");
+    if (auto why = detail::check_buffer_type(dev->iface->get_buffer_type(dev)); !why.empty()) {
+        throw error(fmt::format("register_device: unusable default buffer type: {}", why));
+    }
     auto e = std::make_shared<reg_entry>();
     e->name = dn;
     e->devices.push_back(dev);

@@ -59,7 +59,15 @@ tessera_fake_plugin(identity libtessera-fakeid-ok ${_f} FAKE_FAMILY="fakeid" FAK
 # CPU variant plugins must still be loaded.
 tessera_fake_plugin(cpuid libtessera-cpu-x ${_f} "FAKE_FAMILY=\"bad name/../x\"" FAKE_SCORE=100
                     FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_CPU)
-tessera_fake_plugin(cpuid libtessera-cpu-nodev ${_f} FAKE_FAMILY="cpu" FAKE_SCORE=100 FAKE_N_DEVICES=0)
+tessera_fake_plugin(cpuid libtessera-cpu-nodev ${_f} FAKE_FAMILY="cpu" FAKE_SCORE=100 FAKE_N_DEVICES=0)# Devices whose default buffer type is NULL: a variant with only such a
+# device above a good one, and a library where one of two devices has it.
+tessera_fake_plugin(nullbuft libtessera-fakebuft-null ${_f} FAKE_FAMILY="fakebuft" FAKE_SCORE=50 FAKE_NULL_BUFT=0
+                    FAKE_DEVICE_PREFIX="NullBuft")
+tessera_fake_plugin(nullbuft libtessera-fakebuft-ok ${_f} FAKE_FAMILY="fakebuft" FAKE_SCORE=2 FAKE_VARIANT="ok"
+                    FAKE_DEVICE_PREFIX="OkBuft")
+tessera_fake_plugin(nullbuft2 libtessera-fakebuft2 ${_f} FAKE_FAMILY="fakebuft2" FAKE_N_DEVICES=2 FAKE_NULL_BUFT=1
+                    FAKE_DEVICE_PREFIX="HalfBuft")
+
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).
 set(_t throwing_backend.cpp)

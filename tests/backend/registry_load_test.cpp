@@ -895,5 +895,42 @@ TEST_F(RegistryLoad, ExceptionsThrownAcrossTheCAbiRefuseTheLibrary) {
     }
 }
 
+// A device whose default buffer type is unusable (here NULL) is skipped at
+// load, and a library left without devices is refused, so load_best loads
+// the next variant: it was accepted, then `devices` failed mid-listing
+// ("unusable default buffer type: the buffer type is null") and a CPU
+// variant with it that scored higher than the real one made `run` fail.
+TEST_F(RegistryLoad, DeviceWithoutADefaultBufferTypeIsSkipped) {
+    const fs::path bad = fake_plugin("nullbuft", "libtessera-fakebuft-null");
+    const std::string skipped = fmt::format("backend library '{}': device 0 skipped: unusable default buffer type: "
+                                            "the buffer type is null",
+                                            bad.string());
+    const std::string refused = fmt::format("backend library '{}': none of its 1 devices is usable", bad.string());
+    load_report rep = reg.load_best("fakebuft", fake_dir("nullbuft"));
+    ASSERT_TRUE(rep.loaded) << log.all();
+    EXPECT_EQ(rep.loaded.path(), fake_plugin("nullbuft", "libtessera-fakebuft-ok").string());
+    ASSERT_EQ(rep.candidates.size(), 2u);
+    EXPECT_EQ(rep.candidates[0].path, bad.string());
+    EXPECT_EQ(rep.candidates[0].error, refused);
+    EXPECT_FALSE(is_loaded(bad));
+    EXPECT_EQ(log.all(), skipped + "\n" + refused + "\n");
+    ASSERT_EQ(reg.device_count(), 1u);
+    EXPECT_STREQ(reg.device_at(0).name(), "OkBuft0");
+    EXPECT_STREQ(reg.device_at(0).default_buffer_type().name(), "OkBuftHost");
+
+    // One of two devices without one: the other is kept, and every device
+    // listed has a default buffer type.
+    log.lines.clear();
+    const fs::path half = fake_plugin("nullbuft2", "libtessera-fakebuft2");
+    backend_reg r = reg.load(half);
+    ASSERT_EQ(r.devices().size(), 1u);
+    EXPECT_STREQ(r.devices()[0].name(), "HalfBuft0");
+    EXPECT_FALSE(reg.find_device("HalfBuft1"));
+    for (const device & d : reg.devices()) EXPECT_EQ(d.default_buffer_type().alignment(), 32u) << d.name();
+    EXPECT_EQ(log.all(), fmt::format("backend library '{}': device 1 skipped: unusable default buffer type: the "
+                                     "buffer type is null\n",
+                                     half.string()));
+}
+
 } // namespace
 } // namespace tessera::test

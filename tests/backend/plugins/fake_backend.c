@@ -8,6 +8,7 @@
  *   FAKE_N_DEVICES n          device count (default 1)
  *   FAKE_NULL_DEVICE i        get_device(i) returns NULL
  *   FAKE_BAD_DEVICE i         device i lacks a required slot (get_caps)
+ *   FAKE_NULL_BUFT i          device i's get_buffer_type returns NULL
  *   FAKE_SCORE s              exports tessera_backend_score returning s
  *   FAKE_NO_INIT              does not export tessera_backend_init
  *   FAKE_INIT_NULL            tessera_backend_init returns NULL
@@ -38,6 +39,9 @@
 #endif
 #ifndef FAKE_BAD_DEVICE
 #define FAKE_BAD_DEVICE (-1)
+#endif
+#ifndef FAKE_NULL_BUFT
+#define FAKE_NULL_BUFT (-1)
 #endif
 #ifndef FAKE_API_MAJOR
 #define FAKE_API_MAJOR TSR_BACKEND_API_MAJOR
@@ -187,10 +191,7 @@ static tsr_backend * dev_init(tsr_device * d, const char * params) {
     return be;
 }
 /* One buffer type shared by all devices (its device field: device 0, set at init). */
-static tsr_buffer_type * dev_buft(tsr_device * d) {
-    (void)d;
-    return &buft;
-}
+static tsr_buffer_type * dev_buft(tsr_device * d) { return dev_index(d) == FAKE_NULL_BUFT ? NULL : &buft; }
 static bool dev_supports_op(tsr_device * d, const tsr_tensor * op) {
     (void)d;
     return op->op == TSR_OP_NONE || (op->op == TSR_OP_ADD && op->type == TSR_TYPE_F32);
