@@ -39,7 +39,7 @@ std::vector<device> backend_reg::devices() const {
     detail::check_loaded(&e);
     std::vector<device> out;
     out.reserve(e.devices.size());
-    for (tsr_device * d : e.devices) out.emplace_back(d, entry_);
+    for (const auto & rec : e.devices) out.emplace_back(rec.dev, entry_);
     return out;
 }
 

@@ -32,10 +32,18 @@ const tsr_device_i * device::iface() const {
     return dev_->iface;
 }
 
-const char * device::name() const { return detail::str_or_empty(iface()->get_name(dev_)); }
+// The strings read at load; a device reached otherwise (a buffer type's or a
+// backend's device field naming one the registry did not accept) is asked.
+const char * device::name() const {
+    const tsr_device_i * i = iface();
+    if (const auto * rec = entry_ ? entry_->find(dev_) : nullptr) return rec->name.c_str();
+    return detail::str_or_empty(i->get_name(dev_));
+}
 
 const char * device::description() const {
-    return detail::str_or_empty(iface()->get_description(dev_));
+    const tsr_device_i * i = iface();
+    if (const auto * rec = entry_ ? entry_->find(dev_) : nullptr) return rec->description.c_str();
+    return detail::str_or_empty(i->get_description(dev_));
 }
 
 std::pair<size_t, size_t> device::memory() const {

@@ -45,4 +45,15 @@ inline bool valid_family_name(std::string_view s) { return valid_name_chars(s, f
 // which valid_family_name restricts further (no '-').
 inline bool valid_backend_name(std::string_view s) { return valid_name_chars(s, true); }
 
+// A device name: 1..64 printable ASCII characters other than space, quote
+// and backslash (e.g. "CPU", "CUDA0", "RPC[host:50052]"). It is printed,
+// matched against --device and quoted in messages as it is.
+inline bool valid_device_name(std::string_view s) {
+    if (s.empty() || s.size() > 64) return false;
+    for (char c : s) {
+        if (c <= ' ' || c >= 0x7f || c == '\'' || c == '"' || c == '\\') return false;
+    }
+    return true;
+}
+
 } // namespace tessera::detail

@@ -19,7 +19,24 @@ struct reg_entry {
     void * handle = nullptr; // the shared library (dlopen); null when compiled in
     std::string path;        // UTF-8 library path; empty when compiled in
     int score = -1;          // tessera_backend_score's result; -1 when none
-    std::vector<tsr_device *> devices; // accepted devices, in the backend's order
+    // An accepted device with its name and description, read once at load:
+    // a backend's getters are not asked again (one that returned NULL on a
+    // later call crashed the registry).
+    struct device_rec {
+        tsr_device * dev = nullptr;
+        std::string name;        // valid_device_name (names.hpp)
+        std::string description; // at most max_description bytes; "" for NULL
+    };
+    static constexpr size_t max_description = 256;
+    std::vector<device_rec> devices; // accepted devices, in the backend's order
+
+    // The record of `d`, or nullptr when it is not one of `devices`.
+    const device_rec * find(const tsr_device * d) const {
+        for (const auto & r : devices) {
+            if (r.dev == d) return &r;
+        }
+        return nullptr;
+    }
 
     // Live objects made through it (indexed by lease_kind), and whether it
     // was unloaded; guarded by mu.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include <fmt/core.h>
 
@@ -29,6 +30,27 @@ std::string current_exception_text() {
     } catch (...) {
         return "an exception that is not a std::exception";
     }
+}
+
+bool read_device_strings(tsr_device * d, const std::string & what, reg_entry::device_rec & rec,
+                         std::string & why) {
+    const char * dn = plugin_call(what, [&] { return d->iface->get_name(d); });
+    // strnlen: a name without its NUL, or of a megabyte, is read no further.
+    const std::string_view name(dn ? dn : "", dn ? strnlen(dn, 65) : 0);
+    if (name.empty()) {
+        why = "has no name";
+        return false;
+    }
+    if (!valid_device_name(name)) {
+        why = fmt::format("is named '{}', which is not a device name (1 to 64 printable ASCII characters "
+                          "other than space, quote and backslash)",
+                          tessera::printable(name, 64));
+        return false;
+    }
+    const char * desc = plugin_call(what, [&] { return d->iface->get_description(d); });
+    rec.name = std::string(name);
+    rec.description = desc ? std::string(desc, strnlen(desc, reg_entry::max_description)) : std::string();
+    return true;
 }
 
 std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
@@ -60,9 +82,11 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
             skipped.push_back(fmt::format("{}: device {} skipped: {}", what, i, why));
             continue;
         }
-        const char * dn = plugin_call(what, [&] { return d->iface->get_name(d); });
-        if (dn == nullptr || dn[0] == '\0') {
-            skipped.push_back(fmt::format("{}: device {} has no name; skipped", what, i));
+        reg_entry::device_rec rec;
+        rec.dev = d;
+        std::string why;
+        if (!read_device_strings(d, what, rec, why)) {
+            skipped.push_back(fmt::format("{}: device {} {}; skipped", what, i, why));
             continue;
         }
         // Every device has a default buffer type (backend.h): one that is
@@ -74,7 +98,7 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
                 fmt::format("{}: device {} skipped: unusable default buffer type: {}", what, i, why));
             continue;
         }
-        e->devices.push_back(d);
+        e->devices.push_back(std::move(rec));
     }
     return e;
 }
@@ -125,15 +149,15 @@ backend_reg registry::add_entry(std::shared_ptr<reg_entry> e, std::string_view w
         }
     }
     // Device names are unique across the registry; a later duplicate is skipped.
-    std::vector<tsr_device *> kept;
-    for (tsr_device * d : e->devices) {
-        const char * dn = d->iface->get_name(d);
+    std::vector<reg_entry::device_rec> kept;
+    for (auto & rec : e->devices) {
+        const std::string & dn = rec.name;
         bool dup = false;
         for (const auto & s : devs_) {
-            if (detail::iequals(s.dev->iface->get_name(s.dev), dn)) dup = true;
+            if (detail::iequals(s.entry->find(s.dev)->name, dn)) dup = true;
         }
-        for (tsr_device * k : kept) {
-            if (detail::iequals(k->iface->get_name(k), dn)) dup = true;
+        for (const auto & k : kept) {
+            if (detail::iequals(k.name, dn)) dup = true;
         }
         if (dup) {
             if (e->reg == nullptr) {
@@ -144,11 +168,11 @@ backend_reg registry::add_entry(std::shared_ptr<reg_entry> e, std::string_view w
             lk.lock();
             continue;
         }
-        kept.push_back(d);
+        kept.push_back(std::move(rec));
     }
     e->devices = std::move(kept);
     if (e->reg != nullptr) regs_.push_back(e);
-    for (tsr_device * d : e->devices) devs_.push_back({d, e});
+    for (const auto & rec : e->devices) devs_.push_back({rec.dev, e});
     return backend_reg(std::move(e));
 }
 
@@ -169,15 +193,19 @@ device registry::register_device(tsr_device * dev) {
     if (auto why = detail::check_device(dev); !why.empty()) {
         throw error(fmt::format("register_device: {}", why));
     }
-    const char * dn = dev->iface->get_name(dev);
-    if (dn == nullptr || dn[0] == '\0') throw error("register_device: the device has no name");
+    reg_entry::device_rec rec;
+    rec.dev = dev;
+    if (std::string why; !detail::read_device_strings(dev, "register_device", rec, why)) {
+        throw error(fmt::format("register_device: the device {}", why));
+    }
     if (auto why = detail::check_buffer_type(dev->iface->get_buffer_type(dev)); !why.empty()) {
         throw error(fmt::format("register_device: unusable default buffer type: {}", why));
     }
     auto e = std::make_shared<reg_entry>();
-    e->name = dn;
-    e->devices.push_back(dev);
-    add_entry(e, fmt::format("device '{}'", dn));
+    e->name = rec.name;
+    const std::string what = fmt::format("device '{}'", rec.name);
+    e->devices.push_back(std::move(rec));
+    add_entry(e, what);
     return device(dev, e);
 }
 
@@ -263,7 +291,7 @@ std::vector<device> registry::devices() const {
 std::optional<device> registry::find_device(std::string_view name) const {
     std::shared_lock lk(mu_);
     for (const auto & s : devs_) {
-        if (detail::iequals(s.dev->iface->get_name(s.dev), name)) return device(s.dev, s.entry);
+        if (detail::iequals(s.entry->find(s.dev)->name, name)) return device(s.dev, s.entry);
     }
     return std::nullopt;
 }

@@ -40,6 +40,13 @@ decltype(auto) plugin_call(const std::string & what, F && f) {
     }
 }
 
+// Reads device d's name and description into `rec` (one call each). False,
+// with `why` ("has no name", "is named '...', which is not a device name
+// (...)"), when the name is missing or not valid_device_name; a NULL
+// description is stored as "", a long one cut to max_description bytes.
+bool read_device_strings(tsr_device * d, const std::string & what, reg_entry::device_rec & rec,
+                         std::string & why);
+
 // Registers the backends compiled into this program (static_backends.cpp).
 void register_static_backends(registry & r);
 

@@ -67,6 +67,21 @@ tessera_fake_plugin(nullbuft libtessera-fakebuft-ok ${_f} FAKE_FAMILY="fakebuft"
                     FAKE_DEVICE_PREFIX="OkBuft")
 tessera_fake_plugin(nullbuft2 libtessera-fakebuft2 ${_f} FAKE_FAMILY="fakebuft2" FAKE_N_DEVICES=2 FAKE_NULL_BUFT=1
                     FAKE_DEVICE_PREFIX="HalfBuft")
+# Device names and descriptions: asked once (NULL after), a NULL
+# description, and a device 0 whose name is no device name (device 1 is fine).
+tessera_fake_plugin(nameonce libtessera-fakeonce ${_f} FAKE_FAMILY="fakeonce" FAKE_DEVICE_PREFIX="Once" FAKE_NAME_ONCE)
+tessera_fake_plugin(descnull libtessera-fakedesc ${_f} FAKE_FAMILY="fakedesc" FAKE_DEVICE_PREFIX="NoDesc" FAKE_DESC_NULL)
+tessera_fake_plugin(devnames libtessera-fakenl ${_f} FAKE_FAMILY="fakenl" FAKE_DEVICE_PREFIX="Nl" FAKE_N_DEVICES=2
+                    "FAKE_BAD_NAME=\"Evil\\n0\"")
+tessera_fake_plugin(devnames libtessera-fakeesc ${_f} FAKE_FAMILY="fakeesc" FAKE_DEVICE_PREFIX="Esc" FAKE_N_DEVICES=2
+                    "FAKE_BAD_NAME=\"\\033[31mRed\"")
+tessera_fake_plugin(devnames libtessera-fakespace ${_f} FAKE_FAMILY="fakespace" FAKE_DEVICE_PREFIX="Space"
+                    FAKE_N_DEVICES=2 "FAKE_BAD_NAME=\"Two words\"")
+tessera_fake_plugin(devnames libtessera-fakelongname ${_f} FAKE_FAMILY="fakelongname" FAKE_DEVICE_PREFIX="Long"
+                    FAKE_N_DEVICES=2
+                    "FAKE_BAD_NAME=\"L1234567890123456789012345678901234567890123456789012345678901234\"")
+tessera_fake_plugin(devnames libtessera-fakeutf ${_f} FAKE_FAMILY="fakeutf" FAKE_DEVICE_PREFIX="Utf" FAKE_N_DEVICES=2
+                    "FAKE_BAD_NAME=\"Gr\\xc3\\xbc\\xc3\\x9f\"")
 
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).

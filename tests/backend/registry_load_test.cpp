@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <tuple>
 
 #include <fmt/core.h>
 
@@ -930,6 +931,57 @@ TEST_F(RegistryLoad, DeviceWithoutADefaultBufferTypeIsSkipped) {
     EXPECT_EQ(log.all(), fmt::format("backend library '{}': device 1 skipped: unusable default buffer type: the "
                                      "buffer type is null\n",
                                      half.string()));
+}
+
+// A device's name and description are read once, at load: a backend whose
+// getters return NULL on a later call crashed the registry (strlen(NULL) in
+// add_entry when the next library was loaded, and in find_device).
+TEST_F(RegistryLoad, DeviceNamesAreReadOnceAtLoad) {
+    reg.load(fake_plugin("nameonce", "libtessera-fakeonce"));
+    reg.load(fake_plugin("gpu", "libtessera-fakegpu")); // compares its device names with Once0
+    ASSERT_EQ(reg.device_count(), 2u);
+    const auto d = reg.find_device("once0");
+    ASSERT_TRUE(d);
+    EXPECT_STREQ(d->name(), "Once0");
+    EXPECT_STREQ(d->description(), "a fake fakeonce device");
+    EXPECT_STREQ(d->props().name, "Once0");
+    EXPECT_STREQ(reg.find_device("FakeGPU0")->name(), "FakeGPU0");
+    EXPECT_EQ(error_of([&] { reg.init_by_name("Nope"); }),
+              "no device named 'Nope' (devices: Once0 (GPU) FakeGPU0 (GPU))");
+    EXPECT_STREQ(reg.init_by_name("Once0").get_device().name(), "Once0");
+
+    // A NULL description is an empty one.
+    reg.load(fake_plugin("descnull", "libtessera-fakedesc"));
+    EXPECT_STREQ(reg.find_device("NoDesc0")->description(), "");
+    EXPECT_EQ(log.all(), "");
+}
+
+// A device name must be 1 to 64 printable ASCII characters other than space,
+// quote and backslash: one with a newline, an escape sequence, a space, 65
+// characters or UTF-8 is skipped, printed escaped; the library's other
+// device is kept. Such names reached the terminal as they were.
+TEST_F(RegistryLoad, DeviceNamesThatAreNoNamesAreSkipped) {
+    const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+        {"libtessera-fakenl", "Evil\\x0a0", "Nl1"},
+        {"libtessera-fakeesc", "\\x1b[31mRed", "Esc1"},
+        {"libtessera-fakespace", "Two words", "Space1"},
+        {"libtessera-fakelongname", "L" + std::string("1234567890123456789012345678901234567890123456789012345678901") +
+                                         "23...",
+         "Long1"},
+        {"libtessera-fakeutf", "Gr\\xc3\\xbc\\xc3\\x9f", "Utf1"},
+    };
+    for (const auto & [stem, shown, kept] : cases) {
+        log.lines.clear();
+        const fs::path lib = fake_plugin("devnames", stem);
+        backend_reg r = reg.load(lib);
+        const auto devs = r.devices();
+        ASSERT_EQ(devs.size(), 1u) << stem;
+        EXPECT_STREQ(devs[0].name(), kept.c_str());
+        EXPECT_EQ(log.all(), fmt::format("backend library '{}': device 0 is named '{}', which is not a device name "
+                                         "(1 to 64 printable ASCII characters other than space, quote and "
+                                         "backslash); skipped\n",
+                                         lib.string(), shown));
+    }
 }
 
 } // namespace

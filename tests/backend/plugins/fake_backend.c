@@ -9,6 +9,10 @@
  *   FAKE_NULL_DEVICE i        get_device(i) returns NULL
  *   FAKE_BAD_DEVICE i         device i lacks a required slot (get_caps)
  *   FAKE_NULL_BUFT i          device i's get_buffer_type returns NULL
+ *   FAKE_BAD_NAME "s"         device 0 is named s instead
+ *   FAKE_NAME_ONCE            get_name and get_description return NULL
+ *                             from their second call on
+ *   FAKE_DESC_NULL            get_description returns NULL
  *   FAKE_SCORE s              exports tessera_backend_score returning s
  *   FAKE_NO_INIT              does not export tessera_backend_init
  *   FAKE_INIT_NULL            tessera_backend_init returns NULL
@@ -172,8 +176,28 @@ static tsr_device devices[FAKE_N_DEVICES > 0 ? FAKE_N_DEVICES : 1];
 static char device_names[FAKE_N_DEVICES > 0 ? FAKE_N_DEVICES : 1][32];
 
 static int dev_index(tsr_device * d) { return (int)(d - devices); }
-static const char * dev_name(tsr_device * d) { return device_names[dev_index(d)]; }
-static const char * dev_desc(tsr_device * d) { (void)d; return "a fake " FAKE_FAMILY " device"; }
+static const char * dev_name(tsr_device * d) {
+#ifdef FAKE_NAME_ONCE
+    static int calls;
+    if (calls++ > 0) return NULL;
+#endif
+#ifdef FAKE_BAD_NAME
+    if (dev_index(d) == 0) return FAKE_BAD_NAME;
+#endif
+    return device_names[dev_index(d)];
+}
+static const char * dev_desc(tsr_device * d) {
+    (void)d;
+#ifdef FAKE_NAME_ONCE
+    static int calls;
+    if (calls++ > 0) return NULL;
+#endif
+#ifdef FAKE_DESC_NULL
+    return NULL;
+#else
+    return "a fake " FAKE_FAMILY " device";
+#endif
+}
 static void dev_memory(tsr_device * d, size_t * free_b, size_t * total) {
     (void)d;
     *free_b = 1000;
