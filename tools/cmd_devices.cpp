@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "devices.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::tools {
 
@@ -36,7 +37,7 @@ void print_report(std::FILE * out, const load_report & r) {
     fmt::print(out, "  {} libraries considered:\n", r.name);
     for (const auto & c : r.candidates) {
         const std::string score = c.score < 0 ? "-" : std::to_string(c.score);
-        fmt::print(out, "    {:>5}  {}{}\n", score, c.path, c.error.empty() ? "  (loaded)" : "");
+        fmt::print(out, "    {:>5}  {}{}\n", score, printable_utf8(c.path), c.error.empty() ? "  (loaded)" : "");
         if (!c.error.empty()) fmt::print(out, "           {}\n", c.error);
     }
 }
@@ -83,7 +84,7 @@ size_t print_devices(std::FILE * out) {
         const api_version v = r.version();
         fmt::print(out, "  {}  API {}.{}  score {}  {}\n", r.name(), v.major, v.minor,
                    r.score() < 0 ? std::string("-") : std::to_string(r.score()),
-                   r.path().empty() ? "(compiled in)" : r.path());
+                   r.path().empty() ? "(compiled in)" : printable_utf8(r.path()));
     }
     for (const auto & rep : reports) print_report(out, rep);
 
@@ -91,24 +92,26 @@ size_t print_devices(std::FILE * out) {
     fmt::print(out, "devices ({}):\n", devs.size());
     for (const auto & d : devs) {
         const device_props p = d.props();
-        fmt::print(out, "  {}: {}\n", p.name, p.description);
+        // What a plugin says is shown escaped: it can hold newlines and
+        // terminal escape sequences. (Device names are checked at load.)
+        fmt::print(out, "  {}: {}\n", printable(p.name, 64), printable_utf8(p.description, 256));
         fmt::print(out, "    type: {}\n", device_type_name(p.type));
         fmt::print(out, "    memory: {} free of {}\n", mib(p.memory_free), mib(p.memory_total));
         fmt::print(out, "    capabilities: {}\n", caps_str(p.caps));
-        std::string bufts = d.default_buffer_type().name();
-        if (auto h = d.host_buffer_type()) bufts += fmt::format(", {} (host)", h->name());
-        for (const auto & b : d.extra_buffer_types()) bufts += fmt::format(", {}", b.name());
+        std::string bufts = printable(d.default_buffer_type().name(), 64);
+        if (auto h = d.host_buffer_type()) bufts += fmt::format(", {} (host)", printable(h->name(), 64));
+        for (const auto & b : d.extra_buffer_types()) bufts += fmt::format(", {}", printable(b.name(), 64));
         fmt::print(out, "    buffer types: {}\n", bufts);
         const auto feats = d.reg().features();
         if (!feats.empty()) {
             std::string line;
-            for (const auto & [k, val] : feats) line += fmt::format(" {}={}", k, val);
+            for (const auto & [k, val] : feats) line += fmt::format(" {}={}", printable(k, 64), printable(val, 256));
             fmt::print(out, "    features:{}\n", line);
         }
     }
     if (devs.empty()) {
         std::string searched;
-        for (const auto & p : reg.search_paths()) searched += " " + p.string();
+        for (const auto & p : reg.search_paths()) searched += " " + printable_utf8(p.string());
         fmt::print(out, "  none: no backend could be loaded (searched:{})\n", searched);
         eprint("error: no compute device found: no backend could be loaded (searched:{}; set TESSERA_BACKEND_PATH to "
                "the folder that holds libtessera-cpu-*.so)\n",

@@ -6,6 +6,7 @@
 #include "backend/dynlib.hpp"
 #include "backend/reg_entry.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::detail {
 
@@ -13,7 +14,7 @@ reg_entry::~reg_entry() { dynlib_close(handle); }
 
 std::string reg_entry::describe() const {
     if (path.empty()) return fmt::format("backend '{}'", name);
-    return fmt::format("backend '{}' ({})", name, path);
+    return fmt::format("backend '{}' ({})", name, printable_utf8(path));
 }
 
 void check_loaded(const reg_entry * e) {

@@ -14,6 +14,7 @@
 #include "backend/registry_internal.hpp"
 #include "tessera/backend/registry.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 #ifndef TESSERA_PLUGIN_INSTALL_DIR
 #define TESSERA_PLUGIN_INSTALL_DIR ""
@@ -33,6 +34,12 @@ struct handle_guard {
     ~handle_guard() { detail::dynlib_close(h); }
     void * release() { return std::exchange(h, nullptr); }
 };
+
+// "backend library '<path>'", the path made printable: a file name can hold
+// newlines, escape sequences and bytes that are not UTF-8.
+std::string library_what(const std::string & path) {
+    return fmt::format("backend library '{}'", printable_utf8(path));
+}
 
 fs::path exe_dir() {
     std::error_code ec;
@@ -129,12 +136,12 @@ backend_reg registry::load_locked(const fs::path & path) {
     // relative path does (TESSERA_BACKEND_PATH=libtessera-cpu-x64.so said
     // "No such file or directory" beside that file).
     void * h = detail::dynlib_open(p.find('/') == std::string::npos ? "./" + p : p, err);
-    if (h == nullptr) throw error(fmt::format("backend library '{}': cannot open: {}", p, err));
+    if (h == nullptr) throw error(fmt::format("{}: cannot open: {}", library_what(p), printable_utf8(err)));
     return load_handle(h, p);
 }
 
 backend_reg registry::load_handle(void * handle, const std::string & p) {
-    const std::string what = fmt::format("backend library '{}'", p);
+    const std::string what = library_what(p);
     handle_guard h{handle};
     int score = -1;
     if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
@@ -221,12 +228,12 @@ load_report registry::load_best(std::string_view name, const fs::path & dir) {
         handle_guard h{detail::dynlib_open(c.path, err)};
         if (h.h == nullptr) {
             // e.g. a truncated or foreign file (dynlib_open checks it first)
-            c.error = "cannot open: " + err;
-            log(fmt::format("backend library '{}': {}", c.path, c.error));
+            c.error = "cannot open: " + printable_utf8(err);
+            log(fmt::format("{}: {}", library_what(c.path), c.error));
         } else if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
                        detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
             try {
-                c.score = detail::plugin_call(fmt::format("backend library '{}'", c.path), fn);
+                c.score = detail::plugin_call(library_what(c.path), fn);
             } catch (const error & e) {
                 c.error = e.what();
                 log(c.error);
@@ -325,7 +332,7 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
         // A folder this user may not list was searched as an empty one.
         std::error_code lec;
         fs::directory_iterator probe(ep, lec);
-        if (lec) log(fmt::format("{}='{}': cannot list the folder: {}; ignored", env_var, env, lec.message()));
+        if (lec) log(fmt::format("{}='{}': cannot list the folder: {}; ignored", env_var, printable_utf8(env), lec.message()));
         // Families named only by files in that directory.
         std::vector<std::string> families;
         for (const auto & f : list_files(ep)) {
@@ -340,7 +347,7 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
         }
         for (const auto & fam : families) reports.push_back(load_best(fam, ep));
     } else {
-        log(fmt::format("{}='{}' is neither a file nor a directory; ignored", env_var, env));
+        log(fmt::format("{}='{}' is neither a file nor a directory; ignored", env_var, printable_utf8(env)));
     }
     return reports;
 }

@@ -142,7 +142,7 @@ backend_reg registry::add_entry(std::shared_ptr<reg_entry> e, std::string_view w
     if (e->reg != nullptr) {
         for (const auto & r : regs_) {
             if (detail::iequals(r->name, e->name)) {
-                const std::string from = r->path.empty() ? "compiled in" : "from " + r->path;
+                const std::string from = r->path.empty() ? "compiled in" : "from " + tessera::printable_utf8(r->path);
                 throw error(fmt::format("{}: a backend named '{}' is already registered ({})", what,
                                         e->name, from));
             }

@@ -82,6 +82,8 @@ tessera_fake_plugin(devnames libtessera-fakelongname ${_f} FAKE_FAMILY="fakelong
                     "FAKE_BAD_NAME=\"L1234567890123456789012345678901234567890123456789012345678901234\"")
 tessera_fake_plugin(devnames libtessera-fakeutf ${_f} FAKE_FAMILY="fakeutf" FAKE_DEVICE_PREFIX="Utf" FAKE_N_DEVICES=2
                     "FAKE_BAD_NAME=\"Gr\\xc3\\xbc\\xc3\\x9f\"")
+tessera_fake_plugin(weird libtessera-fakeweird ${_f} FAKE_FAMILY="fakeweird" FAKE_DEVICE_PREFIX="Weird"
+                    FAKE_WEIRD_STRINGS)
 
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).

@@ -13,4 +13,10 @@ namespace tessera {
 // garble a message nor drive a terminal.
 std::string printable(std::string_view s, size_t max = 96);
 
+// The same for text that is often legitimately UTF-8 (a file path): well-
+// formed UTF-8 sequences are kept (but C1 controls, U+0080..U+009F, are
+// escaped); control bytes, bytes of ill-formed UTF-8, quote and backslash
+// become \xNN; at most `max` bytes of `s` are shown (then "...").
+std::string printable_utf8(std::string_view s, size_t max = 4096);
+
 } // namespace tessera

@@ -162,4 +162,27 @@ TEST(DevicesCli, NoBackendAtAllExitsOne) {
     }
 }
 
+// What a plugin says (its description, feature names and values) and the
+// path it was loaded from are printed escaped: a newline, terminal escape
+// sequences and invalid UTF-8 reached the terminal as they were. A path's
+// well-formed UTF-8 is kept.
+TEST(DevicesCli, PluginStringsAndPathsArePrintedEscaped) {
+    namespace fs = std::filesystem;
+    tessera::test::temp_dir tmp("weird");
+    const fs::path dir = tmp / "pl\u00fcg\x1b[31mins\nx";
+    fs::create_directory(dir);
+    const fs::path lib = dir / "libtessera-fakeweird.so";
+    fs::copy_file(fs::path(TESSERA_FAKE_PLUGIN_DIR) / "weird" / "libtessera-fakeweird.so", lib);
+    const process_result r = run("devices", {"TESSERA_BACKEND_PATH=" + dir.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\xff"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\xc0"), std::string::npos) << r.out;
+    const std::string shown = tmp.path.string() + "/pl\u00fcg\\x1b[31mins\\x0ax";
+    EXPECT_NE(r.out.find("  fakeweird  API 1.0  score -  " + shown + "/libtessera-fakeweird.so\n"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("  Weird0: fake\\x0a\\x1b[2J\\x1b[31mred \\xff\\xfe device\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("    features: X\\x1b[31mRED=a\\x0afake line \\xc0\n"), std::string::npos) << r.out;
+}
+
 } // namespace

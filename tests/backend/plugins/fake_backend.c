@@ -13,6 +13,8 @@
  *   FAKE_NAME_ONCE            get_name and get_description return NULL
  *                             from their second call on
  *   FAKE_DESC_NULL            get_description returns NULL
+ *   FAKE_WEIRD_STRINGS        description and a feature hold a newline,
+ *                             terminal escape sequences and invalid UTF-8
  *   FAKE_SCORE s              exports tessera_backend_score returning s
  *   FAKE_NO_INIT              does not export tessera_backend_init
  *   FAKE_INIT_NULL            tessera_backend_init returns NULL
@@ -194,6 +196,8 @@ static const char * dev_desc(tsr_device * d) {
 #endif
 #ifdef FAKE_DESC_NULL
     return NULL;
+#elif defined(FAKE_WEIRD_STRINGS)
+    return "fake\n\033[2J\033[31mred \xff\xfe device";
 #else
     return "a fake " FAKE_FAMILY " device";
 #endif
@@ -297,7 +301,11 @@ static tsr_device * reg_device(tsr_reg * r, size_t i) {
     return &devices[i];
 }
 
+#ifdef FAKE_WEIRD_STRINGS
+static const tsr_feature features[] = {{"X\033[31mRED", "a\nfake line \xc0"}, {NULL, NULL}};
+#else
 static const tsr_feature features[] = {{"VARIANT", FAKE_VARIANT}, {"FAKE", "1"}, {NULL, NULL}};
+#endif
 static const tsr_feature * get_features(tsr_reg * r) { (void)r; return features; }
 static int get_live_objects(void) { return live_objects; }
 
