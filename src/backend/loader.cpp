@@ -101,8 +101,10 @@ std::vector<fs::path> list_files(const fs::path & dir) {
 } // namespace
 
 const std::vector<std::string> & registry::known_names() {
-    static const std::vector<std::string> names = {"cuda", "hip",  "sycl", "vulkan", "opencl",
-                                                   "metal", "blas", "rpc",  "cpu"};
+    // cpu first: every run can fall back to it, and a plugin that names a
+    // device like the CPU's ("CPU") must not take that name from it.
+    static const std::vector<std::string> names = {"cpu",   "cuda", "hip", "sycl", "vulkan",
+                                                   "opencl", "metal", "blas", "rpc"};
     return names;
 }
 

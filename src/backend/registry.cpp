@@ -148,27 +148,37 @@ backend_reg registry::add_entry(std::shared_ptr<reg_entry> e, std::string_view w
             }
         }
     }
-    // Device names are unique across the registry; a later duplicate is skipped.
+    // Device names are unique across the registry; a later duplicate is
+    // skipped, with the library that has the name. A library left without
+    // devices is refused (load_best then tries the next variant): it would
+    // only take its family's place without a device to use.
     std::vector<reg_entry::device_rec> kept;
+    std::vector<std::string> clashes;
     for (auto & rec : e->devices) {
-        const std::string & dn = rec.name;
-        bool dup = false;
+        std::string owner;
         for (const auto & s : devs_) {
-            if (detail::iequals(s.entry->find(s.dev)->name, dn)) dup = true;
+            if (detail::iequals(s.entry->find(s.dev)->name, rec.name)) owner = "by " + s.entry->describe();
         }
         for (const auto & k : kept) {
-            if (detail::iequals(k.name, dn)) dup = true;
+            if (owner.empty() && detail::iequals(k.name, rec.name)) owner = "by another of its devices";
         }
-        if (dup) {
-            if (e->reg == nullptr) {
-                throw error(fmt::format("{}: a device named '{}' is already registered", what, dn));
-            }
-            lk.unlock();
-            log(fmt::format("{}: a device named '{}' is already registered; skipped", what, dn));
-            lk.lock();
+        if (!owner.empty()) {
+            const std::string clash = fmt::format("a device named '{}' is already registered {}", rec.name, owner);
+            if (e->reg == nullptr) throw error(fmt::format("{}: {}", what, clash));
+            clashes.push_back(clash);
             continue;
         }
         kept.push_back(std::move(rec));
+    }
+    if (kept.empty() && !clashes.empty()) {
+        throw error(fmt::format("{}: none of its {} devices can be registered: {}{}", what, clashes.size(),
+                                clashes.front(),
+                                clashes.size() > 1 ? fmt::format(" (and {} more)", clashes.size() - 1) : ""));
+    }
+    if (!clashes.empty()) {
+        lk.unlock();
+        for (const auto & c : clashes) log(fmt::format("{}: {}; skipped", what, c));
+        lk.lock();
     }
     e->devices = std::move(kept);
     if (e->reg != nullptr) regs_.push_back(e);

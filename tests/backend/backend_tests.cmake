@@ -84,6 +84,18 @@ tessera_fake_plugin(devnames libtessera-fakeutf ${_f} FAKE_FAMILY="fakeutf" FAKE
                     "FAKE_BAD_NAME=\"Gr\\xc3\\xbc\\xc3\\x9f\"")
 tessera_fake_plugin(weird libtessera-fakeweird ${_f} FAKE_FAMILY="fakeweird" FAKE_DEVICE_PREFIX="Weird"
                     FAKE_WEIRD_STRINGS)
+# Device names that clash with registered ones: FakeGPU0 as the gpu case's
+# (all devices, one of two, a variant above a good one), and a blas library
+# whose device is named "CPU".
+tessera_fake_plugin(clash libtessera-fakeclash ${_f} FAKE_FAMILY="fakeclash" FAKE_DEVICE_PREFIX="FakeGPU")
+tessera_fake_plugin(clash2 libtessera-fakeclash2 ${_f} FAKE_FAMILY="fakeclash2" FAKE_DEVICE_PREFIX="FakeGPU"
+                    FAKE_N_DEVICES=2)
+tessera_fake_plugin(clashvar libtessera-fakedup-high ${_f} FAKE_FAMILY="fakedup" FAKE_DEVICE_PREFIX="FakeGPU"
+                    FAKE_SCORE=9)
+tessera_fake_plugin(clashvar libtessera-fakedup-low ${_f} FAKE_FAMILY="fakedup" FAKE_DEVICE_PREFIX="DupOk"
+                    FAKE_SCORE=2)
+tessera_fake_plugin(hidecpu libtessera-blas ${_f} FAKE_FAMILY="blas" FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_CPU
+                    "FAKE_BAD_NAME=\"CPU\"")
 
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).

@@ -401,7 +401,7 @@ TEST_F(RegistryLoad, CompiledInRegistrationAndLoneDevices) {
                   "backend 'fakegpu': a backend named 'fakegpu' is already registered (compiled in)");
         EXPECT_EQ(error_of([&] { r.register_backend(nullptr); }), "backend '': the reg is null");
         EXPECT_EQ(error_of([&] { r.register_device(raw->iface->get_device(raw, 0)); }),
-                  "device 'OtherGPU0': a device named 'OtherGPU0' is already registered");
+                  "device 'OtherGPU0': a device named 'OtherGPU0' is already registered by backend 'fakegpu'");
         EXPECT_EQ(r.device_count(), 1u);
     }
     {
@@ -982,6 +982,66 @@ TEST_F(RegistryLoad, DeviceNamesThatAreNoNamesAreSkipped) {
                                          "backslash); skipped\n",
                                          lib.string(), shown));
     }
+}
+
+// A device whose name is already registered is skipped, naming the library
+// that has it; a library left without devices is refused (load_best then
+// loads the next variant) instead of taking its family's place with none.
+TEST_F(RegistryLoad, DeviceNameClashesNameBothLibrariesAndRefuseAnEmptiedOne) {
+    const fs::path gpu = fake_plugin("gpu", "libtessera-fakegpu");
+    reg.load(gpu);
+    const std::string owner = fmt::format("by backend 'fakegpu' ({})", gpu.string());
+    const fs::path clash = fake_plugin("clash", "libtessera-fakeclash");
+    expect_load_fails(clash, fmt::format("backend library '{}': none of its 1 devices can be registered: a device "
+                                         "named 'FakeGPU0' is already registered {}",
+                                         clash.string(), owner));
+
+    const fs::path clash2 = fake_plugin("clash2", "libtessera-fakeclash2");
+    backend_reg r = reg.load(clash2);
+    ASSERT_EQ(r.devices().size(), 1u);
+    EXPECT_STREQ(r.devices()[0].name(), "FakeGPU1");
+    EXPECT_EQ(log.all(), fmt::format("backend library '{}': a device named 'FakeGPU0' is already registered {}; "
+                                     "skipped\n",
+                                     clash2.string(), owner));
+
+    log.lines.clear();
+    const fs::path high = fake_plugin("clashvar", "libtessera-fakedup-high");
+    load_report rep = reg.load_best("fakedup", fake_dir("clashvar"));
+    ASSERT_TRUE(rep.loaded) << log.all();
+    EXPECT_EQ(rep.loaded.path(), fake_plugin("clashvar", "libtessera-fakedup-low").string());
+    ASSERT_EQ(rep.candidates.size(), 2u);
+    EXPECT_EQ(rep.candidates[0].error,
+              fmt::format("backend library '{}': none of its 1 devices can be registered: a device named 'FakeGPU0' "
+                          "is already registered {}",
+                          high.string(), owner));
+    EXPECT_FALSE(is_loaded(high));
+    EXPECT_TRUE(reg.find_device("DupOk0"));
+}
+
+// The reported case: libtessera-blas.so naming its device "CPU" beside the
+// real CPU plugins. The CPU family is loaded first, so the real CPU device
+// keeps its name and the blas library is refused naming the CPU library
+// (the CPU library lost its device, and `run` found no CPU backend).
+TEST_F(RegistryLoad, APluginCannotTakeTheCpuDevicesName) {
+    const fs::path bin(TESSERA_BINARY_DIR);
+    if (!fs::exists(bin / "libtessera-cpu-x64.so")) GTEST_SKIP() << "no CPU plugins in " << bin;
+    const fs::path blas = fake_plugin("hidecpu", "libtessera-blas");
+    ASSERT_EQ(setenv("TESSERA_BACKEND_PATH", fake_dir("hidecpu").c_str(), 1), 0);
+    const auto reports = reg.load_all(bin);
+    unsetenv("TESSERA_BACKEND_PATH");
+    const auto cpu = reg.find_reg("cpu");
+    ASSERT_TRUE(cpu) << log.all();
+    EXPECT_EQ(fs::path(cpu->path()).parent_path(), bin);
+    EXPECT_FALSE(reg.find_reg("blas"));
+    ASSERT_EQ(reg.device_count(), 1u);
+    EXPECT_EQ(reg.device_at(0).reg().path(), cpu->path());
+    EXPECT_STREQ(reg.device_at(0).name(), "CPU");
+    EXPECT_NE(log.all().find(fmt::format("backend library '{}': none of its 1 devices can be registered: a device "
+                                         "named 'CPU' is already registered by backend 'cpu' ({})\n",
+                                         blas.string(), cpu->path())),
+              std::string::npos)
+        << log.all();
+    EXPECT_FALSE(is_loaded(blas));
 }
 
 } // namespace

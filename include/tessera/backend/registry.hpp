@@ -94,7 +94,8 @@ public:
     // report (and logged).
     load_report load_best(std::string_view name, const std::filesystem::path & dir = {});
 
-    // load_best for every known family (GPU families, then blas, rpc, cpu)
+    // load_best for every known family (cpu first, then the GPU families,
+    // blas, rpc)
     // and TESSERA_BACKEND_PATH: a file is loaded first, so it takes its
     // family's place (one CPU variant forced; when it cannot be loaded the
     // family's best is); a directory is searched, after the known
