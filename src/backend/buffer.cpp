@@ -11,6 +11,7 @@
 #include "backend/reg_entry.hpp"
 #include "tessera/backend/buffer_type.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera {
@@ -75,9 +76,20 @@ static tsr_buffer * need(tsr_buffer * b) {
 
 size_t buffer::size() const { return need(buf_)->size; }
 
+// backend.h: get_base never returns NULL (a NULL base would place tensors at
+// small addresses that look valid).
+static void * base_of(tsr_buffer * b, const std::shared_ptr<detail::reg_entry> & e) {
+    void * p = b->iface->get_base(b);
+    if (p == nullptr) {
+        throw error(fmt::format("buffer of buffer type '{}': its base address is null (backend.h forbids it)",
+                                b->buft ? printable(buffer_type(b->buft, e).name(), 64) : std::string("(none)")));
+    }
+    return p;
+}
+
 void * buffer::base() const {
     tsr_buffer * b = need(buf_);
-    return b->iface->get_base(b);
+    return base_of(b, lease_.entry());
 }
 
 buffer_type buffer::type() const { return buffer_type(need(buf_)->buft, lease_.entry()); }
@@ -116,9 +128,10 @@ void buffer::place(tsr_tensor * t, size_t offset) {
                                 "in the {}-byte buffer",
                                 tname(t), need_bytes, offset, b->size));
     }
+    char * const base = static_cast<char *>(base_of(b, lease_.entry()));
     void * const old_data = t->data;
     tsr_buffer * const old_buffer = t->buffer;
-    t->data = static_cast<char *>(b->iface->get_base(b)) + offset;
+    t->data = base + offset;
     t->buffer = b;
     if (auto init = TSR_OPT_SLOT(tsr_buffer_i, b->iface, init_tensor)) {
         const tsr_status st = init(b, t);

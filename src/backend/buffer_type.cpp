@@ -9,6 +9,7 @@
 #include "backend/reg_entry.hpp"
 #include "tessera/backend/device.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera {
@@ -28,7 +29,16 @@ const char * buffer_type::name() const {
 
 size_t buffer_type::alignment() const {
     const size_t a = iface_of(buft_, entry_.get())->get_alignment(buft_);
-    return a == 0 ? 1 : a;
+    if (a == 0) return 1;
+    if ((a & (a - 1)) != 0) {
+        throw error(fmt::format("buffer type '{}': its alignment {} is not a power of two (backend.h requires one)",
+                                printable(name(), 64), a));
+    }
+    if (a > max_alignment) {
+        throw error(fmt::format("buffer type '{}': its alignment {} is above {} (corrupt)", printable(name(), 64), a,
+                                max_alignment));
+    }
+    return a;
 }
 
 size_t buffer_type::max_size() const {
@@ -72,7 +82,13 @@ buffer buffer_type::alloc(size_t size) const {
         throw error(fmt::format("buffer type '{}' returned an unusable buffer: {}", name(), why));
     }
     b->usage = TSR_BUFFER_USAGE_ANY;
-    return buffer(b, std::move(l));
+    buffer out(b, std::move(l)); // frees it if what follows throws
+    if (b->size < size) {
+        throw error(fmt::format("buffer type '{}' returned a {}-byte buffer for {} bytes", printable(name(), 64),
+                                b->size, size));
+    }
+    out.base(); // checks that it has one
+    return out;
 }
 
 } // namespace tessera

@@ -147,7 +147,9 @@ buffer device::buffer_from_host_ptr(void * ptr, size_t size, size_t max_tensor_s
                                 name(), why));
     }
     b->usage = TSR_BUFFER_USAGE_ANY;
-    return buffer(b, std::move(l));
+    buffer out(b, std::move(l)); // frees it if base() throws
+    out.base();                  // checks that it has one
+    return out;
 }
 
 bool device::supports_op(const tsr_tensor * op) const {

@@ -96,6 +96,16 @@ tessera_fake_plugin(clashvar libtessera-fakedup-low ${_f} FAKE_FAMILY="fakedup" 
                     FAKE_SCORE=2)
 tessera_fake_plugin(hidecpu libtessera-blas ${_f} FAKE_FAMILY="blas" FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_CPU
                     "FAKE_BAD_NAME=\"CPU\"")
+# Buffer types breaking backend.h: an alignment that is not a power of two,
+# one of SIZE_MAX, buffers whose base address is NULL.
+tessera_fake_plugin(buftbad libtessera-fakealign48 ${_f} FAKE_FAMILY="fakealign48" FAKE_DEVICE_PREFIX="Align48"
+                    FAKE_ALIGN=48)
+tessera_fake_plugin(buftbad libtessera-fakealignmax ${_f} FAKE_FAMILY="fakealignmax" FAKE_DEVICE_PREFIX="AlignMax"
+                    FAKE_ALIGN=SIZE_MAX)
+tessera_fake_plugin(buftbad libtessera-fakealignhuge ${_f} FAKE_FAMILY="fakealignhuge" FAKE_DEVICE_PREFIX="AlignHuge"
+                    "FAKE_ALIGN=((size_t)1<<40)")
+tessera_fake_plugin(buftbad libtessera-fakebasenull ${_f} FAKE_FAMILY="fakebasenull" FAKE_DEVICE_PREFIX="BaseNull"
+                    FAKE_BASE_NULL)
 
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).

@@ -1044,5 +1044,30 @@ TEST_F(RegistryLoad, APluginCannotTakeTheCpuDevicesName) {
     EXPECT_FALSE(is_loaded(blas));
 }
 
+// Buffer type results that break backend.h are refused with the buffer
+// type's name: an alignment that is not a power of two or absurd (it was
+// used as it was), a buffer whose base address is NULL (tensors were placed
+// at small addresses). The refused buffer is freed.
+TEST_F(RegistryLoad, BufferTypeResultsAreChecked) {
+    reg.load(fake_plugin("buftbad", "libtessera-fakealign48"));
+    reg.load(fake_plugin("buftbad", "libtessera-fakealignmax"));
+    reg.load(fake_plugin("buftbad", "libtessera-fakealignhuge"));
+    backend_reg nullbase = reg.load(fake_plugin("buftbad", "libtessera-fakebasenull"));
+    EXPECT_EQ(error_of([&] { reg.find_device("AlignHuge0")->default_buffer_type().alignment(); }),
+              fmt::format("buffer type 'AlignHugeHost': its alignment {} is above {} (corrupt)", size_t(1) << 40,
+                          buffer_type::max_alignment));
+    EXPECT_EQ(error_of([&] { reg.find_device("Align480")->default_buffer_type().alignment(); }),
+              "buffer type 'Align48Host': its alignment 48 is not a power of two (backend.h requires one)");
+    EXPECT_EQ(error_of([&] { reg.find_device("AlignMax0")->default_buffer_type().alignment(); }),
+              fmt::format("buffer type 'AlignMaxHost': its alignment {} is not a power of two (backend.h requires one)",
+                          SIZE_MAX));
+    EXPECT_EQ(error_of([&] { reg.find_device("BaseNull0")->default_buffer_type().alloc(64); }),
+              "buffer of buffer type 'BaseNullHost': its base address is null (backend.h forbids it)");
+    auto live = reinterpret_cast<int (*)()>(nullbase.proc_address("fake_live_objects"));
+    ASSERT_NE(live, nullptr);
+    EXPECT_EQ(live(), 0);
+    EXPECT_EQ(reg.find_device("BaseNull0")->default_buffer_type().alignment(), 32u);
+}
+
 } // namespace
 } // namespace tessera::test

@@ -25,6 +25,9 @@ public:
 
     const char * name() const;
     // Alignment of tensor data in its buffers, bytes (a power of two).
+    // Largest alignment accepted; alignment() throws for one above it or one
+    // that is not a power of two (0 is taken as 1).
+    static constexpr size_t max_alignment = size_t(64) << 20;
     size_t alignment() const;
     // Largest buffer it can allocate, bytes (SIZE_MAX when unlimited).
     size_t max_size() const;

@@ -13,6 +13,8 @@
  *   FAKE_NAME_ONCE            get_name and get_description return NULL
  *                             from their second call on
  *   FAKE_DESC_NULL            get_description returns NULL
+ *   FAKE_ALIGN n              its buffer type's alignment (default 32)
+ *   FAKE_BASE_NULL            its buffers' get_base returns NULL
  *   FAKE_WEIRD_STRINGS        description and a feature hold a newline,
  *                             terminal escape sequences and invalid UTF-8
  *   FAKE_SCORE s              exports tessera_backend_score returning s
@@ -74,7 +76,14 @@ static void buf_free(tsr_buffer * b) {
     free(b);
     --live_objects;
 }
-static void * buf_base(tsr_buffer * b) { return b->context; }
+static void * buf_base(tsr_buffer * b) {
+#ifdef FAKE_BASE_NULL
+    (void)b;
+    return NULL;
+#else
+    return b->context;
+#endif
+}
 static void buf_set(tsr_buffer * b, tsr_tensor * t, const void * data, size_t off, size_t n) {
     (void)b;
     memcpy((char *)t->data + off, data, n);
@@ -112,7 +121,10 @@ static tsr_buffer * buft_alloc(tsr_buffer_type * bt, size_t size) {
     ++live_objects;
     return b;
 }
-static size_t buft_align(tsr_buffer_type * bt) { (void)bt; return 32; }
+#ifndef FAKE_ALIGN
+#define FAKE_ALIGN 32
+#endif
+static size_t buft_align(tsr_buffer_type * bt) { (void)bt; return (size_t)(FAKE_ALIGN); }
 static bool buft_is_host(tsr_buffer_type * bt) { (void)bt; return true; }
 
 #ifdef FAKE_SHORT_TABLES
