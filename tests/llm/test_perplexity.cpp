@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -116,68 +117,64 @@ TEST(Perplexity, QuantizedModelsMatchTheReferenceTool) {
     }
 }
 
-// A model with a byte-level BPE vocabulary (synth's tiny shape, F32, seed 1,
-// with shared/vocab/ggml-vocab-gpt-2.gguf's tokenizer): the reference tool's
+// A synth model of the tiny shape, F32 weights, seed 1, with `vocab`'s
+// tokenizer (and Llama 3.1's rope_freqs when llama31_rope), written into dir.
+std::unique_ptr<llm::model> synth_tiny_f32(const test::temp_dir & dir, const std::string & vocab, bool llama31_rope) {
+    llm::synth_params sp;
+    sp.shape = llm::synth_preset("tiny");
+    sp.wtype = TSR_TYPE_F32;
+    sp.vocab = vocab;
+    sp.llama31_rope = llama31_rope;
+    const auto path = dir / "tiny.gguf";
+    llm::synth_model(sp, path);
+    return llm::model::load(path.string());
+}
+
+// Perplexity of k_story with 128-token chunks against the reference tool's
+// running estimates, final estimate and its error, each to `rel` of it.
+void expect_story_perplexity(const llm::model & m, const std::vector<double> & ref_running, double ref_stderr,
+                             double rel) {
+    const llm::tokenizer tok = llm::tokenizer::from_gguf(m.file());
+    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
+    llm::session s(m, f32_params(128));
+    llm::perplexity_params pp;
+    pp.n_chunk_tokens = 128;
+    std::vector<double> running;
+    const llm::perplexity_totals t =
+        llm::perplexity(s, tok, tokens, pp, [&](uint64_t, uint64_t, const auto & sofar) { running.push_back(sofar.ppl()); });
+    ASSERT_EQ(running.size(), ref_running.size());
+    for (size_t i = 0; i < running.size(); ++i) EXPECT_NEAR(running[i], ref_running[i], ref_running[i] * rel) << i;
+    EXPECT_NEAR(t.ppl(), ref_running.back(), ref_running.back() * rel);
+    EXPECT_NEAR(t.ppl_stderr(), ref_stderr, ref_stderr * 10 * rel);
+}
+
+// A model with a byte-level BPE vocabulary (synth_tiny_f32 with
+// shared/vocab/ggml-vocab-gpt-2.gguf's tokenizer): the reference tool's
 // figures on the same file, `llama-perplexity -m tiny-gpt2.gguf -f story.txt
 // -c 128 -b 256 -t 1 -fa off -ctk f32 -ctv f32` (llama.cpp de3ff81). A text
 // tokenized differently would give other chunks and figures.
 TEST(Perplexity, ByteLevelBpeModelMatchesTheReferenceTool) {
     test::temp_dir dir("pplbpe");
-    llm::synth_params sp;
-    sp.shape = llm::synth_preset("tiny");
-    sp.wtype = TSR_TYPE_F32;
-    sp.vocab = shared_dir + "/vocab/ggml-vocab-gpt-2.gguf";
-    const auto path = dir / "tiny-gpt2.gguf";
-    llm::synth_model(sp, path);
-    auto m = llm::model::load(path.string());
+    const auto m = synth_tiny_f32(dir, shared_dir + "/vocab/ggml-vocab-gpt-2.gguf", false);
     const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
-    EXPECT_EQ(tokens.size(), 524u); // GPT-2 adds no BOS
-    llm::session s(*m, f32_params(128));
-    llm::perplexity_params pp;
-    pp.n_chunk_tokens = 128;
-    std::vector<double> running;
-    const llm::perplexity_totals t =
-        llm::perplexity(s, tok, tokens, pp, [&](uint64_t, uint64_t, const auto & sofar) { running.push_back(sofar.ppl()); });
-    const double ref_running[] = {99917.8244, 89722.6780, 87163.8417, 92953.9049};
-    ASSERT_EQ(running.size(), std::size(ref_running));
-    for (size_t i = 0; i < running.size(); ++i) EXPECT_NEAR(running[i], ref_running[i], ref_running[i] * 1e-7) << i;
-    EXPECT_NEAR(t.ppl(), 92953.9049, 92953.9049 * 1e-7);
-    EXPECT_NEAR(t.ppl_stderr(), 6002.82409, 6002.82409 * 1e-6);
+    EXPECT_EQ(tok.encode(test::k_story, true).size(), 524u); // GPT-2 adds no BOS
+    expect_story_perplexity(*m, {99917.8244, 89722.6780, 87163.8417, 92953.9049}, 6002.82409, 1e-7);
 }
 
-// Llama 3.1's RoPE scaling (rope_freqs.weight): synth's tiny shape, F32,
-// seed 1, stories260K's vocabulary, `--llama31-rope`; the reference tool's
+// Llama 3.1's RoPE scaling (rope_freqs.weight): synth_tiny_f32 with
+// stories260K's vocabulary and `--llama31-rope`; the reference tool's
 // figures on that file (the same command line as above). Without the
 // factors the same weights give 873.3757: the factors are applied.
 TEST(Perplexity, Llama31RopeFactorsMatchTheReferenceTool) {
     test::temp_dir dir("pplrope");
-    llm::synth_params sp;
-    sp.shape = llm::synth_preset("tiny");
-    sp.wtype = TSR_TYPE_F32;
-    sp.vocab = shared_dir + "/models/stories260K.gguf";
-    sp.llama31_rope = true;
-    const auto path = dir / "tiny-rope31.gguf";
-    llm::synth_model(sp, path);
-    auto m = llm::model::load(path.string());
+    const auto m = synth_tiny_f32(dir, shared_dir + "/models/stories260K.gguf", true);
     ASSERT_NE(m->rope_freqs, nullptr);
     const float * f = static_cast<const float *>(m->rope_freqs->data);
     // head size 16: wavelengths 2 pi 10000^(i/8); 6283 lies between 2048 and 8192.
     const float want[8] = {1, 1, 1, 1, 1, 1, 4.68148f, 8}; // 1 / ((1 - s) / 8 + s), s = (8192 / 6283.19 - 1) / 3
     for (int i = 0; i < 8; ++i) EXPECT_NEAR(f[i], want[i], 1e-4) << i;
-    const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
-    const std::vector<llm::token_id> tokens = tok.encode(test::k_story, true);
-    llm::session s(*m, f32_params(128));
-    llm::perplexity_params pp;
-    pp.n_chunk_tokens = 128;
-    std::vector<double> running;
-    const llm::perplexity_totals t =
-        llm::perplexity(s, tok, tokens, pp, [&](uint64_t, uint64_t, const auto & sofar) { running.push_back(sofar.ppl()); });
-    const double ref_running[] = {901.6754, 790.8854, 840.5234, 859.0962, 849.3454, 872.3814, 872.5903};
-    ASSERT_EQ(running.size(), std::size(ref_running));
-    for (size_t i = 0; i < running.size(); ++i) EXPECT_NEAR(running[i], ref_running[i], 0.0002) << i;
-    EXPECT_NEAR(t.ppl(), 872.5903, 0.0002);
-    EXPECT_NEAR(t.ppl_stderr(), 42.56619, 0.00003);
+    expect_story_perplexity(*m, {901.6754, 790.8854, 840.5234, 859.0962, 849.3454, 872.3814, 872.5903}, 42.56619,
+                            2.5e-7);
 }
 
 // The totals are the sums, over chunks c and rows j = n/2 .. n - 2, of
