@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "special_tokens.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::llm {
@@ -81,19 +82,28 @@ tokenizer::tokenizer(vocab_data v)
     check_special(unk_id_, "unknown");
     check_special(eot_id_, "EOT");
     check_special(eom_id_, "EOM");
+    check_special(v.fim_pad_id, "FIM pad");
+    check_special(v.fim_rep_id, "FIM repository");
+    check_special(v.fim_sep_id, "FIM file separator");
     if (kind_ == vocab_kind::bpe) {
         index_merges(v.merges);
     }
+
+    for (size_t i = 0; i < n; ++i) {
+        const auto t = static_cast<int32_t>(types_[i]);
+        if (t < 1 || t > 6) {
+            throw error(fmt::format("tokenizer: token {} has invalid token type {} (expected 1..6)", i, t));
+        }
+    }
+    // End of generation, and the types the reference overrides by text.
+    eog_ = classify_special_tokens(tokens_, types_,
+                                   {eos_id_, eot_id_, eom_id_, v.fim_pad_id, v.fim_rep_id, v.fim_sep_id});
 
     byte_value_.assign(n, -1);
     std::array<token_id, 256> byte_type_token;
     byte_type_token.fill(-1);
     piece_to_id_.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-        const auto t = static_cast<int32_t>(types_[i]);
-        if (t < 1 || t > 6) {
-            throw error(fmt::format("tokenizer: token {} has invalid token type {} (expected 1..6)", i, t));
-        }
         // A NaN merge score has no order: the merge queue's comparison
         // would no longer be a strict weak order (undefined behaviour), so
         // which pair merges first would be arbitrary. Only pieces that
@@ -124,26 +134,6 @@ tokenizer::tokenizer(vocab_data v)
             }
         }
     }
-    // End of generation (see is_eog).
-    static constexpr std::string_view k_eog_texts[] = {
-        "<|endoftext|>", "<|end_of_text|>", "</s>",          "<eos>",          "<|eot_id|>",      "<|eom_id|>",
-        "<|im_end|>",    "<|end|>",         "<end_of_turn>", "<end_of_utterance>", "<EOT>",       "_<EOT>",
-        "<|return|>",    "<|call|>",        "<|fim_pad|>",   "<|file_sep|>",   "<|repo_name|>",
-        "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>", // <｜end▁of▁sentence｜>
-    };
-    eog_.assign(n, 0);
-    for (const token_id id : {eos_id_, eot_id_, eom_id_}) {
-        if (id >= 0) eog_[static_cast<size_t>(id)] = 1;
-    }
-    for (size_t i = 0; i < n; ++i) {
-        if (std::find(std::begin(k_eog_texts), std::end(k_eog_texts), tokens_[i]) != std::end(k_eog_texts)) eog_[i] = 1;
-    }
-    if (find_piece("<|return|>") >= 0 && find_piece("<|call|>") >= 0) {
-        for (size_t i = 0; i < n; ++i) {
-            if (tokens_[i] == "<|end|>") eog_[i] = 0;
-        }
-    }
-
     // Longest special text first, so that e.g. "<|end|>" is matched before a
     // shorter special text it contains; equal lengths by id for determinism.
     std::stable_sort(special_by_length_.begin(), special_by_length_.end(), [&](token_id a, token_id b) {

@@ -98,7 +98,9 @@ tokenizer tokenizer::from_gguf(const gguf::reader & r) {
         const std::vector<std::string_view> merges = r.get_array_string(k_merges);
         v.merges.assign(merges.begin(), merges.end());
         const std::optional<std::string_view> pre = r.find_string(k_pre);
-        const std::optional<pre_tokenizer> kind = pre_tokenizer_from_name(pre.value_or("default"));
+        // An empty name counts as none, as in the reference.
+        const std::optional<pre_tokenizer> kind =
+            pre_tokenizer_from_name(pre.value_or("").empty() ? std::string_view("default") : *pre);
         if (!kind) {
             throw error(fmt::format("tokenizer: {}: unsupported pre-tokenizer '{}' ({}); supported: {}", r.name(),
                                     tessera::printable(*pre), k_pre, pre_tokenizer_names()));
@@ -112,6 +114,9 @@ tokenizer tokenizer::from_gguf(const gguf::reader & r) {
     v.unk_id = read_special_id(r, "tokenizer.ggml.unknown_token_id", bpe ? -1 : 0, n);
     v.eot_id = read_special_id(r, "tokenizer.ggml.eot_token_id", -1, n);
     v.eom_id = read_special_id(r, "tokenizer.ggml.eom_token_id", -1, n);
+    v.fim_pad_id = read_special_id(r, "tokenizer.ggml.fim_pad_token_id", -1, n);
+    v.fim_rep_id = read_special_id(r, "tokenizer.ggml.fim_rep_token_id", -1, n);
+    v.fim_sep_id = read_special_id(r, "tokenizer.ggml.fim_sep_token_id", -1, n);
     const bool bos_default = !bpe || v.pre == pre_tokenizer::llama3;
     v.add_bos = r.find_bool("tokenizer.ggml.add_bos_token").value_or(bos_default);
     v.add_eos = r.find_bool("tokenizer.ggml.add_eos_token").value_or(false);

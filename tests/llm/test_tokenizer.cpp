@@ -354,16 +354,22 @@ TEST(TokenizerGguf, BadMetadataNamesTheKey) {
     EXPECT_TRUE(has(m, "tokenizer.ggml.add_bos_token")) << m;
 }
 
-// End of generation, as the reference picks it (measured with its
-// llama_vocab_is_eog on vocabularies with these tokens): EOS, the EOT and
-// EOM keys, and tokens of known end texts whatever their type; <|end|> not
-// where <|return|> and <|call|> are both present.
+// End of generation, as the reference picks it (its llama_vocab_is_eog and
+// tokenization on vocabularies with these tokens): EOS, the EOT and EOM
+// keys, tokens of known end texts whatever their file type (made control
+// tokens), fill-in-the-middle pad/repository/separator tokens; <|end|> not
+// beside <|return|> and <|call|> (gpt-oss) or <|calls|> and <|flush|>
+// (solar-open), where it becomes user-defined; </s> not beside
+// <|tool_response> (gemma4), where it becomes normal.
 TEST(TokenizerGguf, EndOfGenerationTokens) {
     auto v = make_vocab({{"a", -1}, {"<|endoftext|>", 0}, {"<|end|>", 0}, {"<|im_end|>", 0}, {"<|eot_id|>", 0},
-                         {"<end_of_turn>", 0}, {"<|END_OF_TURN_TOKEN|>", 0}, {"<|im_start|>", 0}, {"x", -2}},
+                         {"<end_of_turn>", 0}, {"<|END_OF_TURN_TOKEN|>", 0}, {"<|im_start|>", 0}, {"x", -2},
+                         {"[EOS]", 0}, {"<turn|>", 0}, {"[e~[", 0}, {"<PAD>", 0}, {"<|repo_name|>", 0},
+                         {"<|fim_prefix|>", 0}},
                         {token_type::normal, token_type::control, token_type::control, token_type::normal,
                          token_type::user_defined, token_type::control, token_type::control, token_type::control,
-                         token_type::normal});
+                         token_type::normal, token_type::control, token_type::control, token_type::normal,
+                         token_type::normal, token_type::control, token_type::normal});
     v.eos_id = 2;
     v.eom_id = 267; // "x"
     const tokenizer tok(v);
@@ -371,25 +377,63 @@ TEST(TokenizerGguf, EndOfGenerationTokens) {
     for (token_id id = 0; id < tok.n_vocab(); ++id) {
         if (tok.is_eog(id)) eog.push_back(id);
     }
-    EXPECT_EQ(eog, (ids{2, 260, 261, 262, 263, 264, 267}));
+    EXPECT_EQ(eog, (ids{2, 260, 261, 262, 263, 264, 267, 268, 269, 270, 271, 272}));
     EXPECT_FALSE(tok.is_eog(-1));
     EXPECT_FALSE(tok.is_eog(tok.n_vocab()));
+    // End texts and fill-in-the-middle texts filed as normal or user-defined
+    // become control tokens: one token with parse_special, no text printed.
+    for (const token_id id : {262, 263, 270, 271, 273}) {
+        EXPECT_EQ(tok.get_token_type(id), token_type::control) << id;
+    }
+    EXPECT_EQ(tok.get_token_type(259), token_type::normal);
+    EXPECT_EQ(tok.get_token_type(267), token_type::normal); // EOM by key keeps its type
+    EXPECT_EQ(tok.encode("<|im_end|>", false, true), (ids{262}));
+    EXPECT_EQ(tok.token_to_piece(263), "");
+    EXPECT_EQ(tok.token_to_piece(263, true), "<|eot_id|>");
 
-    auto g = make_vocab({{"<|end|>", 0}, {"<|return|>", 0}, {"<|call|>", 0}},
-                        {token_type::control, token_type::control, token_type::control});
+    auto g = make_vocab({{"<|end|>", 0}, {"<|return|>", 0}, {"<|call|>", 0}, {"<|channel|>", 0}},
+                        {token_type::control, token_type::control, token_type::control, token_type::control});
     g.eot_id = 259; // even as EOT, <|end|> is not the end here
     const tokenizer gpt_oss(g);
     EXPECT_FALSE(gpt_oss.is_eog(259));
     EXPECT_TRUE(gpt_oss.is_eog(260));
     EXPECT_TRUE(gpt_oss.is_eog(261));
     EXPECT_TRUE(gpt_oss.is_eog(2));
+    // <|end|> and <|channel|> are user-defined: matched in any text, printed.
+    EXPECT_EQ(gpt_oss.get_token_type(259), token_type::user_defined);
+    EXPECT_EQ(gpt_oss.get_token_type(262), token_type::user_defined);
+    EXPECT_EQ(gpt_oss.encode("<|end|>", false, false), (ids{259}));
+    EXPECT_EQ(gpt_oss.token_to_piece(259), "<|end|>");
+
+    const tokenizer solar(make_vocab({{"<|end|>", 0}, {"<|calls|>", 0}, {"<|flush|>", 0}},
+                                     {token_type::control, token_type::control, token_type::control}));
+    EXPECT_FALSE(solar.is_eog(259));
+    EXPECT_TRUE(solar.is_eog(260) && solar.is_eog(261));
+    const tokenizer end_alone(make_vocab({{"<|end|>", 0}, {"<|calls|>", 0}}, {token_type::control, token_type::control}));
+    EXPECT_TRUE(end_alone.is_eog(259));
+
+    auto gemma = make_vocab({{"<|tool_response>", 0}}, {token_type::control});
+    gemma.eos_id = 1; // </s> (id 2) is not EOS here
+    const tokenizer gemma4(gemma);
+    EXPECT_FALSE(gemma4.is_eog(2));
+    EXPECT_EQ(gemma4.get_token_type(2), token_type::normal);
+    EXPECT_TRUE(gemma4.is_eog(259));
+
+    // Fill-in-the-middle roles by key: the key's token, not a text match.
+    auto f = make_vocab({{"<PAD>", 0}, {"<|fim_pad|>", 0}}, {token_type::control, token_type::control});
+    f.fim_pad_id = 260;
+    const tokenizer fim(f);
+    EXPECT_FALSE(fim.is_eog(259));
+    EXPECT_TRUE(fim.is_eog(260));
 
     const tokenizer keys = tokenizer::from_gguf(gguf_vocab([](tessera::gguf::writer & w) {
         w.set_u32("tokenizer.ggml.eot_token_id", 259);
         w.set_u32("tokenizer.ggml.eom_token_id", 0);
+        w.set_u32("tokenizer.ggml.fim_sep_token_id", 1);
     }));
     EXPECT_EQ(keys.eot_id(), 259);
     EXPECT_EQ(keys.eom_id(), 0);
-    EXPECT_TRUE(keys.is_eog(259) && keys.is_eog(0) && keys.is_eog(2));
-    EXPECT_FALSE(keys.is_eog(1));
+    EXPECT_TRUE(keys.is_eog(259) && keys.is_eog(0) && keys.is_eog(2) && keys.is_eog(1));
+    const std::string m = gguf_error([](tessera::gguf::writer & w) { w.set_u32("tokenizer.ggml.fim_pad_token_id", 999); });
+    EXPECT_NE(m.find("tokenizer.ggml.fim_pad_token_id = 999 is outside the vocabulary [0, 260)"), std::string::npos) << m;
 }

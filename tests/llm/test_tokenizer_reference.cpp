@@ -451,6 +451,7 @@ TEST(TokenizerReference, ByteLevelBpeMatchesEachPreTokenizer) {
     EXPECT_EQ(gpt2_with_pre("falcon3")->pre(), pre_tokenizer::llama3);
     EXPECT_TRUE(gpt2_with_pre("pixtral")->add_bos());
     EXPECT_EQ(gpt2_with_pre("mellum")->pre(), pre_tokenizer::gpt2);
+    EXPECT_EQ(gpt2_with_pre("")->pre(), pre_tokenizer::default_); // as the reference reads an empty name
     int n = 0;
     for (const auto & c : tessera::test::k_bpe_cases) {
         const std::string text(c.text, c.text_len);

@@ -88,6 +88,9 @@ struct vocab_data {
     token_id unk_id = 0;
     token_id eot_id = -1;          // end of turn: also ends generation
     token_id eom_id = -1;          // end of message: also ends generation
+    token_id fim_pad_id = -1;      // fill-in-the-middle pad, repository and file
+    token_id fim_rep_id = -1;      // separator tokens: also end generation (found
+    token_id fim_sep_id = -1;      // by text when absent)
     bool add_bos = true;           // put BOS in front when add_special
     bool add_eos = false;          // put EOS at the end when add_special
     bool add_space_prefix = true;  // spm: prepend one space before each text run
@@ -174,14 +177,17 @@ public:
     bool add_space_prefix() const { return add_space_prefix_; }
     token_id eot_id() const { return eot_id_; } // -1 when absent
     token_id eom_id() const { return eom_id_; } // -1 when absent
-    // True for the tokens that end generation, as the reference picks them
-    // (measured on it): EOS, EOT and EOM, and any token, of any type, whose
-    // text is one of <|endoftext|>, <|end_of_text|>, </s>, <eos>, <|eot_id|>,
-    // <|eom_id|>, <|im_end|>, <|end|>, <end_of_turn>, <end_of_utterance>,
-    // <EOT>, _<EOT>, <|return|>, <|call|>, <|fim_pad|>, <|file_sep|>,
-    // <|repo_name|>, or DeepSeek's end of sentence — except <|end|> in a
-    // vocabulary that also has <|return|> and <|call|> (gpt-oss's, where
-    // <|end|> ends a message, not the generation).
+    // True for the tokens that end generation, as the reference picks them:
+    // EOS, EOT and EOM, the fill-in-the-middle pad, repository and file
+    // separator tokens, and any token whose text is one of <|endoftext|>,
+    // <|end_of_text|>, </s>, <eos>, [EOS], <|eot_id|>, <|eom_id|>, <|im_end|>,
+    // <|end|>, <end_of_turn>, <turn|>, <end_of_utterance>, <EOT>, _<EOT>,
+    // [EOT], <|return|>, <|call|>, <|calls|>, <|flush|>, <|tool_response>,
+    // [e~[ or DeepSeek's end of sentence (made a control token if it is not
+    // one) — except <|end|> beside <|return|> or <|flush|> and <|call|> or
+    // <|calls|> (gpt-oss, solar-open: it becomes user-defined) and </s> beside
+    // <|tool_response> (it becomes normal). src/llm/special_tokens.hpp has
+    // the rules.
     bool is_eog(token_id id) const { return id >= 0 && id < n_vocab() && eog_[static_cast<size_t>(id)] != 0; }
     // Raw vocabulary entries; throw tessera::error for an out-of-range id.
     const std::string & token_text(token_id id) const;
