@@ -46,21 +46,14 @@ const std::string & char_of(uint8_t b) { return get().text[b]; }
 
 void decode(std::string_view text, std::string & out) {
     const tables & t = get();
-    size_t i = 0;
-    for (const uint32_t cp : unicode::decode_utf8(text)) {
-        // Re-read the source bytes of this code point to keep anything the
-        // map does not cover exactly as it was.
-        std::string enc;
-        unicode::append_utf8(cp, enc);
-        if (cp < t.byte_of.size() && t.byte_of[cp] >= 0 && text.compare(i, enc.size(), enc) == 0) {
-            out += static_cast<char>(t.byte_of[cp]);
-            i += enc.size();
-        } else if (cp != unicode::k_replacement || text.compare(i, enc.size(), enc) == 0) {
-            out.append(text.substr(i, enc.size()));
-            i += enc.size();
+    for (size_t i = 0; i < text.size();) {
+        const unicode::decoded d = unicode::next_code_point(text, i);
+        if (d.valid && d.cp < t.byte_of.size() && t.byte_of[d.cp] >= 0) {
+            out += static_cast<char>(t.byte_of[d.cp]);
         } else {
-            out += text[i++]; // an invalid byte the decoder read as U+FFFD
+            out.append(text.substr(i, d.length)); // not in the map, or an invalid byte: as it is
         }
+        i += d.length;
     }
 }
 

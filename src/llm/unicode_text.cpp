@@ -5,38 +5,40 @@
 
 namespace tessera::llm::unicode {
 
+decoded next_code_point(std::string_view text, size_t i) {
+    const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[k]); };
+    const uint8_t c = byte(i);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+        n = 1, cp = c;
+    } else if ((c & 0xE0) == 0xC0) {
+        n = 2, cp = c & 0x1Fu;
+    } else if ((c & 0xF0) == 0xE0) {
+        n = 3, cp = c & 0x0Fu;
+    } else if ((c & 0xF8) == 0xF0) {
+        n = 4, cp = c & 0x07u;
+    }
+    bool whole = n > 0;
+    for (size_t k = 1; whole && k < n; ++k) {
+        whole = i + k < text.size() && (byte(i + k) & 0xC0) == 0x80;
+        if (whole) {
+            cp = (cp << 6) | (byte(i + k) & 0x3Fu);
+        }
+    }
+    if (!whole || cp > 0x10FFFF) {
+        return {k_replacement, 1, false};
+    }
+    return {cp, n, true};
+}
+
 std::vector<uint32_t> decode_utf8(std::string_view text) {
     std::vector<uint32_t> out;
     out.reserve(text.size());
-    const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
-    const auto continues = [&](size_t i) { return i < text.size() && (byte(i) & 0xC0) == 0x80; };
     for (size_t i = 0; i < text.size();) {
-        const uint8_t c = byte(i);
-        size_t n = 0;
-        uint32_t cp = 0;
-        if (c < 0x80) {
-            n = 1, cp = c;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 2, cp = c & 0x1Fu;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 3, cp = c & 0x0Fu;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 4, cp = c & 0x07u;
-        }
-        bool whole = n > 0;
-        for (size_t k = 1; whole && k < n; ++k) {
-            whole = continues(i + k);
-            if (whole) {
-                cp = (cp << 6) | (byte(i + k) & 0x3Fu);
-            }
-        }
-        if (!whole || cp > 0x10FFFF) {
-            out.push_back(k_replacement);
-            ++i;
-            continue;
-        }
-        out.push_back(cp);
-        i += n;
+        const decoded d = next_code_point(text, i);
+        out.push_back(d.cp);
+        i += d.length;
     }
     return out;
 }

@@ -24,6 +24,16 @@ constexpr uint32_t k_replacement = 0xFFFD;
 // U+FFFD too (the reference aborts on them).
 std::vector<uint32_t> decode_utf8(std::string_view text);
 
+// One step of decode_utf8: the code point starting at byte i (< text.size()),
+// its length in bytes, and whether the bytes were a whole sequence (false:
+// cp is U+FFFD standing for the one byte at i).
+struct decoded {
+    uint32_t cp;
+    size_t length;
+    bool valid;
+};
+decoded next_code_point(std::string_view text, size_t i);
+
 // Appends the UTF-8 encoding of `cp` (at most U+10FFFF, not checked further).
 void append_utf8(uint32_t cp, std::string & out);
 
