@@ -55,6 +55,20 @@ size_t match_spaces(const cps_t & c, size_t pos, size_t end) {
     return n > 1 && pos + n < end ? n - 1 : n;
 }
 
+// \s*[\r\n]+|\s+(?!\S)|\s+ : whitespace up to and including its last \r or
+// \n, else match_spaces; 1 for anything else (every character matches some
+// alternative of the patterns that end with these).
+size_t match_newlines_or_spaces(const cps_t & c, size_t pos, size_t end) {
+    const size_t ws_end = run_end(c, pos, end, is_whitespace);
+    for (size_t i = ws_end; i > pos; --i) {
+        if (is_newline(c[i - 1])) {
+            return i - pos;
+        }
+    }
+    const size_t n = match_spaces(c, pos, end);
+    return n > 0 ? n : 1;
+}
+
 size_t match_gpt2(const cps_t & c, size_t pos, size_t end) {
     if (const size_t n = match_contraction(c, pos, end, false)) {
         return n;
@@ -97,15 +111,46 @@ size_t match_llama3(const cps_t & c, size_t pos, size_t end) {
     if (is_other(c[qo])) {
         return run_end(c, run_end(c, qo, end, is_other), end, is_newline) - pos;
     }
-    // \s*[\r\n]+ : whitespace up to and including its last \r or \n.
-    const size_t ws_end = run_end(c, pos, end, is_whitespace);
-    for (size_t i = ws_end; i > pos; --i) {
-        if (is_newline(c[i - 1])) {
-            return i - pos;
+    return match_newlines_or_spaces(c, pos, end);
+}
+
+// Mistral's Tekken pattern as the reference runs it: its letter classes
+// [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and [\p{Ll}\p{Lm}\p{Lo}\p{M}] become "a
+// letter that is not a-z" and "a letter that is not A-Z" (its rewritten
+// pattern ((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+, run by std::regex
+// over one byte per code point, where every letter beyond ASCII is one
+// stand-in byte: such a letter is in both classes, and marks are in neither).
+bool is_upper_letter(uint32_t cp) { return is_letter(cp) && !(cp >= 'a' && cp <= 'z'); }
+bool is_lower_letter(uint32_t cp) { return is_letter(cp) && !(cp >= 'A' && cp <= 'Z'); }
+bool is_newline_or_slash(uint32_t cp) { return is_newline(cp) || cp == '/'; }
+
+size_t match_tekken(const cps_t & c, size_t pos, size_t end) {
+    // [^\r\n\p{L}\p{N}]?U*L+ | [^\r\n\p{L}\p{N}]?U+L* (U, L: the classes above)
+    const bool lead = !is_newline(c[pos]) && !is_letter(c[pos]) && !is_number(c[pos]);
+    const size_t q = lead && pos + 1 < end ? pos + 1 : pos;
+    const size_t u_end = run_end(c, q, end, is_upper_letter);
+    if (u_end < end && is_lower_letter(c[u_end])) {
+        return run_end(c, u_end, end, is_lower_letter) - pos; // U* whole, then L+
+    }
+    // U* gives back letters until one that is also in L starts L+.
+    for (size_t k = u_end; k > q; --k) {
+        if (is_lower_letter(c[k - 1])) {
+            return run_end(c, k - 1, end, is_lower_letter) - pos;
         }
     }
-    const size_t n = match_spaces(c, pos, end);
-    return n > 0 ? n : 1;
+    if (u_end > q) {
+        return u_end - pos; // U+ and an empty L*
+    }
+    // \p{N}
+    if (is_number(c[pos])) {
+        return 1;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+    const size_t qo = c[pos] == ' ' && pos + 1 < end ? pos + 1 : pos;
+    if (is_other(c[qo])) {
+        return run_end(c, run_end(c, qo, end, is_other), end, is_newline_or_slash) - pos;
+    }
+    return match_newlines_or_spaces(c, pos, end);
 }
 
 // [\p{P}\$\+<=>\^~\|]+
@@ -174,8 +219,15 @@ std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
     if (name == "gpt-2" || name == "mellum") {
         return pre_tokenizer::gpt2;
     }
-    if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" || name == "pixtral") {
+    if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" || name == "pixtral" ||
+        name == "midm-2.0") {
         return pre_tokenizer::llama3;
+    }
+    if (name == "smaug-bpe") {
+        return pre_tokenizer::smaug;
+    }
+    if (name == "tekken") {
+        return pre_tokenizer::tekken;
     }
     if (name == "smollm") {
         return pre_tokenizer::smollm;
@@ -187,8 +239,15 @@ std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
 }
 
 const char * pre_tokenizer_names() {
-    return "'gpt-2' ('mellum'), 'llama-bpe' ('llama3', 'llama-v3', 'falcon3', 'pixtral'), 'smollm', 'default'";
+    return "'gpt-2' ('mellum'), 'llama-bpe' ('llama3', 'llama-v3', 'falcon3', 'pixtral', 'midm-2.0'), 'smaug-bpe', "
+           "'tekken', 'smollm', 'default'";
 }
+
+bool takes_whole_words(pre_tokenizer kind) { return kind == pre_tokenizer::llama3 || kind == pre_tokenizer::tekken; }
+
+bool adds_bos_by_default(pre_tokenizer kind) { return kind == pre_tokenizer::llama3 || kind == pre_tokenizer::tekken; }
+
+bool cleans_spaces(pre_tokenizer kind) { return kind != pre_tokenizer::smollm && kind != pre_tokenizer::tekken; }
 
 std::vector<std::string> pre_tokenize(pre_tokenizer kind, std::string_view text) {
     const cps_t c = unicode::decode_utf8(text);
@@ -201,7 +260,11 @@ std::vector<std::string> pre_tokenize(pre_tokenizer kind, std::string_view text)
         pieces = split(c, pieces, match_gpt2);
         break;
     case pre_tokenizer::llama3:
+    case pre_tokenizer::smaug:
         pieces = split(c, pieces, match_llama3);
+        break;
+    case pre_tokenizer::tekken:
+        pieces = split(c, pieces, match_tekken);
         break;
     case pre_tokenizer::smollm:
         pieces = split(c, split(c, pieces, match_digit), match_gpt2);

@@ -97,8 +97,8 @@ void tokenizer::encode_bpe(std::string_view text, std::vector<token_id> & out) c
         for (const char c : raw) {
             word += byte_level::char_of(static_cast<uint8_t>(c));
         }
-        if (pre_ == pre_tokenizer::llama3) {
-            // Llama 3's tokenizer takes a word that is a token as it is.
+        if (takes_whole_words(pre_)) {
+            // Llama 3's and Tekken's tokenizers take a word that is a token as it is.
             if (const token_id id = find_piece(word); id >= 0) {
                 out.push_back(id);
                 continue;

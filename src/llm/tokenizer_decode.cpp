@@ -3,6 +3,7 @@
 #include <string>
 
 #include "byte_level.hpp"
+#include "pretokenizer.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/llm/tokenizer.hpp"
 
@@ -136,7 +137,7 @@ std::string tokenizer::detokenize(std::span<const token_id> ids, bool remove_spe
         append_piece(id, render_special, remove_space ? 1 : 0, out);
         remove_space = false;
     }
-    if (kind_ == vocab_kind::bpe && pre_ != pre_tokenizer::smollm) {
+    if (kind_ == vocab_kind::bpe && cleans_spaces(pre_)) {
         return clean_spaces(out);
     }
     return out;

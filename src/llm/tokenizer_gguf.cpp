@@ -117,7 +117,7 @@ tokenizer tokenizer::from_gguf(const gguf::reader & r) {
     v.fim_pad_id = read_special_id(r, "tokenizer.ggml.fim_pad_token_id", -1, n);
     v.fim_rep_id = read_special_id(r, "tokenizer.ggml.fim_rep_token_id", -1, n);
     v.fim_sep_id = read_special_id(r, "tokenizer.ggml.fim_sep_token_id", -1, n);
-    const bool bos_default = !bpe || v.pre == pre_tokenizer::llama3;
+    const bool bos_default = !bpe || adds_bos_by_default(v.pre);
     v.add_bos = r.find_bool("tokenizer.ggml.add_bos_token").value_or(bos_default);
     v.add_eos = r.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
     v.add_space_prefix = r.find_bool("tokenizer.ggml.add_space_prefix").value_or(!bpe);

@@ -17,6 +17,7 @@
 
 #include "tessera/core/error.hpp"
 #include "llm/bpe_reference_data.hpp"
+#include "llm/bpe_tekken_reference_data.hpp"
 #include "support/temp_dir.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
@@ -495,25 +496,36 @@ TEST(TokenizerReference, Gpt2PiecesAreTheReferencesBytes) {
 // Llama 3 takes a word that is a token whole, even where no sequence of
 // merges reaches it; GPT-2 merges: the GPT-2 vocabulary with a seventh of its
 // merges removed, against the reference's ids.
-TEST(TokenizerReference, Llama3TakesWholeWordsThatAreTokens) {
+namespace {
+
+// The GPT-2 test vocabulary with tokenizer.ggml.pre set to `pre` and every
+// merge whose index is 3 modulo 7 removed, written to dir/<pre>.gguf.
+std::unique_ptr<tokenizer> gpt2_dropped_merges(const tessera::test::temp_dir & dir, const char * pre) {
     const tessera::gguf::reader src(k_shared + "/vocab/ggml-vocab-gpt-2.gguf");
+    tessera::gguf::writer w;
+    for (const tessera::gguf::kv & e : src.metadata()) {
+        if (e.key != "tokenizer.ggml.merges" && e.key != "tokenizer.ggml.pre") w.set(e.key, e.val);
+    }
+    std::vector<std::string> merges;
+    const std::vector<std::string_view> all = src.get_array_string("tokenizer.ggml.merges");
+    for (size_t i = 0; i < all.size(); ++i) {
+        if (i % 7 != 3) merges.emplace_back(all[i]);
+    }
+    w.set("tokenizer.ggml.merges", tessera::gguf::value::array_string(merges));
+    w.set_string("tokenizer.ggml.pre", pre);
+    const auto path = dir.path / (std::string(pre) + ".gguf");
+    w.write(path);
+    return std::make_unique<tokenizer>(tokenizer::from_gguf(tessera::gguf::reader(path)));
+}
+
+} // namespace
+
+TEST(TokenizerReference, Llama3TakesWholeWordsThatAreTokens) {
     const tessera::test::temp_dir dir("bpe_merges");
     for (const char * pre : {"gpt-2", "llama-bpe"}) {
         SCOPED_TRACE(pre);
-        tessera::gguf::writer w;
-        for (const tessera::gguf::kv & e : src.metadata()) {
-            if (e.key != "tokenizer.ggml.merges") w.set(e.key, e.val);
-        }
-        std::vector<std::string> merges;
-        const std::vector<std::string_view> all = src.get_array_string("tokenizer.ggml.merges");
-        for (size_t i = 0; i < all.size(); ++i) {
-            if (i % 7 != 3) merges.emplace_back(all[i]);
-        }
-        w.set("tokenizer.ggml.merges", tessera::gguf::value::array_string(merges));
-        w.set_string("tokenizer.ggml.pre", pre);
-        const auto path = dir.path / (std::string(pre) + ".gguf");
-        w.write(path);
-        const tokenizer tok = tokenizer::from_gguf(tessera::gguf::reader(path));
+        const auto dropped = gpt2_dropped_merges(dir, pre);
+        const tokenizer & tok = *dropped;
         const bool llama3 = std::string(pre) == "llama-bpe";
         EXPECT_EQ(tok.encode(tessera::test::k_common_words, false),
                   llama3 ? tessera::test::k_common_words_dropped_merges_llama_bpe
@@ -521,4 +533,36 @@ TEST(TokenizerReference, Llama3TakesWholeWordsThatAreTokens) {
         EXPECT_EQ(tok.detokenize(tok.encode(tessera::test::k_common_words, false)), tessera::test::k_common_words);
         EXPECT_EQ(tok.detokenize(tok.encode("a , b ' c don 't I 'm", false)), "a, b'c don 't I'm"); // clean-up
     }
+}
+
+// Mistral's Tekken pattern (letter case, digits alone, '/' after punctuation;
+// whole words; BOS by default; no clean-up of spaces) and Smaug's (Llama 3's
+// pattern, every word merged), against the reference's ids.
+TEST(TokenizerReference, TekkenAndSmaugMatchTheReference) {
+    using tessera::llm::pre_tokenizer;
+    const auto tekken = gpt2_with_pre("tekken");
+    const auto smaug = gpt2_with_pre("smaug-bpe");
+    const tessera::test::temp_dir dir("bpe_tekken");
+    const auto tekken_dropped = gpt2_dropped_merges(dir, "tekken");
+    EXPECT_EQ(tekken->pre(), pre_tokenizer::tekken);
+    EXPECT_EQ(smaug->pre(), pre_tokenizer::smaug);
+    EXPECT_EQ(gpt2_with_pre("midm-2.0")->pre(), pre_tokenizer::llama3);
+    EXPECT_TRUE(tekken->add_bos()); // the reference's defaults
+    EXPECT_FALSE(smaug->add_bos());
+    int n = 0, differ = 0;
+    for (const auto & c : tessera::test::k_bpe_tekken_cases) {
+        const std::string text(c.text, c.text_len);
+        SCOPED_TRACE("case " + std::to_string(n++) + ": " + to_hex(text));
+        EXPECT_EQ(tekken->encode(text, false, false), c.tekken);
+        EXPECT_EQ(smaug->encode(text, false, false), c.smaug);
+        EXPECT_EQ(tekken_dropped->encode(text, false, false), c.tekken_dropped_merges);
+        std::vector<token_id> with_bos = {tekken->bos_id()};
+        with_bos.insert(with_bos.end(), c.tekken.begin(), c.tekken.end());
+        EXPECT_EQ(tekken->encode(text, true, false), with_bos);
+        if (valid_utf8(text)) EXPECT_EQ(tekken->detokenize(c.tekken), text); // spaces kept as they are
+        differ += c.tekken != c.smaug ? 1 : 0;
+    }
+    EXPECT_EQ(n, 42);
+    EXPECT_GE(differ, 8); // the cases do tell the two patterns apart
+    EXPECT_EQ(tekken->detokenize(tekken->encode("a , b ' c don 't I 'm", false)), "a , b ' c don 't I 'm");
 }

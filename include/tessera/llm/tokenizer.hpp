@@ -65,9 +65,12 @@ enum class vocab_kind {
 // (`tokenizer.ggml.pre`); the patterns are listed in src/llm/pretokenizer.hpp.
 enum class pre_tokenizer {
     gpt2,     // "gpt-2", "mellum": GPT-2's pattern
-    llama3,   // "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral": Llama 3's
-              // pattern (numbers in groups of up to 3); a word that is a token
-              // is not merged
+    llama3,   // "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral", "midm-2.0":
+              // Llama 3's pattern (numbers in groups of up to 3); a word that
+              // is a token is not merged
+    smaug,    // "smaug-bpe": Llama 3's pattern, every word merged
+    tekken,   // "tekken" (Mistral Nemo): case-aware words, digits alone; a
+              // word that is a token is not merged
     smollm,   // "smollm": every digit alone, then GPT-2's pattern
     default_, // "default" or no key: punctuation runs, GPT-2's pattern, number
               // runs, ASCII digits in groups of 3
@@ -118,7 +121,7 @@ public:
     //   tokenizer.ggml.pre (STRING, see pre_tokenizer; absent = "default"),
     //   token_type (default all normal), scores (ignored) optional; BOS/EOS
     //   default to id 11 and no unknown token, add_bos defaults to true for
-    //   the Llama 3 pre-tokenizer only, add_space_prefix to false (the
+    //   the Llama 3 and Tekken pre-tokenizers only, add_space_prefix to false (the
     //   reference implementation's defaults).
     //   Both: tokenizer.ggml.eot_token_id, eom_token_id (UINT32) optional.
     // Throws tessera::error naming the key for a missing or mistyped key, and
