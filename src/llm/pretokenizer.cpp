@@ -5,6 +5,7 @@
 #include "pretokenizer.hpp"
 
 #include <cstdint>
+#include <iterator>
 
 #include "unicode_text.hpp"
 
@@ -179,6 +180,82 @@ size_t match_ascii_triple(const cps_t & c, size_t pos, size_t end) {
     return 3;
 }
 
+// --- DeepSeek LLM and DeepSeek Coder (their tokenizer.json Split patterns,
+// each run over the pieces the one before left) ---
+
+// [\r\n]
+size_t match_newline(const cps_t & c, size_t pos, size_t) { return is_newline(c[pos]) ? 1 : 0; }
+
+// \s?X+ for a class X.
+template <class Pred> size_t match_space_then_run(const cps_t & c, size_t pos, size_t end, Pred in_class) {
+    const size_t q = is_whitespace(c[pos]) && pos + 1 < end ? pos + 1 : pos;
+    return in_class(c[q]) ? run_end(c, q, end, in_class) - pos : 0;
+}
+
+size_t match_space_letters(const cps_t & c, size_t pos, size_t end) { return match_space_then_run(c, pos, end, is_letter); }
+
+size_t match_space_punctuation(const cps_t & c, size_t pos, size_t end) {
+    return match_space_then_run(c, pos, end, unicode::is_punctuation);
+}
+
+// [一-龥ࠀ-一가-퟿]+ : U+0800..U+9FA5 and U+AC00..U+D7FF. The reference reads
+// whitespace beyond ASCII (U+3000, U+2000..) as \v before matching, so it is
+// not in the class.
+bool is_cjk_block(uint32_t cp) {
+    return ((cp >= 0x0800 && cp <= 0x9FA5) || (cp >= 0xAC00 && cp <= 0xD7FF)) && !is_whitespace(cp);
+}
+
+size_t match_cjk_run(const cps_t & c, size_t pos, size_t end) { return run_end(c, pos, end, is_cjk_block) - pos; }
+
+// DeepSeek LLM's letter class (its pattern's explicit ranges: the cased
+// letters, Latin to Adlam), inclusive and sorted.
+struct cp_range {
+    uint32_t lo, hi;
+};
+constexpr cp_range k_deepseek_letters[] = {
+    {0x0041, 0x005A}, {0x0061, 0x007A}, {0x00B5, 0x00B5}, {0x00C0, 0x00D6}, {0x00D8, 0x00F6}, {0x00F8, 0x01BA},
+    {0x01BC, 0x01BF}, {0x01C4, 0x0293}, {0x0295, 0x02AF}, {0x0370, 0x0373}, {0x0376, 0x0376}, {0x0377, 0x0377},
+    {0x037B, 0x037D}, {0x037F, 0x037F}, {0x0386, 0x0386}, {0x0388, 0x038A}, {0x038C, 0x038C}, {0x038E, 0x03A1},
+    {0x03A3, 0x03F5}, {0x03F7, 0x0481}, {0x048A, 0x052F}, {0x0531, 0x0556}, {0x10A0, 0x10C5}, {0x13A0, 0x13F5},
+    {0x13F8, 0x13FD}, {0x1C90, 0x1CBA}, {0x1CBD, 0x1CBF}, {0x1D00, 0x1D2B}, {0x1D6B, 0x1D77}, {0x1D79, 0x1D9A},
+    {0x1E00, 0x1F15}, {0x1F18, 0x1F1D}, {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59},
+    {0x1F5B, 0x1F5B}, {0x1F5D, 0x1F5D}, {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE},
+    {0x1FC2, 0x1FC4}, {0x1FC6, 0x1FCC}, {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC}, {0x1FF2, 0x1FF4},
+    {0x1FF6, 0x1FFC}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210A, 0x2113}, {0x2115, 0x2115}, {0x2119, 0x211D},
+    {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128}, {0x212A, 0x212D}, {0x212F, 0x2134}, {0x2139, 0x2139},
+    {0x213C, 0x213F}, {0x2145, 0x2149}, {0x214E, 0x214E}, {0x2183, 0x2183}, {0x2184, 0x2184}, {0x2C00, 0x2C7B},
+    {0x2C7E, 0x2CE4}, {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF2}, {0x2CF3, 0x2CF3}, {0xA640, 0xA66D}, {0xA680, 0xA69B},
+    {0xA722, 0xA76F}, {0xA771, 0xA787}, {0xA78B, 0xA78E}, {0xAB70, 0xABBF}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17},
+    {0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0x10400, 0x1044F}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB},
+    {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943},};
+
+bool is_deepseek_letter(uint32_t cp) {
+    size_t lo = 0, hi = std::size(k_deepseek_letters);
+    while (lo < hi) { // the first range whose end is >= cp
+        const size_t mid = (lo + hi) / 2;
+        if (k_deepseek_letters[mid].hi < cp) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < std::size(k_deepseek_letters) && k_deepseek_letters[lo].lo <= cp && !is_whitespace(cp);
+}
+
+// [!-/:-~！-／：-～‘-‟　-。] (U+3000 is whitespace, read as \v: not in it).
+bool is_deepseek_symbol(uint32_t cp) {
+    return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x7E) || (cp >= 0xFF01 && cp <= 0xFF0F) ||
+           (cp >= 0xFF1A && cp <= 0xFF5E) || (cp >= 0x2018 && cp <= 0x201F) || (cp >= 0x3001 && cp <= 0x3002);
+}
+
+size_t match_deepseek_letters(const cps_t & c, size_t pos, size_t end) {
+    return match_space_then_run(c, pos, end, is_deepseek_letter);
+}
+
+size_t match_deepseek_symbols(const cps_t & c, size_t pos, size_t end) {
+    return match_space_then_run(c, pos, end, is_deepseek_symbol);
+}
+
 using matcher = size_t (*)(const cps_t &, size_t, size_t);
 
 // Splits every piece (given by its length) into the matches of `m` and the
@@ -211,6 +288,26 @@ std::vector<size_t> split(const cps_t & c, const std::vector<size_t> & pieces, m
     return out;
 }
 
+// \s+$ : splits each piece's trailing whitespace off (the one match a
+// piece can have: the leftmost position from which whitespace runs to the
+// piece's end). Linear, where trying every position would not be.
+std::vector<size_t> split_trailing_spaces(const cps_t & c, const std::vector<size_t> & pieces) {
+    std::vector<size_t> out;
+    out.reserve(pieces.size() + pieces.size() / 2);
+    size_t begin = 0;
+    for (const size_t len : pieces) {
+        const size_t end = begin + len;
+        size_t ws = end;
+        while (ws > begin && is_whitespace(c[ws - 1])) {
+            --ws;
+        }
+        if (ws > begin) out.push_back(ws - begin);
+        if (end > ws) out.push_back(end - ws);
+        begin = end;
+    }
+    return out;
+}
+
 } // namespace
 
 std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
@@ -229,6 +326,12 @@ std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
     if (name == "tekken") {
         return pre_tokenizer::tekken;
     }
+    if (name == "deepseek-llm") {
+        return pre_tokenizer::deepseek_llm;
+    }
+    if (name == "deepseek-coder") {
+        return pre_tokenizer::deepseek_coder;
+    }
     if (name == "smollm") {
         return pre_tokenizer::smollm;
     }
@@ -240,14 +343,17 @@ std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
 
 const char * pre_tokenizer_names() {
     return "'gpt-2' ('mellum'), 'llama-bpe' ('llama3', 'llama-v3', 'falcon3', 'pixtral', 'midm-2.0'), 'smaug-bpe', "
-           "'tekken', 'smollm', 'default'";
+           "'tekken', 'deepseek-llm', 'deepseek-coder', 'smollm', 'default'";
 }
 
 bool takes_whole_words(pre_tokenizer kind) { return kind == pre_tokenizer::llama3 || kind == pre_tokenizer::tekken; }
 
 bool adds_bos_by_default(pre_tokenizer kind) { return kind == pre_tokenizer::llama3 || kind == pre_tokenizer::tekken; }
 
-bool cleans_spaces(pre_tokenizer kind) { return kind != pre_tokenizer::smollm && kind != pre_tokenizer::tekken; }
+bool cleans_spaces(pre_tokenizer kind) {
+    return kind != pre_tokenizer::smollm && kind != pre_tokenizer::tekken && kind != pre_tokenizer::deepseek_llm &&
+           kind != pre_tokenizer::deepseek_coder;
+}
 
 std::vector<std::string> pre_tokenize(pre_tokenizer kind, std::string_view text) {
     const cps_t c = unicode::decode_utf8(text);
@@ -268,6 +374,21 @@ std::vector<std::string> pre_tokenize(pre_tokenizer kind, std::string_view text)
         break;
     case pre_tokenizer::smollm:
         pieces = split(c, split(c, pieces, match_digit), match_gpt2);
+        break;
+    case pre_tokenizer::deepseek_llm:
+        pieces = split(c, pieces, match_newline);
+        pieces = split(c, pieces, match_deepseek_letters);
+        pieces = split(c, pieces, match_deepseek_symbols);
+        pieces = split_trailing_spaces(c, pieces);
+        pieces = split(c, pieces, match_cjk_run);
+        pieces = split(c, pieces, match_number_run);
+        break;
+    case pre_tokenizer::deepseek_coder:
+        pieces = split(c, pieces, match_newline);
+        pieces = split(c, pieces, match_space_letters);
+        pieces = split(c, pieces, match_space_punctuation);
+        pieces = split(c, pieces, match_cjk_run);
+        pieces = split(c, pieces, match_digit);
         break;
     case pre_tokenizer::default_:
         pieces = split(c, pieces, match_punctuation_run);

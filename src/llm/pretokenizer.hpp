@@ -16,6 +16,11 @@
 //           \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //           (Mistral's tokenizer.json), with the letter classes as the
 //           reference approximates them (see match_tekken)
+//   deepseek-llm: [\r\n], then \s?[cased letters]+ (an explicit list of
+//           ranges), then \s?[!-/:-~！-／：-～‘-‟　-。]+, then \s+$, then
+//           [一-龥ࠀ-一가-퟿]+, then \p{N}+ (DeepSeek LLM's tokenizer.json)
+//   deepseek-coder: [\r\n], then \s?\p{L}+, then \s?\p{P}+, then
+//           [一-龥ࠀ-一가-퟿]+, then \p{N} (DeepSeek Coder's tokenizer.json)
 //   smollm: \p{N} (each digit alone), then gpt2
 //   default (no `tokenizer.ggml.pre`): [\p{P}\$\+<=>\^~\|]+, then gpt2, then
 //           \p{N}+, then [0-9][0-9][0-9]
@@ -32,7 +37,8 @@ namespace tessera::llm {
 
 // The kind named by a `tokenizer.ggml.pre` value: "gpt-2", "mellum";
 // "llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", "midm-2.0";
-// "smaug-bpe"; "tekken"; "smollm"; "default" (also for an absent key).
+// "smaug-bpe"; "tekken"; "deepseek-llm"; "deepseek-coder"; "smollm";
+// "default" (also for an absent key).
 // nullopt for any other name.
 std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name);
 
@@ -42,7 +48,8 @@ const char * pre_tokenizer_names();
 // What else the reference ties to the kind: a word that is itself a token
 // is taken whole, without merging (its ignore_merges; llama3, tekken); BOS is
 // added when the file does not say (llama3, tekken); detokenizing removes
-// spaces before punctuation (its clean_spaces; all but smollm and tekken).
+// spaces before punctuation (its clean_spaces; not smollm, tekken and the
+// DeepSeek ones).
 bool takes_whole_words(pre_tokenizer kind);
 bool adds_bos_by_default(pre_tokenizer kind);
 bool cleans_spaces(pre_tokenizer kind);

@@ -17,7 +17,7 @@
 
 #include "tessera/core/error.hpp"
 #include "llm/bpe_reference_data.hpp"
-#include "llm/bpe_tekken_reference_data.hpp"
+#include "llm/bpe_pre_reference_data.hpp"
 #include "support/temp_dir.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
@@ -535,34 +535,49 @@ TEST(TokenizerReference, Llama3TakesWholeWordsThatAreTokens) {
     }
 }
 
-// Mistral's Tekken pattern (letter case, digits alone, '/' after punctuation;
-// whole words; BOS by default; no clean-up of spaces) and Smaug's (Llama 3's
-// pattern, every word merged), against the reference's ids.
-TEST(TokenizerReference, TekkenAndSmaugMatchTheReference) {
+// The other pre-tokenizers of llama-architecture files, against the
+// reference's ids: Mistral's Tekken (letter case, digits alone, '/' after
+// punctuation; whole words; BOS by default; no clean-up of spaces), Smaug's
+// (Llama 3's pattern, every word merged) and DeepSeek LLM's and Coder's
+// (splits in turn; no clean-up of spaces).
+TEST(TokenizerReference, TekkenSmaugAndDeepSeekMatchTheReference) {
     using tessera::llm::pre_tokenizer;
     const auto tekken = gpt2_with_pre("tekken");
     const auto smaug = gpt2_with_pre("smaug-bpe");
+    const auto deepseek_llm = gpt2_with_pre("deepseek-llm");
+    const auto deepseek_coder = gpt2_with_pre("deepseek-coder");
     const tessera::test::temp_dir dir("bpe_tekken");
     const auto tekken_dropped = gpt2_dropped_merges(dir, "tekken");
     EXPECT_EQ(tekken->pre(), pre_tokenizer::tekken);
     EXPECT_EQ(smaug->pre(), pre_tokenizer::smaug);
+    EXPECT_EQ(deepseek_llm->pre(), pre_tokenizer::deepseek_llm);
+    EXPECT_EQ(deepseek_coder->pre(), pre_tokenizer::deepseek_coder);
     EXPECT_EQ(gpt2_with_pre("midm-2.0")->pre(), pre_tokenizer::llama3);
     EXPECT_TRUE(tekken->add_bos()); // the reference's defaults
     EXPECT_FALSE(smaug->add_bos());
-    int n = 0, differ = 0;
-    for (const auto & c : tessera::test::k_bpe_tekken_cases) {
+    EXPECT_FALSE(deepseek_coder->add_bos());
+    int n = 0, tekken_differs = 0, deepseek_differs = 0;
+    for (const auto & c : tessera::test::k_bpe_pre_cases) {
         const std::string text(c.text, c.text_len);
         SCOPED_TRACE("case " + std::to_string(n++) + ": " + to_hex(text));
         EXPECT_EQ(tekken->encode(text, false, false), c.tekken);
         EXPECT_EQ(smaug->encode(text, false, false), c.smaug);
         EXPECT_EQ(tekken_dropped->encode(text, false, false), c.tekken_dropped_merges);
+        EXPECT_EQ(deepseek_llm->encode(text, false, false), c.deepseek_llm);
+        EXPECT_EQ(deepseek_coder->encode(text, false, false), c.deepseek_coder);
         std::vector<token_id> with_bos = {tekken->bos_id()};
         with_bos.insert(with_bos.end(), c.tekken.begin(), c.tekken.end());
         EXPECT_EQ(tekken->encode(text, true, false), with_bos);
-        if (valid_utf8(text)) EXPECT_EQ(tekken->detokenize(c.tekken), text); // spaces kept as they are
-        differ += c.tekken != c.smaug ? 1 : 0;
+        if (valid_utf8(text)) { // spaces kept as they are
+            EXPECT_EQ(tekken->detokenize(c.tekken), text);
+            EXPECT_EQ(deepseek_llm->detokenize(c.deepseek_llm), text);
+        }
+        tekken_differs += c.tekken != c.smaug ? 1 : 0;
+        deepseek_differs += c.deepseek_llm != c.deepseek_coder ? 1 : 0;
     }
-    EXPECT_EQ(n, 42);
-    EXPECT_GE(differ, 8); // the cases do tell the two patterns apart
+    EXPECT_EQ(n, 50);
+    // The cases tell the patterns apart.
+    EXPECT_EQ(tekken_differs, 5);
+    EXPECT_EQ(deepseek_differs, 4);
     EXPECT_EQ(tekken->detokenize(tekken->encode("a , b ' c don 't I 'm", false)), "a , b ' c don 't I 'm");
 }

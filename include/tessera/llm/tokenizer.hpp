@@ -71,6 +71,10 @@ enum class pre_tokenizer {
     smaug,    // "smaug-bpe": Llama 3's pattern, every word merged
     tekken,   // "tekken" (Mistral Nemo): case-aware words, digits alone; a
               // word that is a token is not merged
+    deepseek_llm,   // "deepseek-llm": newlines, cased-letter runs, symbol runs,
+                    // trailing spaces, CJK runs, number runs, split in turn
+    deepseek_coder, // "deepseek-coder": newlines, letter runs, punctuation runs,
+                    // CJK runs, digits alone, split in turn
     smollm,   // "smollm": every digit alone, then GPT-2's pattern
     default_, // "default" or no key: punctuation runs, GPT-2's pattern, number
               // runs, ASCII digits in groups of 3
