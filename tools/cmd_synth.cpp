@@ -32,6 +32,7 @@ struct options {
     std::string seed = "1"; // --seed as given (parse_seed)
     bool quiet = false;
     bool llama31_rope = false;
+    uint32_t head_dim = 0;
 };
 
 int run_synth(const options & o) {
@@ -47,6 +48,7 @@ int run_synth(const options & o) {
     p.vocab = o.vocab;
     p.seed = parse_seed(o.seed);
     p.llama31_rope = o.llama31_rope;
+    p.shape.head_dim = o.head_dim;
     if (!o.quiet) {
         // A terminal gets one line rewritten in place, a file or pipe one line per tensor.
         const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -103,6 +105,10 @@ command add_gguf_synth(CLI::App & gguf_sub) {
     sub->add_flag("--llama31-rope", o->llama31_rope,
                   "also write rope_freqs.weight with Llama 3.1's RoPE scaling (factor 8, low/high-frequency factors "
                   "1 and 4, original context 8192)");
+    sub->add_option("--head-dim", o->head_dim,
+                    "head size (written as attention.key_length and value_length; default n_embd / n_head), e.g. "
+                    "a head narrower than n_embd / n_head as in Mistral Nemo")
+        ->check(CLI::Range(2u, 4096u));
     return command{sub, [o]() { return run_synth(*o); }};
 }
 

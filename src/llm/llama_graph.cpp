@@ -8,7 +8,7 @@ namespace tessera::llm {
 batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_set & w, const kv_tensors & kv,
                               uint32_t n_tokens, uint32_t n_kv, bool all_logits, bool flash_attn) {
     const int64_t n_embd = hp.n_embd, head_dim = hp.head_dim(), n_head = hp.n_head, n_head_kv = hp.n_head_kv;
-    const int64_t n_embd_kv = hp.n_embd_kv(), T = n_tokens;
+    const int64_t n_embd_kv = hp.n_embd_kv(), n_embd_q = hp.n_embd_q(), T = n_tokens;
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
 
     batch_graph g;
@@ -55,7 +55,7 @@ batch_graph build_llama_graph(context & ctx, const hparams & hp, const weight_se
             tensor * kqv = mul_mat(ctx, Vt, kq); // [head_dim, T, n_head]
             merged = cont(ctx, permute(ctx, kqv, 0, 2, 1, 3));
         }
-        tensor * attn = mul_mat(ctx, l.wo, reshape(ctx, merged, {n_embd, T}));
+        tensor * attn = mul_mat(ctx, l.wo, reshape(ctx, merged, {n_embd_q, T}));
         x = add(ctx, x, attn);
 
         tensor * f = mul(ctx, rms_norm(ctx, x, hp.rms_eps), l.ffn_norm);

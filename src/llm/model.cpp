@@ -75,10 +75,29 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     hp.n_ff = read_u32(r, a, "feed_forward_length", -1);
     hp.n_head = read_u32(r, a, "attention.head_count", -1);
     hp.n_head_kv = read_u32(r, a, "attention.head_count_kv", hp.n_head);
-    if (hp.n_embd % hp.n_head != 0) {
-        throw error(fmt::format("{}: embedding_length {} is not a multiple of head_count {}", r.name(),
-                                hp.n_embd, hp.n_head));
+    // The head size: attention.key_length where the file gives it (then the
+    // query and output projections are n_head * key_length wide, not
+    // n_embd), else n_embd / n_head. A Llama layer needs value_length equal
+    // to it (the reference implementation asserts the same).
+    const uint32_t key_length = read_u32(r, a, "attention.key_length", 0);
+    if (key_length == 0 && hp.n_embd % hp.n_head != 0) {
+        throw error(fmt::format("{}: embedding_length {} is not a multiple of head_count {} (and no "
+                                "{}.attention.key_length gives the head size)",
+                                r.name(), hp.n_embd, hp.n_head, a));
     }
+    const uint32_t head_size = key_length != 0 ? key_length : hp.n_embd / hp.n_head;
+    const uint32_t value_length = read_u32(r, a, "attention.value_length", head_size);
+    if (value_length != head_size) {
+        throw error(fmt::format("{}: {}.attention.value_length {} differs from the key head size {}; a Llama layer "
+                                "needs one head size",
+                                r.name(), a, value_length, head_size));
+    }
+    if (head_size % 2 != 0 || uint64_t{head_size} * hp.n_head > (uint64_t{1} << 30)) {
+        throw error(fmt::format("{}: the head size {} must be even (RoPE rotates pairs) and at most 2^30 / "
+                                "head_count {}",
+                                r.name(), head_size, hp.n_head));
+    }
+    hp.n_embd_head = key_length;
     if (hp.n_head % hp.n_head_kv != 0) {
         throw error(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", r.name(),
                                 hp.n_head, hp.n_head_kv));
@@ -88,9 +107,12 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     // reference implementation refuses it for llama files too.
     hp.n_rot = read_u32(r, a, "rope.dimension_count", hp.head_dim());
     if (hp.n_rot != hp.head_dim()) {
-        throw error(fmt::format("{}: {}.rope.dimension_count {} differs from the head size {} (embedding_length {} / "
-                                "head_count {}); a Llama model rotates whole heads",
-                                r.name(), a, hp.n_rot, hp.head_dim(), hp.n_embd, hp.n_head));
+        throw error(fmt::format("{}: {}.rope.dimension_count {} differs from the head size {} ({}); a Llama model "
+                                "rotates whole heads",
+                                r.name(), a, hp.n_rot, hp.head_dim(),
+                                hp.n_embd_head != 0 ? fmt::format("{}.attention.key_length", a)
+                                                    : fmt::format("embedding_length {} / head_count {}", hp.n_embd,
+                                                                  hp.n_head)));
     }
     hp.rms_eps = read_f32(r, a + ".attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_freq_base = read_f32(r, a + ".rope.freq_base", 10000.0f);
@@ -178,7 +200,7 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         return t;
     };
 
-    const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, EKV = hp.n_embd_kv();
+    const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, EKV = hp.n_embd_kv(), EQ = hp.n_embd_q();
     m->tok_embd = take("token_embd.weight", {E, V});
     m->output_norm = take("output_norm.weight", {E});
     m->output = take("output.weight", {E, V}, false);
@@ -199,10 +221,10 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
         const std::string p = fmt::format("blk.{}.", il);
         layer_weights & l = m->layers[il];
         l.attn_norm = take(p + "attn_norm.weight", {E});
-        l.wq = take(p + "attn_q.weight", {E, E});
+        l.wq = take(p + "attn_q.weight", {E, EQ});
         l.wk = take(p + "attn_k.weight", {E, EKV});
         l.wv = take(p + "attn_v.weight", {E, EKV});
-        l.wo = take(p + "attn_output.weight", {E, E});
+        l.wo = take(p + "attn_output.weight", {EQ, E});
         l.ffn_norm = take(p + "ffn_norm.weight", {E});
         l.ffn_gate = take(p + "ffn_gate.weight", {E, F});
         l.ffn_up = take(p + "ffn_up.weight", {E, F});

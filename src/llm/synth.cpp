@@ -94,7 +94,8 @@ std::vector<float> llama31_rope_factors(uint32_t n_rot, double freq_base) {
 std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, const file_type & wtype,
                                       bool llama31_rope = false, double freq_base = 10000) {
     const int64_t E = s.n_embd, V = n_vocab, F = s.n_ff;
-    const int64_t EKV = static_cast<int64_t>(s.n_embd / s.n_head) * s.n_head_kv;
+    const int64_t EKV = static_cast<int64_t>(s.head_size()) * s.n_head_kv;
+    const int64_t EQ = static_cast<int64_t>(s.head_size()) * s.n_head;
     std::vector<tensor_plan> out;
     auto w = [&](std::string name, int64_t ne0, int64_t ne1) {
         const std::optional<type> t = matrix_type_for(wtype, name, ne0, s.n_layer);
@@ -112,16 +113,16 @@ std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, c
     norm("output_norm.weight");
     w("output.weight", E, V);
     if (llama31_rope) {
-        const uint32_t n_rot = s.n_embd / s.n_head;
+        const uint32_t n_rot = s.head_size();
         out.push_back({"rope_freqs.weight", {n_rot / 2, 1}, 1, TSR_TYPE_F32, llama31_rope_factors(n_rot, freq_base)});
     }
     for (uint32_t il = 0; il < s.n_layer; ++il) {
         const std::string p = fmt::format("blk.{}.", il);
         norm(p + "attn_norm.weight");
-        w(p + "attn_q.weight", E, E);
+        w(p + "attn_q.weight", E, EQ);
         w(p + "attn_k.weight", E, EKV);
         w(p + "attn_v.weight", E, EKV);
-        w(p + "attn_output.weight", E, E);
+        w(p + "attn_output.weight", EQ, E);
         norm(p + "ffn_norm.weight");
         w(p + "ffn_gate.weight", E, F);
         w(p + "ffn_up.weight", E, F);
@@ -139,9 +140,12 @@ void check_shape(const synth_shape & s, const file_type & wtype) {
     if (s.n_embd == 0 || s.n_layer == 0 || s.n_head == 0 || s.n_head_kv == 0 || s.n_ff == 0 || s.n_ctx == 0) {
         throw error(fmt::format("synth: shape '{}' has a zero dimension", s.name));
     }
-    if (s.n_embd % s.n_head != 0 || (s.n_embd / s.n_head) % 2 != 0) {
+    if (s.head_dim == 0 && (s.n_embd % s.n_head != 0 || (s.n_embd / s.n_head) % 2 != 0)) {
         throw error(fmt::format("synth: n_embd {} must be a multiple of n_head {} with an even head size", s.n_embd,
                                 s.n_head));
+    }
+    if (s.head_dim % 2 != 0 || s.head_dim > 4096) {
+        throw error(fmt::format("synth: head size {} must be even and at most 4096", s.head_dim));
     }
     if (s.n_head % s.n_head_kv != 0) {
         throw error(fmt::format("synth: n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv));
@@ -207,7 +211,11 @@ std::string synth_model(const synth_params & p, const std::filesystem::path & ou
     w.set_u32("llama.embedding_length", s.n_embd);
     w.set_u32("llama.block_count", s.n_layer);
     w.set_u32("llama.feed_forward_length", s.n_ff);
-    w.set_u32("llama.rope.dimension_count", s.n_embd / s.n_head);
+    w.set_u32("llama.rope.dimension_count", s.head_size());
+    if (s.head_dim != 0) {
+        w.set_u32("llama.attention.key_length", s.head_dim);
+        w.set_u32("llama.attention.value_length", s.head_dim);
+    }
     w.set_u32("llama.attention.head_count", s.n_head);
     w.set_u32("llama.attention.head_count_kv", s.n_head_kv);
     w.set_f32("llama.attention.layer_norm_rms_epsilon", p.rms_eps);

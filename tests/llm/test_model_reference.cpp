@@ -323,6 +323,51 @@ TEST(model_errors, rope_dimension_count_other_than_the_head_size_is_refused) {
     fs::remove_all(dir);
 }
 
+// attention.key_length / value_length (the head size, where it is not
+// embedding_length / head_count): stories260K (64 / 8 = 8) with the keys
+// set. Its own size loads with either key; another value is refused where
+// the weights' shapes no longer fit (wq is [64, 8 x key_length]), and a
+// value_length other than the key head size, an odd size or rope
+// dimensions other than it are refused naming the key.
+TEST(model_errors, head_size_keys_are_checked) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_head_size";
+    fs::create_directories(dir);
+    const fs::path path = dir / "m.gguf";
+    struct head_case {
+        int64_t key_length, value_length, rope_dims; // < 0: key left out
+        std::string error;                            // "" = loads
+    };
+    for (const head_case & c :
+         {head_case{8, 8, -1, ""}, head_case{8, -1, -1, ""}, head_case{-1, 8, -1, ""},
+          head_case{16, 16, 16, "tensor 'blk.0.attn_q.weight' has shape [64,64,1,1], expected [64,128,1,1]"},
+          head_case{-1, 16, -1, "llama.attention.value_length 16 differs from the key head size 8"},
+          head_case{8, 4, -1, "llama.attention.value_length 4 differs from the key head size 8"},
+          head_case{7, 7, 7, "the head size 7 must be even"},
+          head_case{16, 16, -1, "llama.rope.dimension_count 8 differs from the head size 16 (llama.attention.key_length)"},
+          head_case{0, -1, -1, "metadata key 'llama.attention.key_length' has an out-of-range value 0"}}) {
+        SCOPED_TRACE(std::to_string(c.key_length) + " " + std::to_string(c.value_length));
+        gguf::writer w;
+        w.copy_all_kv(src);
+        if (c.key_length >= 0) w.set_u32("llama.attention.key_length", uint32_t(c.key_length));
+        if (c.value_length >= 0) w.set_u32("llama.attention.value_length", uint32_t(c.value_length));
+        if (c.rope_dims >= 0) w.set_u32("llama.rope.dimension_count", uint32_t(c.rope_dims));
+        for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+        w.write(path);
+        if (c.error.empty()) {
+            EXPECT_EQ(llm::model::load(path)->hp().head_dim(), 8u);
+            continue;
+        }
+        try {
+            llm::model::load(path);
+            ADD_FAILURE() << "expected an error";
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find(c.error), std::string::npos) << e.what();
+        }
+    }
+    fs::remove_all(dir);
+}
+
 // A model with neither tokens nor a vocab_size key says that it has no
 // vocabulary (it named only the vocab_size key before).
 TEST(model_errors, no_vocabulary_is_named) {

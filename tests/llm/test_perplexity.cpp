@@ -119,9 +119,11 @@ TEST(Perplexity, QuantizedModelsMatchTheReferenceTool) {
 
 // A synth model of the tiny shape, F32 weights, seed 1, with `vocab`'s
 // tokenizer (and Llama 3.1's rope_freqs when llama31_rope), written into dir.
-std::unique_ptr<llm::model> synth_tiny_f32(const test::temp_dir & dir, const std::string & vocab, bool llama31_rope) {
+std::unique_ptr<llm::model> synth_tiny_f32(const test::temp_dir & dir, const std::string & vocab, bool llama31_rope,
+                                           uint32_t head_dim = 0) {
     llm::synth_params sp;
     sp.shape = llm::synth_preset("tiny");
+    sp.shape.head_dim = head_dim;
     sp.wtype = TSR_TYPE_F32;
     sp.vocab = vocab;
     sp.llama31_rope = llama31_rope;
@@ -175,6 +177,25 @@ TEST(Perplexity, Llama31RopeFactorsMatchTheReferenceTool) {
     for (int i = 0; i < 8; ++i) EXPECT_NEAR(f[i], want[i], 1e-4) << i;
     expect_story_perplexity(*m, {901.6754, 790.8854, 840.5234, 859.0962, 849.3454, 872.3814, 872.5903}, 42.56619,
                             2.5e-7);
+}
+
+// A head size given by attention.key_length instead of n_embd / n_head
+// (Mistral Nemo and Small 3: 128 where 5120 / 32 = 160): synth_tiny_f32
+// with stories260K's vocabulary and `--head-dim 24` (wider than 64 / 4 = 16:
+// wq [64, 96], wo [96, 64]) and `--head-dim 8` (narrower); the reference
+// tool's figures on those files (the command line above).
+TEST(Perplexity, HeadSizeFromKeyLengthMatchesTheReferenceTool) {
+    test::temp_dir dir("pplhead");
+    {
+        const auto m = synth_tiny_f32(dir, shared_dir + "/models/stories260K.gguf", false, 24);
+        EXPECT_EQ(m->hp().head_dim(), 24u);
+        EXPECT_EQ(m->layers[0].wq->ne[1], 96);
+        expect_story_perplexity(*m, {905.5596, 825.2750, 849.2313, 884.6754, 897.4015, 865.2174, 872.9978}, 41.73153,
+                                5e-7);
+    }
+    const auto m = synth_tiny_f32(dir, shared_dir + "/models/stories260K.gguf", false, 8);
+    EXPECT_EQ(m->layers[0].wo->ne[0], 32);
+    expect_story_perplexity(*m, {787.7977, 803.3291, 864.6710, 913.2883, 910.5587, 915.7486, 939.6939}, 46.12307, 5e-7);
 }
 
 // The totals are the sums, over chunks c and rows j = n/2 .. n - 2, of

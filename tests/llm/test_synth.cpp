@@ -238,6 +238,27 @@ TEST(Synth, LayoutMetadataAndValues) {
     EXPECT_EQ(std::vector<float>(head.begin(), head.begin() + 4), pinned);
 }
 
+// --head-dim: the head size written as attention.key_length and value_length
+// (and the RoPE dimensions), wq [n_embd, n_head x head size] and wo the
+// transpose shape; wk and wv n_head_kv x head size.
+TEST(Synth, HeadSizeKeysAndShapes) {
+    temp_dir dir;
+    auto p = tiny(TSR_TYPE_F16);
+    p.shape.head_dim = 24;
+    llm::synth_model(p, dir / "m.gguf");
+    const gguf::reader r(dir / "m.gguf");
+    EXPECT_EQ(r.get_u32("llama.attention.key_length"), 24u);
+    EXPECT_EQ(r.get_u32("llama.attention.value_length"), 24u);
+    EXPECT_EQ(r.get_u32("llama.rope.dimension_count"), 24u);
+    EXPECT_EQ(r.find_tensor("blk.1.attn_q.weight")->ne[1], 96);
+    EXPECT_EQ(r.find_tensor("blk.1.attn_output.weight")->ne[0], 96);
+    EXPECT_EQ(r.find_tensor("blk.1.attn_k.weight")->ne[1], 48);
+    EXPECT_EQ(r.find_tensor("blk.1.attn_v.weight")->ne[1], 48);
+    // Without it the keys are left out, as converters do for n_embd / n_head.
+    llm::synth_model(tiny(TSR_TYPE_F16), dir / "plain.gguf");
+    EXPECT_FALSE(gguf::reader(dir / "plain.gguf").has_key("llama.attention.key_length"));
+}
+
 TEST(Synth, ReproducibleAndSeedDependent) {
     temp_dir dir;
     llm::synth_model(tiny(TSR_TYPE_Q8_0, 42), dir / "a.gguf");
@@ -518,6 +539,12 @@ TEST(Synth, Errors) {
     p = tiny(TSR_TYPE_F16);
     p.shape.n_head_kv = 3;
     expect_error(p, "not a multiple of n_head_kv");
+    p = tiny(TSR_TYPE_F16);
+    p.shape.head_dim = 9;
+    expect_error(p, "synth: head size 9 must be even");
+    p = tiny(TSR_TYPE_Q8_0);
+    p.shape.head_dim = 20; // wo's rows: 4 heads x 20 = 80, no multiple of 32
+    expect_error(p, "block size 32 (blk.0.attn_output.weight)");
     EXPECT_TRUE(fs::is_empty(dir.path)); // no temporaries left
 
     // A tokenizer.ggml.model that is not a string is no vocabulary; a BPE

@@ -26,19 +26,23 @@ struct hparams {
     uint32_t n_ff = 0;         // feed_forward_length
     uint32_t n_head = 0;       // attention.head_count
     uint32_t n_head_kv = 0;    // attention.head_count_kv (defaults to n_head)
+    uint32_t n_embd_head = 0;  // attention.key_length = value_length: the head size (0: n_embd / n_head;
+                               // Mistral Nemo and Small 3 have 128 where n_embd / n_head is 160)
     uint32_t n_rot = 0;        // rope.dimension_count (defaults to head_dim; load refuses any other value)
     uint32_t n_vocab = 0;      // vocab_size, or the length of tokenizer.ggml.tokens
     float rms_eps = 1e-5f;     // attention.layer_norm_rms_epsilon
     float rope_freq_base = 10000.0f;  // rope.freq_base
     float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor (linear scaling)
 
-    uint32_t head_dim() const { return n_head == 0 ? 0 : n_embd / n_head; } // 0 for hparams with no heads set
-    uint32_t n_embd_kv() const { return head_dim() * n_head_kv; }
+    // Head size: n_embd_head where set, else n_embd / n_head (0 for hparams with no heads set).
+    uint32_t head_dim() const { return n_embd_head != 0 ? n_embd_head : n_head == 0 ? 0 : n_embd / n_head; }
+    uint32_t n_embd_q() const { return head_dim() * n_head; }     // rows of wq, columns of wo
+    uint32_t n_embd_kv() const { return head_dim() * n_head_kv; } // rows of wk and wv
 };
 
 // Weights of one transformer block. Shapes (ne order, ne[0] fastest):
-//   attn_norm [n_embd]; wq [n_embd, n_embd]; wk, wv [n_embd, n_embd_kv];
-//   wo [n_embd, n_embd]; ffn_norm [n_embd]; ffn_gate, ffn_up [n_embd, n_ff];
+//   attn_norm [n_embd]; wq [n_embd, n_embd_q]; wk, wv [n_embd, n_embd_kv];
+//   wo [n_embd_q, n_embd] (n_embd_q = n_embd unless the head size is given); ffn_norm [n_embd]; ffn_gate, ffn_up [n_embd, n_ff];
 //   ffn_down [n_ff, n_embd].
 struct layer_weights {
     tensor * attn_norm = nullptr;

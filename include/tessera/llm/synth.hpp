@@ -60,6 +60,10 @@ struct synth_shape {
     uint32_t n_head_kv = 0;    // attention.head_count_kv
     uint32_t n_ff = 0;         // feed_forward_length
     uint32_t n_ctx = 2048;     // context_length (tokens)
+    uint32_t head_dim = 0;     // attention.key_length = value_length, written when not 0 (the head
+                               // size; 0: n_embd / n_head, the keys left out)
+
+    uint32_t head_size() const { return head_dim != 0 ? head_dim : n_embd / n_head; }
 };
 
 // The presets: "1b" (n_embd 2048, 22 layers, 32 heads, 4 kv heads, n_ff 5632:
@@ -90,7 +94,7 @@ struct synth_params {
 // Writes the model to `out` atomically (gguf::writer), generating one tensor
 // at a time while writing (memory bounded by the largest tensor). Throws
 // tessera::error: unknown/unsupported target, a shape whose n_embd is not a
-// multiple of n_head, a matrix whose ne[0] (n_embd or n_ff) fits no block of
+// multiple of n_head (without head_dim) or whose head size is odd, a matrix whose ne[0] (n_embd or n_ff) fits no block of
 // its type even after the K-quant fallback, n_head not a
 // multiple of n_head_kv, a vocab file that is missing, not GGUF, or lacks
 // tokenizer.ggml.tokens, or a write failure (`out` then left as it was).
