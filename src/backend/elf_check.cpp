@@ -6,6 +6,8 @@
 // summarised in elf(5); structures and constants come from <elf.h>.
 #include "backend/elf_check.hpp"
 
+#include "backend/elf_image.hpp"
+
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -91,24 +93,6 @@ std::string type_name(unsigned t) {
     }
 }
 
-std::string segment_name(uint32_t t) {
-    switch (t) {
-    case PT_LOAD: return "PT_LOAD";
-    case PT_DYNAMIC: return "PT_DYNAMIC";
-    case PT_INTERP: return "PT_INTERP";
-    case PT_NOTE: return "PT_NOTE";
-    case PT_PHDR: return "PT_PHDR";
-    case PT_TLS: return "PT_TLS";
-    case PT_GNU_EH_FRAME: return "PT_GNU_EH_FRAME";
-    case PT_GNU_STACK: return "PT_GNU_STACK";
-    case PT_GNU_RELRO: return "PT_GNU_RELRO";
-#ifdef PT_GNU_PROPERTY
-    case PT_GNU_PROPERTY: return "PT_GNU_PROPERTY";
-#endif
-    default: return fmt::format("type {:#x}", t);
-    }
-}
-
 // Owns a file descriptor.
 struct fd_guard {
     int fd;
@@ -146,6 +130,30 @@ std::string past_end(const std::string & what, uint64_t off, uint64_t len, uint6
 }
 
 } // namespace
+
+namespace elf {
+
+std::string segment_name(uint32_t t) {
+    switch (t) {
+    case PT_LOAD: return "PT_LOAD";
+    case PT_DYNAMIC: return "PT_DYNAMIC";
+    case PT_INTERP: return "PT_INTERP";
+    case PT_NOTE: return "PT_NOTE";
+    case PT_PHDR: return "PT_PHDR";
+    case PT_TLS: return "PT_TLS";
+    case PT_GNU_EH_FRAME: return "PT_GNU_EH_FRAME";
+    case PT_GNU_STACK: return "PT_GNU_STACK";
+    case PT_GNU_RELRO: return "PT_GNU_RELRO";
+#ifdef PT_GNU_PROPERTY
+    case PT_GNU_PROPERTY: return "PT_GNU_PROPERTY";
+#endif
+    default: return fmt::format("type {:#x}", t);
+    }
+}
+
+} // namespace elf
+
+using elf::segment_name;
 
 std::string check_elf_file(const std::string & path) {
     // O_NONBLOCK: opening a FIFO must not wait for a writer.
@@ -235,6 +243,20 @@ std::string check_elf_file(const std::string & path) {
             return past_end("the section header table", eh.e_shoff, sh_bytes, size);
         }
     }
+
+#if UINTPTR_MAX > 0xffffffffu
+    // What the loader reads, writes and calls once the segments are mapped
+    // (elf_image.hpp): a damaged copy used to crash inside dlopen.
+    elf::image img;
+    img.fd = f.fd;
+    img.file_size = size;
+    img.machine = eh.e_machine;
+    img.ph = std::move(ph);
+    if (std::string why = elf::check_segments(img); !why.empty()) return why;
+    elf::dynamic_info dyn;
+    if (std::string why = elf::check_dynamic(img, dyn); !why.empty()) return why;
+    if (std::string why = elf::check_relocations(img, dyn); !why.empty()) return why;
+#endif
     return {};
 }
 

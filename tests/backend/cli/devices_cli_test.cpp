@@ -2,6 +2,7 @@
 // and the listing's content (runs the built tessera program).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -103,6 +104,32 @@ TEST(DevicesCli, TruncatedPluginIsRefusedAndTheOthersStillLoad) {
               std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("but the file has 20000 bytes"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("devices (1):\n  CPU: "), std::string::npos) << r.out;
+}
+
+// A full-size copy of a CPU variant whose second half is zeroed (its
+// dynamic section and relocations with it) used to crash the program inside
+// ld.so while the variants were scored; it is refused by the checks before
+// dlopen, naming the file, and the real CPU plugin is loaded.
+TEST(DevicesCli, ZeroedHalfOfAPluginIsRefusedAndTheOthersStillLoad) {
+    namespace fs = std::filesystem;
+    const fs::path plugin = fs::path(TESSERA_EXE_PATH).parent_path() / "libtessera-cpu-x64.so";
+    if (!fs::exists(plugin)) GTEST_SKIP() << "no CPU plugins beside the program (TESSERA_CPU_STATIC build)";
+    tessera::test::temp_dir tmp("plugins");
+    const fs::path broken = tmp / "libtessera-cpu-zeroed.so";
+    {
+        std::ifstream in(plugin, std::ios::binary);
+        std::string bytes(std::istreambuf_iterator<char>(in), {});
+        std::fill(bytes.begin() + std::ptrdiff_t(bytes.size() / 2), bytes.end(), '\0');
+        std::ofstream(broken, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+    }
+    const process_result r = run("devices", {"TESSERA_BACKEND_PATH=" + tmp.path.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("backends (1):\n  cpu  API 1.0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tessera: backend library '" + broken.string() + "': cannot open: " + broken.string() +
+                         ": corrupt shared library: "),
+              std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("devices (1):\n  CPU: "), std::string::npos) << r.out;
 }
 
