@@ -1,8 +1,15 @@
 // backend/loader.cpp — loading backend plugins from shared libraries:
 // load, load_best (scoring variants), load_all, search paths (registry.hpp).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <deque>
+#include <string_view>
 #include <system_error>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <fmt/core.h>
@@ -57,48 +64,115 @@ bool same_file(const fs::path & a, const fs::path & b) {
     return fs::equivalent(a, b, ec);
 }
 
-// File name kinds for family `name`: "libtessera-<name>-<variant>.so" and
-// "libtessera-<name>.so".
-bool is_variant_file(const std::string & fname, std::string_view name) {
-    const std::string prefix = fmt::format("libtessera-{}-", name);
-    return fname.size() > prefix.size() + 3 && detail::istarts_with(fname, prefix) &&
-           fname.ends_with(".so");
-}
-
-bool is_base_file(const std::string & fname, std::string_view name) {
-    return detail::iequals(fname, fmt::format("libtessera-{}.so", name));
-}
+constexpr std::string_view lib_prefix = "libtessera-";
 
 // The family of a "libtessera-<family>[-<variant>].so" file name (prefix
-// matched ignoring case, like is_variant_file), or "".
+// matched ignoring case, ".so" not), or "".
 std::string family_of(const std::string & fname) {
-    constexpr std::string_view prefix = "libtessera-";
     // (The prefix ends in '-' and ".so" begins with '.': they cannot overlap.)
-    if (!detail::istarts_with(fname, prefix) || !fname.ends_with(".so")) return {};
-    std::string rest = fname.substr(prefix.size(), fname.size() - prefix.size() - 3);
+    if (!detail::istarts_with(fname, lib_prefix) || !fname.ends_with(".so")) return {};
+    std::string rest = fname.substr(lib_prefix.size(), fname.size() - lib_prefix.size() - 3);
     rest = rest.substr(0, rest.find('-'));
     return detail::valid_family_name(rest) ? rest : std::string();
 }
 
-// Regular files directly inside `dir`, and symbolic links there that lead
-// nowhere (dangling, or a loop), sorted by name (errors: none). A broken
-// link named as a plugin is thus considered, and fails to open with the
-// loader's reason, instead of being passed over without a word.
-std::vector<fs::path> list_files(const fs::path & dir) {
-    std::vector<fs::path> out;
+// Names of the regular files directly inside `dir`, and of the symbolic
+// links there that lead nowhere (dangling, or a loop), sorted (errors:
+// none). A broken link named as a plugin is thus considered, and fails to
+// open with the loader's reason, instead of being passed over without a
+// word. (Names are sorted as strings: within one folder that is the order
+// of their paths, and much cheaper for thousands of files.)
+std::vector<std::string> list_files(const fs::path & dir) {
+    std::vector<std::string> out;
     std::error_code ec;
     fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
     for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
         std::error_code fec, lec, xec;
         const bool regular = it->is_regular_file(fec);
         const bool broken_link = !regular && it->is_symlink(lec) && !fs::exists(it->path(), xec);
-        if (regular || broken_link) out.push_back(it->path());
+        if (regular || broken_link) out.push_back(it->path().filename().string());
     }
     std::sort(out.begin(), out.end());
     return out;
 }
 
+// A file's identity (device and inode), what fs::equivalent compares.
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+    bool operator==(const file_id &) const = default;
+};
+struct file_id_hash {
+    size_t operator()(const file_id & f) const {
+        return std::hash<uint64_t>()(uint64_t(f.ino) * 0x9e3779b97f4a7c15ULL ^ uint64_t(f.dev));
+    }
+};
+
 } // namespace
+
+namespace detail {
+
+// One search folder, listed once: its plugin file names grouped by family.
+// A name is a variant of family F when it is "libtessera-F-<variant>.so"
+// (prefix and F matched ignoring case, ".so" exactly, a variant of at least
+// one character) and the base of F when it is "libtessera-F.so" ignoring
+// case throughout; F is a valid_family_name, so it holds no '-'.
+struct folder_listing {
+    struct family_files {
+        std::vector<std::string> variants; // file names, sorted
+        std::string base;                  // the first base file name, or ""
+    };
+    fs::path dir;                                           // as first searched
+    std::unordered_map<std::string, family_files> families; // key: family in lower case
+    std::vector<std::string> named_families;                // family_of of each name, once each ignoring case, in name order
+
+    void add(const std::string & fname) {
+        if (!istarts_with(fname, lib_prefix) || fname.size() < lib_prefix.size() + 3) return;
+        const std::string_view name(fname);
+        const std::string_view stem = name.substr(lib_prefix.size(), name.size() - lib_prefix.size() - 3);
+        const std::string_view ext = name.substr(name.size() - 3);
+        const size_t dash = stem.find('-');
+        if (dash == std::string_view::npos) {
+            if (iequals(ext, ".so") && valid_family_name(stem)) {
+                family_files & f = families[to_lower(stem)];
+                if (f.base.empty()) f.base = fname;
+            }
+        } else if (ext == ".so" && dash + 1 < stem.size() && valid_family_name(stem.substr(0, dash))) {
+            families[to_lower(stem.substr(0, dash))].variants.push_back(fname);
+        }
+        if (std::string fam = family_of(fname); !fam.empty() && named_lower_.insert(to_lower(fam)).second) {
+            named_families.push_back(std::move(fam));
+        }
+    }
+
+private:
+    std::unordered_set<std::string> named_lower_;
+};
+
+// The search folders of one load_all (or load_best), each listed once, on
+// first use: load_best for every family then looks its files up by family
+// instead of listing every folder again (with 10,000 files, listing and
+// sorting the folder for each of them took minutes).
+struct plugin_scan {
+    std::deque<folder_listing> folders; // (a deque: a listing stays put while more are added)
+
+    // `dir`'s listing; a folder already listed under another spelling of
+    // the same directory is not listed again.
+    const folder_listing & folder(const fs::path & dir) {
+        for (const auto & f : folders) {
+            if (f.dir == dir) return f;
+        }
+        for (const auto & f : folders) {
+            if (same_file(f.dir, dir)) return f;
+        }
+        folder_listing & l = folders.emplace_back();
+        l.dir = dir;
+        for (const auto & fname : list_files(dir)) l.add(fname);
+        return l;
+    }
+};
+
+} // namespace detail
 
 const std::vector<std::string> & registry::known_names() {
     // cpu first: every run can fall back to it, and a plugin that names a
@@ -189,6 +263,11 @@ backend_reg registry::load_handle(void * handle, const std::string & p) {
 }
 
 load_report registry::load_best(std::string_view name, const fs::path & dir) {
+    detail::plugin_scan scan;
+    return load_best_in(name, dir, scan);
+}
+
+load_report registry::load_best_in(std::string_view name, const fs::path & dir, detail::plugin_scan & scan) {
     if (!detail::valid_family_name(name)) {
         throw error(fmt::format("load_best: '{}' is not a backend name (1 to 64 of A-Z a-z 0-9 _)",
                                 name));
@@ -202,20 +281,27 @@ load_report registry::load_best(std::string_view name, const fs::path & dir) {
         return report;
     }
 
-    // Gather variant files (first occurrence of a file wins) and the base file.
+    // Gather variant files (first occurrence of a file wins: another name
+    // or link for it is dropped) and the base file.
     std::vector<fs::path> variants;
     fs::path base;
+    const std::string key = detail::to_lower(name);
+    std::unordered_set<file_id, file_id_hash> seen;
     for (const auto & d : search_paths(dir)) {
-        for (const auto & f : list_files(d)) {
-            const std::string fname = f.filename().string();
-            if (is_variant_file(fname, name)) {
-                const bool seen = std::any_of(variants.begin(), variants.end(),
-                                              [&](const fs::path & v) { return same_file(v, f); });
-                if (!seen) variants.push_back(f);
-            } else if (base.empty() && is_base_file(fname, name)) {
-                base = f;
+        const detail::folder_listing & l = scan.folder(d);
+        const auto it = l.families.find(key);
+        if (it == l.families.end()) continue;
+        for (const auto & fname : it->second.variants) {
+            fs::path f = d / fname;
+            // A file that cannot be looked at (a broken link) is never the
+            // same as another, as with fs::equivalent.
+            struct stat st {};
+            if (::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !seen.insert({st.st_dev, st.st_ino}).second) {
+                continue;
             }
+            variants.push_back(std::move(f));
         }
+        if (base.empty() && !it->second.base.empty()) base = d / it->second.base;
     }
 
     // Score each variant. The best so far stays open (it is loaded from
@@ -297,6 +383,7 @@ load_report registry::load_best(std::string_view name, const fs::path & dir) {
 
 std::vector<load_report> registry::load_all(const fs::path & dir) {
     std::vector<load_report> reports;
+    detail::plugin_scan scan; // each search folder is listed once for all families
     const std::string env = env_path();
     std::error_code ec;
     const fs::path ep(env);
@@ -328,26 +415,21 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
             reports.push_back(std::move(rep));
         }
     }
-    for (const auto & name : known_names()) reports.push_back(load_best(name, dir));
+    for (const auto & name : known_names()) reports.push_back(load_best_in(name, dir, scan));
     if (env.empty() || env_file) return reports;
     if (fs::is_directory(ep, ec)) {
         // A folder this user may not list was searched as an empty one.
         std::error_code lec;
         fs::directory_iterator probe(ep, lec);
         if (lec) log(fmt::format("{}='{}': cannot list the folder: {}; ignored", env_var, printable_utf8(env), lec.message()));
-        // Families named only by files in that directory.
-        std::vector<std::string> families;
-        for (const auto & f : list_files(ep)) {
-            const std::string fam = family_of(f.filename().string());
-            if (fam.empty()) continue;
-            const auto & known = known_names();
+        // Families named only by files in that directory (each once, in
+        // the order of their first file's name).
+        const auto & known = known_names();
+        for (const auto & fam : scan.folder(ep).named_families) {
             const bool is_known = std::any_of(known.begin(), known.end(),
                                               [&](const std::string & k) { return detail::iequals(k, fam); });
-            const bool listed = std::any_of(families.begin(), families.end(),
-                                            [&](const std::string & k) { return detail::iequals(k, fam); });
-            if (!is_known && !listed) families.push_back(fam);
+            if (!is_known) reports.push_back(load_best_in(fam, ep, scan));
         }
-        for (const auto & fam : families) reports.push_back(load_best(fam, ep));
     } else {
         log(fmt::format("{}='{}' is neither a file nor a directory; ignored", env_var, printable_utf8(env)));
     }

@@ -25,6 +25,10 @@
 
 namespace tessera {
 
+namespace detail {
+struct plugin_scan; // the search folders' listings (loader.cpp)
+}
+
 // One library considered by load_best.
 struct load_candidate {
     std::string path;  // UTF-8
@@ -100,7 +104,8 @@ public:
     // family's place (one CPU variant forced; when it cannot be loaded the
     // family's best is); a directory is searched, after the known
     // families, for every libtessera-<name>[-<variant>].so family not yet
-    // registered (one this user may not list is named in the log).
+    // registered (one this user may not list is named in the log). Each
+    // search folder is listed once per call, when first searched.
     std::vector<load_report> load_all(const std::filesystem::path & dir = {});
 
     // Removes the family and its devices and closes its library. Throws
@@ -160,6 +165,9 @@ private:
     backend_reg load_locked(const std::filesystem::path & path); // load_mu_ held
     // Loads from an open library handle (taken over: closed on failure).
     backend_reg load_handle(void * handle, const std::string & path);
+    // load_best, with the search folders' files taken from `scan` (each
+    // folder listed once, however many families are loaded from it).
+    load_report load_best_in(std::string_view name, const std::filesystem::path & dir, detail::plugin_scan & scan);
     void log(std::string_view msg) const;
 
     mutable std::shared_mutex mu_; // guards regs_, devs_
