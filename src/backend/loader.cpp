@@ -17,6 +17,7 @@
 #include "backend/abi.hpp"
 #include "backend/dynlib.hpp"
 #include "backend/names.hpp"
+#include "backend/plugin_exit_guard.hpp"
 #include "backend/reg_entry.hpp"
 #include "backend/registry_internal.hpp"
 #include "tessera/backend/registry.hpp"
@@ -47,6 +48,13 @@ struct handle_guard {
 std::string library_what(const std::string & path) {
     return fmt::format("backend library '{}'", printable_utf8(path));
 }
+
+// The calls into a plugin while it is loaded, as plugin_exit_guard names
+// them ("... called exit(0) during <call>").
+constexpr const char * initializers_call = "its initializers (run by dlopen)";
+constexpr const char * score_call = "tessera_backend_score()";
+constexpr const char * init_call = "tessera_backend_init()";
+constexpr const char * tables_call = "a call to its reg or devices";
 
 fs::path exe_dir() {
     std::error_code ec;
@@ -211,8 +219,13 @@ backend_reg registry::load_locked(const fs::path & path) {
     // a bare file name here means the file in the current folder, as any
     // relative path does (TESSERA_BACKEND_PATH=libtessera-cpu-x64.so said
     // "No such file or directory" beside that file).
-    void * h = detail::dynlib_open(p.find('/') == std::string::npos ? "./" + p : p, err);
-    if (h == nullptr) throw error(fmt::format("{}: cannot open: {}", library_what(p), printable_utf8(err)));
+    const std::string what = library_what(p);
+    void * h = nullptr;
+    {
+        detail::plugin_exit_guard guard(what, initializers_call);
+        h = detail::dynlib_open(p.find('/') == std::string::npos ? "./" + p : p, err);
+    }
+    if (h == nullptr) throw error(fmt::format("{}: cannot open: {}", what, printable_utf8(err)));
     return load_handle(h, p);
 }
 
@@ -222,7 +235,10 @@ backend_reg registry::load_handle(void * handle, const std::string & p) {
     int score = -1;
     if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
             detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
-        score = detail::plugin_call(what, fn);
+        {
+            detail::plugin_exit_guard guard(what, score_call);
+            score = detail::plugin_call(what, fn);
+        }
         if (score <= 0) {
             throw error(fmt::format("{}: score {}: not supported on this system", what, score));
         }
@@ -233,11 +249,19 @@ backend_reg registry::load_handle(void * handle, const std::string & p) {
         throw error(fmt::format("{}: has no '{}' symbol (not a tessera backend)", what,
                                 TSR_BACKEND_INIT_SYMBOL));
     }
-    tsr_reg * reg = detail::plugin_call(what, init);
+    tsr_reg * reg = nullptr;
+    {
+        detail::plugin_exit_guard guard(what, init_call);
+        reg = detail::plugin_call(what, init);
+    }
     if (reg == nullptr) throw error(fmt::format("{}: {}() returned null", what, TSR_BACKEND_INIT_SYMBOL));
 
     std::vector<std::string> skipped;
-    auto e = detail::make_entry(reg, what, skipped);
+    std::shared_ptr<detail::reg_entry> e;
+    {
+        detail::plugin_exit_guard guard(what, tables_call);
+        e = detail::make_entry(reg, what, skipped);
+    }
     // A library named libtessera-<family>[-<variant>].so must hold that
     // family: a stray or misnamed file cannot take over another family's
     // place in load_best (e.g. win "cpu" and register something else).
@@ -312,16 +336,22 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
     for (const auto & v : variants) {
         load_candidate c;
         c.path = v.string();
+        const std::string what = library_what(c.path);
         std::string err;
-        handle_guard h{detail::dynlib_open(c.path, err)};
+        handle_guard h{nullptr};
+        {
+            detail::plugin_exit_guard guard(what, initializers_call);
+            h.h = detail::dynlib_open(c.path, err);
+        }
         if (h.h == nullptr) {
             // e.g. a truncated or foreign file (dynlib_open checks it first)
             c.error = "cannot open: " + printable_utf8(err);
-            log(fmt::format("{}: {}", library_what(c.path), c.error));
+            log(fmt::format("{}: {}", what, c.error));
         } else if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
                        detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
             try {
-                c.score = detail::plugin_call(library_what(c.path), fn);
+                detail::plugin_exit_guard guard(what, score_call);
+                c.score = detail::plugin_call(what, fn);
             } catch (const error & e) {
                 c.error = e.what();
                 log(c.error);

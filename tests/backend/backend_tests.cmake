@@ -106,6 +106,13 @@ tessera_fake_plugin(buftbad libtessera-fakealignhuge ${_f} FAKE_FAMILY="fakealig
                     "FAKE_ALIGN=((size_t)1<<40)")
 tessera_fake_plugin(buftbad libtessera-fakebasenull ${_f} FAKE_FAMILY="fakebasenull" FAKE_DEVICE_PREFIX="BaseNull"
                     FAKE_BASE_NULL)
+# Plugins that call exit() while they are loaded: exit(0) in init, exit(3)
+# in score, exit(4) in a constructor (plugin_exit_test.cpp,
+# devices_cli_test.cpp).
+tessera_fake_plugin(exitinit libtessera-fakeexit ${_f} FAKE_FAMILY="fakeexit" FAKE_EXIT_IN_INIT=0)
+tessera_fake_plugin(exitscore libtessera-fakeexitscore-v ${_f} FAKE_FAMILY="fakeexitscore" FAKE_SCORE=5
+                    FAKE_EXIT_IN_SCORE=3)
+tessera_fake_plugin(exitctor libtessera-fakeexitctor ${_f} FAKE_FAMILY="fakeexitctor" FAKE_EXIT_AT_LOAD=4)
 
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).

@@ -85,7 +85,11 @@ public:
     // (cannot open + the loader's message, score 0, no init symbol, init
     // returned null, API major mismatch with both versions, invalid tables,
     // duplicate name), and leaves the registry and the process's loaded
-    // libraries as they were.
+    // libraries as they were. A plugin that calls exit() meanwhile (in its
+    // constructors, score, init or tables; load_best and load_all too) ends
+    // the program with status 70 and "error: backend library '<path>'
+    // called exit(<status>) during <call>; ..." on stderr
+    // (backend/plugin_exit_guard.hpp).
     backend_reg load(const std::filesystem::path & path);
 
     // Finds every libtessera-<name>-*.so in the search paths (see

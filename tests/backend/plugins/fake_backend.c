@@ -20,6 +20,9 @@
  *   FAKE_SCORE s              exports tessera_backend_score returning s
  *   FAKE_NO_INIT              does not export tessera_backend_init
  *   FAKE_INIT_NULL            tessera_backend_init returns NULL
+ *   FAKE_EXIT_IN_INIT s       tessera_backend_init calls exit(s)
+ *   FAKE_EXIT_IN_SCORE s      tessera_backend_score calls exit(s)
+ *   FAKE_EXIT_AT_LOAD s       a constructor (run by dlopen) calls exit(s)
  *   FAKE_API_MAJOR / _MINOR   version it claims (default: this header's)
  *   FAKE_VARIANT "v"          reported as feature VARIANT
  *   FAKE_SHORT_TABLES         device/buffer type tables end before their
@@ -336,12 +339,24 @@ static const tsr_reg_i reg_iface = {
     .get_proc_address = reg_proc,
 };
 
+#ifdef FAKE_EXIT_AT_LOAD
+__attribute__((constructor)) static void fake_exit_at_load(void) { exit(FAKE_EXIT_AT_LOAD); }
+#endif
+
 #ifdef FAKE_SCORE
-TSR_BACKEND_EXPORT int tessera_backend_score(void) { return FAKE_SCORE; }
+TSR_BACKEND_EXPORT int tessera_backend_score(void) {
+#ifdef FAKE_EXIT_IN_SCORE
+    exit(FAKE_EXIT_IN_SCORE);
+#endif
+    return FAKE_SCORE;
+}
 #endif
 
 #ifndef FAKE_NO_INIT
 TSR_BACKEND_EXPORT tsr_reg * tessera_backend_init(void) {
+#ifdef FAKE_EXIT_IN_INIT
+    exit(FAKE_EXIT_IN_INIT);
+#endif
 #ifdef FAKE_INIT_NULL
     return NULL;
 #else
