@@ -59,7 +59,9 @@ tessera_fake_plugin(identity libtessera-fakeid-ok ${_f} FAKE_FAMILY="fakeid" FAK
 # CPU variant plugins must still be loaded.
 tessera_fake_plugin(cpuid libtessera-cpu-x ${_f} "FAKE_FAMILY=\"bad name/../x\"" FAKE_SCORE=100
                     FAKE_DEVICE_TYPE=TSR_DEVICE_TYPE_CPU)
-tessera_fake_plugin(cpuid libtessera-cpu-nodev ${_f} FAKE_FAMILY="cpu" FAKE_SCORE=100 FAKE_N_DEVICES=0)# Devices whose default buffer type is NULL: a variant with only such a
+tessera_fake_plugin(cpuid libtessera-cpu-nodev ${_f} FAKE_FAMILY="cpu" FAKE_SCORE=100 FAKE_N_DEVICES=0)
+
+# Devices whose default buffer type is NULL: a variant with only such a
 # device above a good one, and a library where one of two devices has it.
 tessera_fake_plugin(nullbuft libtessera-fakebuft-null ${_f} FAKE_FAMILY="fakebuft" FAKE_SCORE=50 FAKE_NULL_BUFT=0
                     FAKE_DEVICE_PREFIX="NullBuft")
