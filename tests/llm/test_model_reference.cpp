@@ -238,6 +238,16 @@ TEST(model_errors, non_finite_hyper_parameters_name_the_key) {
 // type) or a bad factor is refused at load, naming the key or tensor;
 // linear and none load, and so does Llama 3.1's rope_freqs.weight (per-pair
 // frequency divisors) when it has n_rot / 2 finite values > 0.
+// Loading `path` throws tessera::error with `needle` in its message.
+void expect_load_error(const fs::path & path, const std::string & needle) {
+    try {
+        llm::model::load(path);
+        ADD_FAILURE() << "expected an error containing " << needle;
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+}
+
 TEST(model_errors, unsupported_rope_scaling_is_refused) {
     const gguf::reader src(shared_dir + "/models/stories260K.gguf");
     const fs::path dir = fs::temp_directory_path() / "tessera_rope_scaling";
@@ -280,12 +290,7 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
             EXPECT_NO_THROW(llm::model::load(path));
             continue;
         }
-        try {
-            llm::model::load(path);
-            ADD_FAILURE() << "expected an error";
-        } catch (const error & e) {
-            EXPECT_NE(std::string(e.what()).find(c.error), std::string::npos) << e.what();
-        }
+        expect_load_error(path, c.error);
     }
     fs::remove_all(dir);
 }
@@ -358,12 +363,7 @@ TEST(model_errors, head_size_keys_are_checked) {
             EXPECT_EQ(llm::model::load(path)->hp().head_dim(), 8u);
             continue;
         }
-        try {
-            llm::model::load(path);
-            ADD_FAILURE() << "expected an error";
-        } catch (const error & e) {
-            EXPECT_NE(std::string(e.what()).find(c.error), std::string::npos) << e.what();
-        }
+        expect_load_error(path, c.error);
     }
     fs::remove_all(dir);
 }
