@@ -1,8 +1,11 @@
 // `tessera devices` and `--list-devices` on other subcommands: exit status
 // and the listing's content (runs the built tessera program).
+#include <elf.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -107,10 +110,12 @@ TEST(DevicesCli, TruncatedPluginIsRefusedAndTheOthersStillLoad) {
     EXPECT_NE(r.out.find("devices (1):\n  CPU: "), std::string::npos) << r.out;
 }
 
-// A full-size copy of a CPU variant whose second half is zeroed (its
-// dynamic section and relocations with it) used to crash the program inside
-// ld.so while the variants were scored; it is refused by the checks before
-// dlopen, naming the file, and the real CPU plugin is loaded.
+// A full-size copy of a CPU variant zeroed from its dynamic section to the
+// end (what zeroing the second half of a release build's plugin does; in a
+// build with debug information the second half is debug sections) used to
+// crash the program inside ld.so while the variants were scored; it is
+// refused by the checks before dlopen, naming the file, and the real CPU
+// plugin is loaded.
 TEST(DevicesCli, ZeroedHalfOfAPluginIsRefusedAndTheOthersStillLoad) {
     namespace fs = std::filesystem;
     const fs::path plugin = fs::path(TESSERA_EXE_PATH).parent_path() / "libtessera-cpu-x64.so";
@@ -120,7 +125,19 @@ TEST(DevicesCli, ZeroedHalfOfAPluginIsRefusedAndTheOthersStillLoad) {
     {
         std::ifstream in(plugin, std::ios::binary);
         std::string bytes(std::istreambuf_iterator<char>(in), {});
-        std::fill(bytes.begin() + std::ptrdiff_t(bytes.size() / 2), bytes.end(), '\0');
+        Elf64_Ehdr eh;
+        ASSERT_GE(bytes.size(), sizeof eh);
+        std::memcpy(&eh, bytes.data(), sizeof eh);
+        size_t dyn_offset = 0;
+        for (size_t i = 0; i < eh.e_phnum; ++i) {
+            Elf64_Phdr ph;
+            ASSERT_LE(eh.e_phoff + (i + 1) * sizeof ph, bytes.size());
+            std::memcpy(&ph, bytes.data() + eh.e_phoff + i * sizeof ph, sizeof ph);
+            if (ph.p_type == PT_DYNAMIC) dyn_offset = ph.p_offset;
+        }
+        ASSERT_GT(dyn_offset, 0u);
+        ASSERT_LT(dyn_offset, bytes.size());
+        std::fill(bytes.begin() + std::ptrdiff_t(dyn_offset), bytes.end(), '\0');
         std::ofstream(broken, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
     }
     const process_result r = run("devices", {"TESSERA_BACKEND_PATH=" + tmp.path.string()});
