@@ -68,20 +68,29 @@ TEST(ElfCheck, BuiltPluginsAndTestPluginsPass) {
     for (const auto & f : fakes) EXPECT_EQ(check_elf_file(f.string()), "") << f;
 }
 
-// The real libraries beside libc (hundreds on a desktop system): none is
-// refused.
-TEST(ElfCheck, SystemLibrariesPass) {
-    Dl_info info{};
-    ASSERT_NE(dladdr(reinterpret_cast<void *>(&::write), &info), 0);
-    const fs::path libc_dir = fs::canonical(info.dli_fname).parent_path();
-    size_t checked = 0;
-    for (const auto & f : files_in(libc_dir, [](const std::string & n) { return n.find(".so") != n.npos; })) {
-        if (!native_shared_object(f)) continue;
-        EXPECT_EQ(check_elf_file(f.string()), "") << f;
-        ++checked;
+// Every shared library this test process has loaded (libc, libstdc++,
+// libfmt, gtest's, ...; read from /proc/self/maps): ld.so mapped, relocated
+// and initialised each of them, so the checks of what it needs must pass
+// them all, whatever system the test runs on. (On the Debian 12 machine of
+// stop 35 all of /usr/lib/x86_64-linux-gnu's ~2,800 libraries passed too;
+// that scan is not a test because its files differ from system to system.)
+TEST(ElfCheck, LoadedLibrariesPass) {
+    std::ifstream maps("/proc/self/maps");
+    if (!maps) GTEST_SKIP() << "no /proc/self/maps";
+    std::vector<std::string> seen;
+    std::string line;
+    while (std::getline(maps, line)) {
+        const size_t slash = line.find('/');
+        if (slash == std::string::npos) continue;
+        const std::string path = line.substr(slash);
+        const std::string name = fs::path(path).filename().string();
+        if (name.find(".so") == std::string::npos || std::find(seen.begin(), seen.end(), path) != seen.end()) continue;
+        seen.push_back(path);
+        if (!native_shared_object(path)) continue;
+        EXPECT_EQ(check_elf_file(path), "") << path;
     }
-    std::cout << "checked " << checked << " libraries in " << libc_dir << "\n";
-    EXPECT_GT(checked, 5u);
+    std::cout << "checked " << seen.size() << " loaded libraries\n";
+    EXPECT_GE(seen.size(), 3u); // libc, libstdc++ and the loader at least
 }
 
 // A copy of a built plugin, read as the loader will see it once mapped.
