@@ -101,19 +101,6 @@ struct fd_guard {
     }
 };
 
-// Reads up to `n` bytes at offset `off` into `dst`; returns how many were
-// read before the end of the file or an error.
-size_t read_at(int fd, uint64_t off, void * dst, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-        const ssize_t r = ::pread(fd, static_cast<char *>(dst) + done, n - done, off_t(off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        done += size_t(r);
-    }
-    return done;
-}
-
 // Whether the bytes [off, off + len) lie inside a file of `size` bytes.
 bool inside(uint64_t off, uint64_t len, uint64_t size) { return off <= size && len <= size - off; }
 
@@ -132,6 +119,17 @@ std::string past_end(const std::string & what, uint64_t off, uint64_t len, uint6
 } // namespace
 
 namespace elf {
+
+size_t read_at(int fd, uint64_t off, void * dst, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        const ssize_t r = ::pread(fd, static_cast<char *>(dst) + done, n - done, off_t(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        done += size_t(r);
+    }
+    return done;
+}
 
 std::string segment_name(uint32_t t) {
     switch (t) {
@@ -153,7 +151,7 @@ std::string segment_name(uint32_t t) {
 
 } // namespace elf
 
-using elf::segment_name;
+using elf::read_at;
 
 std::string check_elf_file(const std::string & path) {
     // O_NONBLOCK: opening a FIFO must not wait for a writer.
@@ -212,7 +210,7 @@ std::string check_elf_file(const std::string & path) {
     for (size_t i = 0; i < ph.size(); ++i) {
         if (ph[i].p_filesz == 0) continue; // no bytes from the file (e.g. PT_GNU_STACK)
         if (!inside(ph[i].p_offset, ph[i].p_filesz, size)) {
-            return past_end(fmt::format("segment {} ({})", i, segment_name(ph[i].p_type)),
+            return past_end(elf::segment_label(i, ph[i].p_type),
                             ph[i].p_offset, ph[i].p_filesz, size);
         }
     }

@@ -37,12 +37,6 @@ std::string tag_name(int64_t tag) {
     }
 }
 
-std::string not_in_file(const std::string & what, uint64_t addr, uint64_t len) {
-    return fmt::format("corrupt shared library: {}: addresses {} are not within the file-backed bytes of any "
-                       "PT_LOAD segment",
-                       what, hex_range(addr, len));
-}
-
 // Most records a version chain may have (real libraries have tens).
 constexpr uint64_t max_version_records = 1u << 16;
 

@@ -28,13 +28,19 @@ bool within(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
     return a >= b && a - b <= blen && alen <= blen - (a - b);
 }
 
-std::string segment_label(size_t i, uint32_t type) { return fmt::format("segment {} ({})", i, segment_name(type)); }
-
 } // namespace
 
 std::string hex_range(uint64_t begin, uint64_t len) {
     if (len > UINT64_MAX - begin) return fmt::format("[{:#x}, {:#x} + {:#x})", begin, begin, len);
     return fmt::format("[{:#x}, {:#x})", begin, begin + len);
+}
+
+std::string segment_label(size_t i, uint32_t type) { return fmt::format("segment {} ({})", i, segment_name(type)); }
+
+std::string not_in_file(const std::string & what, uint64_t addr, uint64_t len) {
+    return fmt::format("corrupt shared library: {}: addresses {} are not within the file-backed bytes of any "
+                       "PT_LOAD segment",
+                       what, hex_range(addr, len));
 }
 
 const load_segment * image::file_backed(uint64_t addr, uint64_t len) const {
@@ -55,15 +61,7 @@ bool image::read(uint64_t addr, void * dst, uint64_t len) const {
     if (len == 0) return true;
     const load_segment * s = file_backed(addr, len);
     if (s == nullptr) return false;
-    const uint64_t off = s->offset + (addr - s->vaddr);
-    uint64_t done = 0;
-    while (done < len) {
-        const ssize_t r = ::pread(fd, static_cast<char *>(dst) + done, size_t(len - done), off_t(off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return false;
-        done += uint64_t(r);
-    }
-    return true;
+    return read_at(fd, s->offset + (addr - s->vaddr), dst, size_t(len)) == len;
 }
 
 std::string check_segments(image & img) {

@@ -72,8 +72,17 @@ struct dynamic_info {
 
 // "[0x1000, 0x2000)"
 std::string hex_range(uint64_t begin, uint64_t len);
+// "corrupt shared library: <what>: addresses [a, b) are not within the
+// file-backed bytes of any PT_LOAD segment".
+std::string not_in_file(const std::string & what, uint64_t addr, uint64_t len);
+// Reads up to `n` bytes at file offset `off` into `dst` (pread, retried on
+// EINTR); returns how many were read before the end of the file or an
+// error (elf_check.cpp).
+size_t read_at(int fd, uint64_t off, void * dst, size_t n);
 // The name of a segment type, e.g. "PT_LOAD" (elf_check.cpp).
 std::string segment_name(uint32_t type);
+// "segment <i> (<segment_name(type)>)", how messages name program header i.
+std::string segment_label(size_t i, uint32_t type);
 
 // The PT_LOAD segments (file size within memory size, sorted by address
 // and not overlapping, address congruent to file offset modulo the page

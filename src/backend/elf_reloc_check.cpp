@@ -96,12 +96,6 @@ struct slot {
     uint64_t value = 0;   // with state relative: the address in the library
 };
 
-std::string not_in_file(const std::string & what, uint64_t addr, uint64_t len) {
-    return fmt::format("corrupt shared library: {}: addresses {} are not within the file-backed bytes of any "
-                       "PT_LOAD segment",
-                       what, hex_range(addr, len));
-}
-
 // Checks one RELA table; records what it leaves in `slots`.
 std::string check_rela(const image & img, dynamic_info & d, const char * table, uint64_t addr, uint64_t size,
                        uint64_t relative_count, std::map<uint64_t, slot> & slots) {
