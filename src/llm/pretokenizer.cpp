@@ -56,6 +56,21 @@ size_t match_spaces(const cps_t & c, size_t pos, size_t end) {
     return n > 1 && pos + n < end ? n - 1 : n;
 }
 
+// The position after a pattern's optional first character ("x?"), when
+// `pred` accepts c[pos] and another character follows it in the piece.
+template <class Pred> size_t skip_optional(const cps_t & c, size_t pos, size_t end, Pred pred) {
+    return pred(c[pos]) && pos + 1 < end ? pos + 1 : pos;
+}
+
+bool is_space_char(uint32_t cp) { return cp == ' '; }
+bool is_word_lead(uint32_t cp) { return !is_newline(cp) && !is_letter(cp) && !is_number(cp); } // [^\r\n\p{L}\p{N}]
+
+// ' ?[^\s\p{L}\p{N}]+T*' for a trailing class T; 0 when no such run starts at pos.
+template <class Tail> size_t match_other_run(const cps_t & c, size_t pos, size_t end, Tail tail) {
+    const size_t q = skip_optional(c, pos, end, is_space_char);
+    return is_other(c[q]) ? run_end(c, run_end(c, q, end, is_other), end, tail) - pos : 0;
+}
+
 // \s*[\r\n]+|\s+(?!\S)|\s+ : whitespace up to and including its last \r or
 // \n, else match_spaces; 1 for anything else (every character matches some
 // alternative of the patterns that end with these).
@@ -75,7 +90,7 @@ size_t match_gpt2(const cps_t & c, size_t pos, size_t end) {
         return n;
     }
     // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': one leading ' ' joins the run.
-    const size_t q = c[pos] == ' ' && pos + 1 < end ? pos + 1 : pos;
+    const size_t q = skip_optional(c, pos, end, is_space_char);
     if (is_letter(c[q])) {
         return run_end(c, q, end, is_letter) - pos;
     }
@@ -94,8 +109,7 @@ size_t match_llama3(const cps_t & c, size_t pos, size_t end) {
         return n;
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+
-    const bool lead = !is_newline(c[pos]) && !is_letter(c[pos]) && !is_number(c[pos]);
-    const size_t ql = lead && pos + 1 < end ? pos + 1 : pos;
+    const size_t ql = skip_optional(c, pos, end, is_word_lead);
     if (is_letter(c[ql])) {
         return run_end(c, ql, end, is_letter) - pos;
     }
@@ -108,9 +122,8 @@ size_t match_llama3(const cps_t & c, size_t pos, size_t end) {
         return n;
     }
     // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-    const size_t qo = c[pos] == ' ' && pos + 1 < end ? pos + 1 : pos;
-    if (is_other(c[qo])) {
-        return run_end(c, run_end(c, qo, end, is_other), end, is_newline) - pos;
+    if (const size_t n = match_other_run(c, pos, end, is_newline)) {
+        return n;
     }
     return match_newlines_or_spaces(c, pos, end);
 }
@@ -127,8 +140,7 @@ bool is_newline_or_slash(uint32_t cp) { return is_newline(cp) || cp == '/'; }
 
 size_t match_tekken(const cps_t & c, size_t pos, size_t end) {
     // [^\r\n\p{L}\p{N}]?U*L+ | [^\r\n\p{L}\p{N}]?U+L* (U, L: the classes above)
-    const bool lead = !is_newline(c[pos]) && !is_letter(c[pos]) && !is_number(c[pos]);
-    const size_t q = lead && pos + 1 < end ? pos + 1 : pos;
+    const size_t q = skip_optional(c, pos, end, is_word_lead);
     const size_t u_end = run_end(c, q, end, is_upper_letter);
     if (u_end < end && is_lower_letter(c[u_end])) {
         return run_end(c, u_end, end, is_lower_letter) - pos; // U* whole, then L+
@@ -147,9 +159,8 @@ size_t match_tekken(const cps_t & c, size_t pos, size_t end) {
         return 1;
     }
     // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
-    const size_t qo = c[pos] == ' ' && pos + 1 < end ? pos + 1 : pos;
-    if (is_other(c[qo])) {
-        return run_end(c, run_end(c, qo, end, is_other), end, is_newline_or_slash) - pos;
+    if (const size_t n = match_other_run(c, pos, end, is_newline_or_slash)) {
+        return n;
     }
     return match_newlines_or_spaces(c, pos, end);
 }
@@ -188,7 +199,7 @@ size_t match_newline(const cps_t & c, size_t pos, size_t) { return is_newline(c[
 
 // \s?X+ for a class X.
 template <class Pred> size_t match_space_then_run(const cps_t & c, size_t pos, size_t end, Pred in_class) {
-    const size_t q = is_whitespace(c[pos]) && pos + 1 < end ? pos + 1 : pos;
+    const size_t q = skip_optional(c, pos, end, is_whitespace);
     return in_class(c[q]) ? run_end(c, q, end, in_class) - pos : 0;
 }
 
