@@ -422,13 +422,24 @@ TEST(TokenizerReference, RandomTextRoundTrip) {
 // and merges, tokenizer.ggml.pre changed in a copy).
 namespace {
 
-std::unique_ptr<tokenizer> gpt2_with_pre(const char * pre) {
+// A copy of the GPT-2 vocabulary with tokenizer.ggml.pre set to `pre` (null:
+// the key left out) and, with `drop_merges`, every merge whose index is 3
+// modulo 7 removed.
+std::unique_ptr<tokenizer> gpt2_with_pre(const char * pre, bool drop_merges = false) {
     const tessera::gguf::reader src(k_shared + "/vocab/ggml-vocab-gpt-2.gguf");
     tessera::gguf::writer w;
     for (const tessera::gguf::kv & e : src.metadata()) {
-        if (e.key != "tokenizer.ggml.pre" || pre != nullptr) w.set(e.key, e.val);
+        if (e.key != "tokenizer.ggml.pre" && !(drop_merges && e.key == "tokenizer.ggml.merges")) w.set(e.key, e.val);
     }
     if (pre != nullptr) w.set_string("tokenizer.ggml.pre", pre);
+    if (drop_merges) {
+        std::vector<std::string> merges;
+        const std::vector<std::string_view> all = src.get_array_string("tokenizer.ggml.merges");
+        for (size_t i = 0; i < all.size(); ++i) {
+            if (i % 7 != 3) merges.emplace_back(all[i]);
+        }
+        w.set("tokenizer.ggml.merges", tessera::gguf::value::array_string(merges));
+    }
     const tessera::test::temp_dir dir("bpe");
     const auto path = dir.path / "vocab.gguf";
     w.write(path);
@@ -496,35 +507,10 @@ TEST(TokenizerReference, Gpt2PiecesAreTheReferencesBytes) {
 // Llama 3 takes a word that is a token whole, even where no sequence of
 // merges reaches it; GPT-2 merges: the GPT-2 vocabulary with a seventh of its
 // merges removed, against the reference's ids.
-namespace {
-
-// The GPT-2 test vocabulary with tokenizer.ggml.pre set to `pre` and every
-// merge whose index is 3 modulo 7 removed, written to dir/<pre>.gguf.
-std::unique_ptr<tokenizer> gpt2_dropped_merges(const tessera::test::temp_dir & dir, const char * pre) {
-    const tessera::gguf::reader src(k_shared + "/vocab/ggml-vocab-gpt-2.gguf");
-    tessera::gguf::writer w;
-    for (const tessera::gguf::kv & e : src.metadata()) {
-        if (e.key != "tokenizer.ggml.merges" && e.key != "tokenizer.ggml.pre") w.set(e.key, e.val);
-    }
-    std::vector<std::string> merges;
-    const std::vector<std::string_view> all = src.get_array_string("tokenizer.ggml.merges");
-    for (size_t i = 0; i < all.size(); ++i) {
-        if (i % 7 != 3) merges.emplace_back(all[i]);
-    }
-    w.set("tokenizer.ggml.merges", tessera::gguf::value::array_string(merges));
-    w.set_string("tokenizer.ggml.pre", pre);
-    const auto path = dir.path / (std::string(pre) + ".gguf");
-    w.write(path);
-    return std::make_unique<tokenizer>(tokenizer::from_gguf(tessera::gguf::reader(path)));
-}
-
-} // namespace
-
 TEST(TokenizerReference, Llama3TakesWholeWordsThatAreTokens) {
-    const tessera::test::temp_dir dir("bpe_merges");
     for (const char * pre : {"gpt-2", "llama-bpe"}) {
         SCOPED_TRACE(pre);
-        const auto dropped = gpt2_dropped_merges(dir, pre);
+        const auto dropped = gpt2_with_pre(pre, true);
         const tokenizer & tok = *dropped;
         const bool llama3 = std::string(pre) == "llama-bpe";
         EXPECT_EQ(tok.encode(tessera::test::k_common_words, false),
@@ -546,8 +532,7 @@ TEST(TokenizerReference, TekkenSmaugAndDeepSeekMatchTheReference) {
     const auto smaug = gpt2_with_pre("smaug-bpe");
     const auto deepseek_llm = gpt2_with_pre("deepseek-llm");
     const auto deepseek_coder = gpt2_with_pre("deepseek-coder");
-    const tessera::test::temp_dir dir("bpe_tekken");
-    const auto tekken_dropped = gpt2_dropped_merges(dir, "tekken");
+    const auto tekken_dropped = gpt2_with_pre("tekken", true);
     EXPECT_EQ(tekken->pre(), pre_tokenizer::tekken);
     EXPECT_EQ(smaug->pre(), pre_tokenizer::smaug);
     EXPECT_EQ(deepseek_llm->pre(), pre_tokenizer::deepseek_llm);
