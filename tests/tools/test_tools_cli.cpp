@@ -1274,6 +1274,29 @@ TEST(SynthCli, OutputThroughDevStdout) {
 
 // gguf synth's --seed takes every 64-bit value and refuses others, naming
 // the flag and the range, without writing the output.
+// --head-dim: a bad size names the option (range) or the problem (odd, or
+// no block fits the projections), exits 1 and writes nothing.
+TEST(SynthCli, HeadDimIsChecked) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string base = "gguf synth -q --preset tiny --vocab " + vocab + " -o " + (d / "m.gguf") + " ";
+    struct bad_case {
+        std::string args, message;
+    };
+    for (const bad_case & c : {bad_case{"--head-dim 0", "--head-dim: Value 0 not in range 2 to 4096"},
+                               bad_case{"--head-dim 5000", "--head-dim: Value 5000 not in range 2 to 4096"},
+                               bad_case{"--head-dim 9", "synth: head size 9 must be even"},
+                               bad_case{"--head-dim 20 --type Q8_0", "block size 32 (blk.0.attn_output.weight)"}}) {
+        const auto r = run_tessera(base + c.args);
+        EXPECT_EQ(r.exit_code, 1) << c.args;
+        EXPECT_TRUE(contains(r.err, c.message)) << c.args << ": " << r.err;
+        EXPECT_FALSE(fs::exists(d / "m.gguf")) << c.args;
+    }
+    const auto r = run_tessera(base + "--head-dim 24 --type F32");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(tessera::gguf::reader(d / "m.gguf").get_u32("llama.attention.key_length"), 24u);
+}
+
 TEST(SynthCli, SeedRange) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     temp_dir d;
