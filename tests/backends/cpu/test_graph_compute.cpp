@@ -506,6 +506,25 @@ TEST(WorkQueue, AFinishedThreadTakesFromASlowOne) {
     EXPECT_FALSE(q.next(r));
 }
 
+TEST(WorkQueue, TheOwnerTakesHalfOfWhatIsLeftAndAThiefAChunk) {
+    // One thread of two, alone: it takes its own share [0, 50) half of what
+    // is left at a time (at least the chunk of 4), then the other thread's
+    // share [50, 100) from the back, 4 items at a time. Fewer takes means
+    // fewer locked instructions (each waits for the loads before it).
+    std::unique_ptr<work_slot[]> slots(new work_slot[2]);
+    compute_params p;
+    p.ith = 0;
+    p.nth = 2;
+    p.slots = slots.get();
+    work_queue q(p, 100, 4);
+    std::vector<std::pair<int64_t, int64_t>> got;
+    for (item_range r{}; q.next(r);) got.emplace_back(r.begin, r.end);
+    const std::vector<std::pair<int64_t, int64_t>> want = {
+        {0, 25}, {25, 37}, {37, 43}, {43, 47}, {47, 50}, // own: 25, 12, 6, then the chunk of 4, then the last 3
+        {96, 100}, {92, 96}, {88, 92}, {84, 88}, {80, 84}, {76, 80}, {72, 76}, {68, 72}, {64, 68}, {60, 64}, {56, 60}, {52, 56}, {50, 52}};
+    EXPECT_EQ(got, want);
+}
+
 struct abort_after {
     std::atomic<int> calls{0};
     int allow = 0; // calls that return false before the first true
