@@ -95,6 +95,14 @@ bool scratch_of(const tsr_tensor * node, node_scratch & out) noexcept {
 
 } // namespace
 
+bool same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
+    try {
+        return prev->op == TSR_OP_MUL_MAT && node->op == TSR_OP_MUL_MAT && mul_mat_same_prepared(prev, node);
+    } catch (...) {
+        return false;
+    }
+}
+
 bool op_is_noop(int32_t op) {
     return op == TSR_OP_NONE || op == TSR_OP_VIEW || op == TSR_OP_RESHAPE ||
            op == TSR_OP_PERMUTE || op == TSR_OP_TRANSPOSE;

@@ -151,6 +151,25 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
     return sync;
 }
 
+std::vector<char> prepared_before(const std::vector<tsr_tensor *> & nodes, const std::vector<char> & has_shared) {
+    std::vector<char> reuse(nodes.size(), 0);
+    size_t last = SIZE_MAX; // the last node that filled the shared scratch
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (i >= has_shared.size() || has_shared[i] == 0) continue;
+        bool same = last != SIZE_MAX && nodes[i]->src[1] != nullptr && same_prepared(nodes[last], nodes[i]);
+        if (same) {
+            const byte_span read = range_of(nodes[i]->src[1]);
+            for (size_t k = last; k < i && same; ++k) same = !range_of(nodes[k]).overlaps(read);
+        }
+        if (same) {
+            reuse[i] = 1;
+        } else {
+            last = i;
+        }
+    }
+    return reuse;
+}
+
 namespace {
 
 // Bytes a thread may prefetch while it waits at one barrier (into L2).
@@ -318,6 +337,10 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
         // With an abort callback every node keeps its barrier: the callback
         // is documented to run before each node, with all threads stopped.
         run.sync = cb != nullptr || run.n_threads == 1 ? std::vector<char>(run.nodes.size(), 1) : barriers_before(run.nodes);
+        // A node whose shared scratch an earlier node filled alike skips
+        // its prepare call.
+        const std::vector<char> reuse = prepared_before(run.nodes, run.prepare);
+        for (size_t i = 0; i < run.nodes.size(); ++i) run.prepare[i] = run.prepare[i] != 0 && reuse[i] == 0 ? 1 : 0;
         // The shared scratch is rewritten by a node's prepare call, so no
         // thread may still read it for an earlier node.
         for (size_t i = 0; i < run.nodes.size(); ++i) run.sync[i] = run.sync[i] != 0 || run.prepare[i] != 0 ? 1 : 0;

@@ -55,6 +55,16 @@ tsr_status graph_compute(const tsr_graph_view & g, int n_threads, tsr_abort_call
 // an abort callback.
 std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes);
 
+// For each node (nodes that compute something, in order): 1 when it has
+// shared scratch (has_shared) but need not fill it, because the last node
+// before it with shared scratch filled it with the same bytes (same_prepared
+// in compute.hpp) from sources no node since then, that one included, has
+// written (byte ranges of src[1], the activations a float GEMM packs).
+// graph_compute then skips that node's prepare call and the barrier the
+// call needs (a 1B F16 prompt: the k and v products reuse q's packed
+// activations, up reuses gate's).
+std::vector<char> prepared_before(const std::vector<tsr_tensor *> & nodes, const std::vector<char> & has_shared);
+
 // Bytes [lo, hi) of memory (empty: lo == hi).
 struct byte_span {
     uintptr_t lo = 0, hi = 0;

@@ -329,6 +329,92 @@ TEST(GraphCompute, OverwritingWhatTheSameThreadReadNeedsNoBarrier) {
     check(1, 32, false, 1);  // a product reads every row: no row split
 }
 
+// Float GEMMs pack their activations into scratch shared by the threads
+// (a prepare call, then a barrier). Products over the same activations in
+// the same layout (a layer's q, k and v; gate and up) pack them once: the
+// later ones reuse the scratch, unless a node since the packing wrote the
+// activations or packed others. The results equal a double-precision
+// product on every thread count.
+TEST(GraphCompute, FloatProductsOfTheSameActivationsPackThemOnce) {
+    context ctx(data_ctx());
+    std::mt19937 rng(21);
+    constexpr int64_t K = 96, M = 40, N = 24;
+    tsr_tensor * w[5];
+    for (tsr_tensor *& t : w) {
+        t = ctx.new_tensor(TSR_TYPE_F16, {K, M});
+        fill_weights(t, rng);
+    }
+    tsr_tensor * w32 = ctx.new_tensor(TSR_TYPE_F32, {K, M});
+    tsr_tensor * h = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+    tsr_tensor * other = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+    for (tsr_tensor * t : {w32, h, other}) fill_uniform(t, rng);
+    tsr_tensor * q = mul_mat(ctx, w[0], h);
+    tsr_tensor * k = mul_mat(ctx, w[1], h);      // same h: reuses q's packing
+    tsr_tensor * v = mul_mat(ctx, w32, h);       // F32 weights pack h alike: reuses it
+    tsr_tensor * o = mul_mat(ctx, w[2], other);  // other activations: packs
+    tsr_tensor * g = mul_mat(ctx, w[3], h);      // h again, but o packed since: packs
+    tsr_tensor * u = mul_mat(ctx, w[4], h);      // reuses g's
+    tsr_tensor * sc = scale(ctx, other, 0.5f, 1.0f); // written over h (as a reused buffer)
+    tsr_tensor * u2 = mul_mat(ctx, w[4], h);     // h was written since: packs
+    const std::vector<tsr_tensor *> nodes = {q, k, v, o, g, u, sc, u2};
+    std::vector<char> has_shared;
+    for (tsr_tensor * n : nodes) {
+        node_scratch need;
+        ASSERT_TRUE(checked_scratch(n, need));
+        has_shared.push_back(need.shared > 0 ? 1 : 0);
+    }
+    if (has_shared[0] == 0) GTEST_SKIP() << "this build has no float GEMM with shared scratch";
+    EXPECT_EQ(has_shared, (std::vector<char>{1, 1, 1, 1, 1, 1, 0, 1}));
+    // The scale's output lies on h only from here on (before, its bytes were
+    // its own): the first call sees no write to h.
+    EXPECT_EQ(prepared_before(nodes, has_shared), (std::vector<char>{0, 1, 1, 0, 0, 1, 0, 1}));
+    sc->data = h->data;
+    EXPECT_EQ(prepared_before(nodes, has_shared), (std::vector<char>{0, 1, 1, 0, 0, 1, 0, 0}));
+    EXPECT_EQ(prepared_before({q, k}, {1, 0}), (std::vector<char>{0, 0})) << "k computes without shared scratch";
+
+    // Expected products from h as it is before the scale overwrites it.
+    const std::vector<std::pair<tsr_tensor *, tsr_tensor *>> products = {
+        {q, w[0]}, {k, w[1]}, {v, w32}, {o, w[2]}, {g, w[3]}, {u, w[4]}};
+    std::vector<std::vector<double>> want;
+    for (const auto & [out, wt] : products) {
+        const tsr_tensor * b = out->src[1];
+        std::vector<double> r(static_cast<size_t>(M * N));
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t m = 0; m < M; ++m) {
+                double acc = 0;
+                for (int64_t i = 0; i < K; ++i) acc += get(wt, i, m) * get(b, i, n);
+                r[static_cast<size_t>(n * M + m)] = acc;
+            }
+        }
+        want.push_back(r);
+    }
+    std::vector<float> h_copy(static_cast<float *>(h->data), static_cast<float *>(h->data) + K * N);
+    graph gr;
+    for (tsr_tensor * n : nodes) gr.build_forward(n);
+    thread_pool pool(7);
+    for (int nth : {1, 2, 3, 7}) {
+        SCOPED_TRACE(::testing::Message() << nth << " threads");
+        std::memcpy(h->data, h_copy.data(), h_copy.size() * sizeof(float));
+        ASSERT_EQ(pool.compute(gr.view(), nth), TSR_STATUS_SUCCESS);
+        for (size_t p = 0; p < products.size(); ++p) {
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t m = 0; m < M; ++m) {
+                    const double e = want[p][static_cast<size_t>(n * M + m)];
+                    ASSERT_NEAR(get(products[p].first, m, n), e, 1e-4 * (1 + std::abs(e))) << "product " << p << " at " << m << "," << n;
+                }
+            }
+        }
+        // u2 packed h as the scale left it.
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t m = 0; m < M; ++m) {
+                double acc = 0;
+                for (int64_t i = 0; i < K; ++i) acc += get(w[4], i, m) * (0.5 * get(other, i, n) + 1.0);
+                ASSERT_NEAR(get(u2, m, n), acc, 1e-4 * (1 + std::abs(acc))) << m << "," << n;
+            }
+        }
+    }
+}
+
 // The read-ahead of attention's keys and values: each FLASH_ATTN_EXT node's
 // K and V views (byte ranges of n_kv rows of 384 bytes: 3 KV heads of 64
 // F16) in equal shares of whole lines over the nodes since the previous

@@ -670,6 +670,15 @@ size_t gemm_f_shared_size(const mm_dims & d) {
     return bytes;
 }
 
+int gemm_f_prepared_layout(int32_t a_type) {
+#ifdef TSR_CPU_BF16DOT
+    return a_type == TSR_TYPE_BF16 ? 1 : 0;
+#else
+    (void)a_type;
+    return 0;
+#endif
+}
+
 bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
     const int64_t n_tiles = n_tiles_of(d);
     const int64_t total = d.n_batch * n_tiles;
@@ -723,6 +732,7 @@ bool gemm_f(const compute_params & p, const mm_dims & d) {
 size_t gemm_f_work_size(const mm_dims &) { return 0; }
 size_t gemm_f_shared_size(const mm_dims &) { return 0; }
 bool gemm_f_prepare(const compute_params &, const mm_dims &) { return false; }
+int gemm_f_prepared_layout(int32_t) { return 0; }
 bool gemm_f(const compute_params &, const mm_dims &) { return false; }
 
 #endif

@@ -96,6 +96,18 @@ size_t mul_mat_shared_size(const tsr_tensor * node) {
     return choose_path(node) == mm_path::gemm_f ? gemm_f_shared_size(mm_dims_of(dst)) : 0;
 }
 
+bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
+    if (prev->op != TSR_OP_MUL_MAT || node->op != TSR_OP_MUL_MAT) return false;
+    if (choose_path(prev) != mm_path::gemm_f || choose_path(node) != mm_path::gemm_f) return false;
+    const tsr_tensor * b0 = prev->src[1];
+    const tsr_tensor * b1 = node->src[1];
+    if (b0->data != b1->data || b0->type != b1->type) return false;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        if (b0->ne[i] != b1->ne[i] || b0->nb[i] != b1->nb[i]) return false;
+    }
+    return gemm_f_prepared_layout(prev->src[0]->type) == gemm_f_prepared_layout(node->src[0]->type);
+}
+
 bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
     if (p.prepare) return choose_path(dst) == mm_path::gemm_f && gemm_f_prepare(p, mm_dims_of(dst));
     switch (choose_path(dst)) {

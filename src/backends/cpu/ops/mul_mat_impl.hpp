@@ -144,6 +144,10 @@ size_t gemm_f_work_size(const mm_dims & d);
 // barrier, gemm_f reads all of it.
 size_t gemm_f_shared_size(const mm_dims & d);
 bool gemm_f_prepare(const compute_params & p, const mm_dims & d);
+// Which layout gemm_f_prepare packs b into for weights of type a_type: 1
+// for BF16 pairs (BF16 weights on AVX512-BF16 builds), 0 for F32 tiles.
+// Two products over the same b with the same layout pack the same bytes.
+int gemm_f_prepared_layout(int32_t a_type);
 bool gemm_f(const compute_params & p, const mm_dims & d);
 size_t gemm_q_work_size(const mm_dims & d);
 bool gemm_q(const compute_params & p, const mm_dims & d);
