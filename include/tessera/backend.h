@@ -30,8 +30,12 @@
  *
  * Errors
  *   Functions report failure by returning NULL, false or a tsr_status; they
- *   never abort the process. Sizes and offsets passed to slots have been
- *   checked by the host (offset + size within the tensor's bytes).
+ *   never abort the process and never let a C++ exception escape. (Should
+ *   one escape after loading, the host makes it the call's failure, named
+ *   after the library and the slot, and leaks an object whose free slot
+ *   threw, keeping its library loaded; see src/backend/plugin_call.hpp.)
+ *   Sizes and offsets passed to slots have been checked by the host
+ *   (offset + size within the tensor's bytes).
  *
  * Thread-safety
  *   Registry-level reads (reg and device getters, supports_op/supports_buft,

@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include "backend/plugin_call.hpp"
+
 namespace tessera::detail {
 
 namespace {
@@ -103,10 +105,11 @@ std::string check_backend(const tsr_backend * be) {
                                {"graph_compute", i->graph_compute != nullptr}});
 }
 
-void * reg_proc(tsr_reg * reg, const char * name) {
+void * reg_proc(tsr_reg * reg, const char * name, const reg_entry * entry) {
     if (reg == nullptr || name == nullptr || !check_reg(reg).empty()) return nullptr;
     auto fn = TSR_OPT_SLOT(tsr_reg_i, reg->iface, get_proc_address);
-    return fn ? fn(reg, name) : nullptr;
+    if (fn == nullptr) return nullptr;
+    return guarded_or({entry}, "get_proc_address", static_cast<void *>(nullptr), [&] { return fn(reg, name); });
 }
 
 } // namespace tessera::detail

@@ -26,9 +26,12 @@ std::string check_buffer_type(const tsr_buffer_type * buft);
 std::string check_buffer(const tsr_buffer * buf);
 std::string check_backend(const tsr_backend * be);
 
+struct reg_entry;
+
 // An extension function of the reg, or nullptr (reg null, invalid, or
-// without get_proc_address).
-void * reg_proc(tsr_reg * reg, const char * name);
+// without get_proc_address, or get_proc_address threw: reported on stderr
+// naming `entry`'s backend, see plugin_call.hpp).
+void * reg_proc(tsr_reg * reg, const char * name, const reg_entry * entry);
 
 // Safe string from a backend getter: "" for null.
 inline const char * str_or_empty(const char * s) { return s ? s : ""; }

@@ -1,9 +1,12 @@
 // backend/backend.cpp — backend, graph plan and thread pool handles (backend.hpp).
 #include "tessera/backend/backend.hpp"
 
+#include <utility>
+
 #include <fmt/core.h>
 
 #include "backend/abi.hpp"
+#include "backend/plugin_call.hpp"
 #include "backend/reg_entry.hpp"
 #include "tessera/backend/backend_reg.hpp"
 #include "tessera/backend/buffer.hpp"
@@ -42,8 +45,10 @@ backend & backend::operator=(backend && o) noexcept {
 
 void backend::reset() noexcept {
     if (be_) {
-        be_->iface->free(be_);
-        be_ = nullptr;
+        tsr_backend * b = std::exchange(be_, nullptr);
+        if (!detail::guarded_free({lease_.entry().get()}, "free", "backend", [&] { b->iface->free(b); })) {
+            detail::abandon_lease(std::move(lease_));
+        }
     }
     lease_.reset();
 }
@@ -55,7 +60,8 @@ static tsr_backend * need(tsr_backend * b) {
 
 const char * backend::name() const {
     tsr_backend * b = need(be_);
-    return detail::str_or_empty(b->iface->get_name(b));
+    const char * s = detail::guarded({lease_.entry().get()}, "get_name", [&] { return b->iface->get_name(b); });
+    return detail::str_or_empty(s);
 }
 
 device backend::get_device() const { return device(need(be_)->device, lease_.entry()); }
@@ -72,7 +78,8 @@ tsr_status backend::graph_compute(graph & g) {
 
 tsr_status backend::graph_compute(const tsr_graph_view & g) {
     tsr_backend * b = need(be_);
-    return b->iface->graph_compute(b, &g);
+    return detail::guarded_or({lease_.entry().get()}, "graph_compute", TSR_STATUS_FAILED,
+                              [&] { return b->iface->graph_compute(b, &g); });
 }
 
 void backend::set_tensor_async(tsr_tensor * t, const void * data, size_t offset, size_t size) {
@@ -83,7 +90,7 @@ void backend::set_tensor_async(tsr_tensor * t, const void * data, size_t offset,
         return;
     }
     detail::check_tensor_range(t, offset, size, "set_tensor_async");
-    if (size > 0) fn(b, t, data, offset, size);
+    if (size > 0) detail::guarded({lease_.entry().get()}, "set_tensor_async", [&] { fn(b, t, data, offset, size); });
 }
 
 void backend::get_tensor_async(const tsr_tensor * t, void * data, size_t offset, size_t size) {
@@ -94,19 +101,21 @@ void backend::get_tensor_async(const tsr_tensor * t, void * data, size_t offset,
         return;
     }
     detail::check_tensor_range(t, offset, size, "get_tensor_async");
-    if (size > 0) fn(b, t, data, offset, size);
+    if (size > 0) detail::guarded({lease_.entry().get()}, "get_tensor_async", [&] { fn(b, t, data, offset, size); });
 }
 
 void backend::synchronize() {
     tsr_backend * b = need(be_);
-    if (auto fn = TSR_OPT_SLOT(tsr_backend_i, b->iface, synchronize)) fn(b);
+    if (auto fn = TSR_OPT_SLOT(tsr_backend_i, b->iface, synchronize)) {
+        detail::guarded({lease_.entry().get()}, "synchronize", [&] { fn(b); });
+    }
 }
 
 void * backend::proc(const char * name) const {
     tsr_backend * b = need(be_);
     tsr_reg * r = b->device ? b->device->reg : nullptr;
     if (r == nullptr && lease_.entry()) r = lease_.entry()->reg;
-    return detail::reg_proc(r, name);
+    return detail::reg_proc(r, name, lease_.entry().get());
 }
 
 bool backend::has_n_threads() const { return proc(TSR_EXT_BACKEND_SET_N_THREADS) != nullptr; }
@@ -114,7 +123,8 @@ bool backend::has_n_threads() const { return proc(TSR_EXT_BACKEND_SET_N_THREADS)
 void backend::set_n_threads(int n_threads) {
     auto fn = reinterpret_cast<tsr_backend_set_n_threads_fn>(proc(TSR_EXT_BACKEND_SET_N_THREADS));
     if (fn == nullptr) throw error(fmt::format("backend '{}' has no thread count setting", name()));
-    if (n_threads < 1 || !fn(be_, n_threads)) {
+    if (n_threads < 1 ||
+        !detail::guarded({lease_.entry().get()}, TSR_EXT_BACKEND_SET_N_THREADS, [&] { return fn(be_, n_threads); })) {
         throw error(fmt::format("backend '{}': invalid thread count {} (at least 1, and no more than the backend allows)",
                                 name(), n_threads));
     }
@@ -128,7 +138,7 @@ void backend::set_abort_callback(tsr_abort_callback cb, void * user_data) {
     auto fn = reinterpret_cast<tsr_backend_set_abort_callback_fn>(
         proc(TSR_EXT_BACKEND_SET_ABORT_CALLBACK));
     if (fn == nullptr) throw error(fmt::format("backend '{}' has no abort callback", name()));
-    fn(be_, cb, user_data);
+    detail::guarded({lease_.entry().get()}, TSR_EXT_BACKEND_SET_ABORT_CALLBACK, [&] { fn(be_, cb, user_data); });
 }
 
 void backend::set_threadpool(threadpool * pool) {
@@ -141,7 +151,8 @@ void backend::set_threadpool(threadpool * pool) {
                                 "family (or is empty)",
                                 name()));
     }
-    fn(be_, pool ? pool->get() : nullptr);
+    tsr_threadpool * p = pool ? pool->get() : nullptr;
+    detail::guarded({lease_.entry().get()}, TSR_EXT_BACKEND_SET_THREADPOOL, [&] { fn(be_, p); });
 }
 
 // ---------------------------------------------------------------- graph plan
@@ -160,7 +171,10 @@ graph_plan::graph_plan(backend & be, graph & g) {
                                 be ? be.name() : "(empty)"));
     }
     const tsr_graph_view v = g.view();
-    plan_ = be.get()->iface->graph_plan_create(be.get(), &v);
+    tsr_backend * b = be.get();
+    entry_ = be.reg().entry();
+    plan_ = detail::guarded({entry_.get()}, "graph_plan_create",
+                            [&] { return b->iface->graph_plan_create(b, &v); });
     if (plan_ == nullptr) {
         throw error(fmt::format("backend '{}' could not create a plan for a graph of {} nodes",
                                 be.name(), v.n_nodes));
@@ -168,7 +182,8 @@ graph_plan::graph_plan(backend & be, graph & g) {
     be_ = be.get();
 }
 
-graph_plan::graph_plan(graph_plan && o) noexcept : be_(o.be_), plan_(o.plan_) {
+graph_plan::graph_plan(graph_plan && o) noexcept
+    : be_(o.be_), plan_(o.plan_), entry_(std::move(o.entry_)) {
     o.be_ = nullptr;
     o.plan_ = nullptr;
 }
@@ -178,6 +193,7 @@ graph_plan & graph_plan::operator=(graph_plan && o) noexcept {
         reset();
         be_ = o.be_;
         plan_ = o.plan_;
+        entry_ = std::move(o.entry_);
         o.be_ = nullptr;
         o.plan_ = nullptr;
     }
@@ -186,13 +202,21 @@ graph_plan & graph_plan::operator=(graph_plan && o) noexcept {
 
 tsr_status graph_plan::compute() {
     if (plan_ == nullptr) throw error("graph_plan: use of an empty plan");
-    return be_->iface->graph_plan_compute(be_, plan_);
+    return detail::guarded_or({entry_.get()}, "graph_plan_compute", TSR_STATUS_FAILED,
+                              [&] { return be_->iface->graph_plan_compute(be_, plan_); });
 }
 
 void graph_plan::reset() noexcept {
-    if (plan_) be_->iface->graph_plan_free(be_, plan_);
+    if (plan_) {
+        tsr_backend * b = be_;
+        tsr_graph_plan p = plan_;
+        // (A plan holds no lease: its backend's keeps the library loaded.)
+        detail::guarded_free({entry_.get()}, "graph_plan_free", "graph plan",
+                             [&] { b->iface->graph_plan_free(b, p); });
+    }
     plan_ = nullptr;
     be_ = nullptr;
+    entry_.reset();
 }
 
 // ---------------------------------------------------------------- thread pool
@@ -210,7 +234,7 @@ threadpool::threadpool(const backend_reg & reg, int n_threads) {
                                 reg.name(), n_threads));
     }
     detail::lease l(reg.entry(), detail::lease_kind::other);
-    pool_ = make(n_threads);
+    pool_ = detail::guarded({l.entry().get()}, TSR_EXT_THREADPOOL_NEW, [&] { return make(n_threads); });
     if (pool_ == nullptr) {
         throw error(fmt::format("backend '{}': could not create a pool of {} threads",
                                 reg.name(), n_threads));
@@ -241,16 +265,22 @@ threadpool & threadpool::operator=(threadpool && o) noexcept {
 
 void threadpool::pause() {
     if (pool_ == nullptr) throw error("threadpool: use of an empty pool");
-    pause_(pool_);
+    detail::guarded({lease_.entry().get()}, TSR_EXT_THREADPOOL_PAUSE, [&] { pause_(pool_); });
 }
 
 void threadpool::resume() {
     if (pool_ == nullptr) throw error("threadpool: use of an empty pool");
-    resume_(pool_);
+    detail::guarded({lease_.entry().get()}, TSR_EXT_THREADPOOL_RESUME, [&] { resume_(pool_); });
 }
 
 void threadpool::reset() noexcept {
-    if (pool_) free_(pool_);
+    if (pool_) {
+        tsr_threadpool * p = pool_;
+        if (!detail::guarded_free({lease_.entry().get()}, TSR_EXT_THREADPOOL_FREE, "thread pool",
+                                  [&] { free_(p); })) {
+            detail::abandon_lease(std::move(lease_));
+        }
+    }
     pool_ = nullptr;
     n_threads_ = 0;
     lease_.reset();

@@ -2,6 +2,7 @@
 #include "tessera/backend/backend_reg.hpp"
 
 #include "backend/abi.hpp"
+#include "backend/plugin_call.hpp"
 #include "backend/reg_entry.hpp"
 #include "tessera/core/error.hpp"
 
@@ -46,14 +47,16 @@ std::vector<device> backend_reg::devices() const {
 void * backend_reg::proc_address(const char * name) const {
     const detail::reg_entry & e = need(entry_);
     detail::check_loaded(&e);
-    return detail::reg_proc(e.reg, name);
+    return detail::reg_proc(e.reg, name, &e);
 }
 
 std::vector<std::pair<std::string, std::string>> backend_reg::features() const {
     std::vector<std::pair<std::string, std::string>> out;
     auto fn = proc<tsr_reg_get_features_fn>(TSR_EXT_REG_GET_FEATURES);
     if (fn == nullptr) return out;
-    const tsr_feature * f = fn(need(entry_).reg);
+    const detail::reg_entry & e = need(entry_);
+    const tsr_feature * f = detail::guarded_or({&e}, TSR_EXT_REG_GET_FEATURES,
+                                               static_cast<const tsr_feature *>(nullptr), [&] { return fn(e.reg); });
     for (size_t k = 0; f != nullptr && f[k].name != nullptr && k < 4096; ++k) {
         out.emplace_back(f[k].name, detail::str_or_empty(f[k].value));
     }

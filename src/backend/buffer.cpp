@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include "backend/abi.hpp"
+#include "backend/plugin_call.hpp"
 #include "backend/reg_entry.hpp"
 #include "tessera/backend/buffer_type.hpp"
 #include "tessera/core/error.hpp"
@@ -63,8 +65,11 @@ buffer & buffer::operator=(buffer && o) noexcept {
 
 void buffer::reset() noexcept {
     if (buf_) {
-        buf_->iface->free_buffer(buf_);
-        buf_ = nullptr;
+        tsr_buffer * b = std::exchange(buf_, nullptr);
+        if (!detail::guarded_free({lease_.entry().get()}, "free_buffer", "buffer",
+                                  [&] { b->iface->free_buffer(b); })) {
+            detail::abandon_lease(std::move(lease_));
+        }
     }
     lease_.reset(); // after free_buffer: the library must stay loaded for it
 }
@@ -79,7 +84,7 @@ size_t buffer::size() const { return need(buf_)->size; }
 // backend.h: get_base never returns NULL (a NULL base would place tensors at
 // small addresses that look valid).
 static void * base_of(tsr_buffer * b, const std::shared_ptr<detail::reg_entry> & e) {
-    void * p = b->iface->get_base(b);
+    void * p = detail::guarded({e.get(), b}, "get_base", [&] { return b->iface->get_base(b); });
     if (p == nullptr) {
         throw error(fmt::format("buffer of buffer type '{}': its base address is null (backend.h forbids it)",
                                 b->buft ? printable(buffer_type(b->buft, e).name(), 64) : std::string("(none)")));
@@ -104,7 +109,7 @@ void buffer::set_usage(tsr_buffer_usage usage) { need(buf_)->usage = usage; }
 
 void buffer::clear(uint8_t value) {
     tsr_buffer * b = need(buf_);
-    b->iface->clear(b, value);
+    detail::guarded({lease_.entry().get()}, "clear", [&] { b->iface->clear(b, value); });
 }
 
 void buffer::place(tsr_tensor * t, size_t offset) {
@@ -134,7 +139,14 @@ void buffer::place(tsr_tensor * t, size_t offset) {
     t->data = base + offset;
     t->buffer = b;
     if (auto init = TSR_OPT_SLOT(tsr_buffer_i, b->iface, init_tensor)) {
-        const tsr_status st = init(b, t);
+        tsr_status st = TSR_STATUS_FAILED;
+        try {
+            st = detail::guarded({lease_.entry().get()}, "init_tensor", [&] { return init(b, t); });
+        } catch (...) {
+            t->data = old_data;
+            t->buffer = old_buffer;
+            throw;
+        }
         if (st != TSR_STATUS_SUCCESS) {
             t->data = old_data;
             t->buffer = old_buffer;
@@ -149,7 +161,7 @@ void tensor_set(tsr_tensor * t, const void * data, size_t offset, size_t size) {
     detail::check_tensor_range(t, offset, size, "tensor_set");
     if (size == 0) return;
     if (tsr_buffer * b = buffer_of(t)) {
-        b->iface->set_tensor(b, t, data, offset, size);
+        detail::guarded({nullptr, b}, "set_tensor", [&] { b->iface->set_tensor(b, t, data, offset, size); });
     } else {
         std::memcpy(static_cast<char *>(t->data) + offset, data, size);
     }
@@ -159,7 +171,7 @@ void tensor_get(const tsr_tensor * t, void * data, size_t offset, size_t size) {
     detail::check_tensor_range(t, offset, size, "tensor_get");
     if (size == 0) return;
     if (tsr_buffer * b = buffer_of(t)) {
-        b->iface->get_tensor(b, t, data, offset, size);
+        detail::guarded({nullptr, b}, "get_tensor", [&] { b->iface->get_tensor(b, t, data, offset, size); });
     } else {
         std::memcpy(data, static_cast<const char *>(t->data) + offset, size);
     }
@@ -174,14 +186,15 @@ void tensor_memset(tsr_tensor * t, uint8_t value, size_t offset, size_t size) {
         return;
     }
     if (auto ms = TSR_OPT_SLOT(tsr_buffer_i, b->iface, memset_tensor)) {
-        ms(b, t, value, offset, size);
+        detail::guarded({nullptr, b}, "memset_tensor", [&] { ms(b, t, value, offset, size); });
         return;
     }
     // No memset slot: write a repeated chunk through set_tensor.
     const std::vector<uint8_t> chunk(std::min<size_t>(size, 1 << 16), value);
     for (size_t done = 0; done < size;) {
         const size_t n = std::min(chunk.size(), size - done);
-        b->iface->set_tensor(b, t, chunk.data(), offset + done, n);
+        detail::guarded({nullptr, b}, "set_tensor",
+                        [&] { b->iface->set_tensor(b, t, chunk.data(), offset + done, n); });
         done += n;
     }
 }
@@ -199,13 +212,14 @@ void tensor_copy(const tsr_tensor * src, tsr_tensor * dst) {
     tsr_buffer * db = buffer_of(dst);
     if (db) {
         if (auto cpy = TSR_OPT_SLOT(tsr_buffer_i, db->iface, cpy_tensor)) {
-            if (cpy(db, src, dst)) return;
+            if (detail::guarded({nullptr, db}, "cpy_tensor", [&] { return cpy(db, src, dst); })) return;
         }
     }
     const auto host = [](tsr_buffer * b) {
         if (b == nullptr) return true;
         auto is_host = TSR_OPT_SLOT(tsr_buffer_type_i, b->buft->iface, is_host);
-        return is_host != nullptr && is_host(b->buft);
+        return is_host != nullptr &&
+               detail::guarded({nullptr, b}, "is_host", [&] { return is_host(b->buft); });
     };
     if (host(sb)) {
         tensor_set(dst, src->data, 0, n);

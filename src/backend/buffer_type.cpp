@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "backend/abi.hpp"
+#include "backend/plugin_call.hpp"
 #include "backend/reg_entry.hpp"
 #include "tessera/backend/device.hpp"
 #include "tessera/core/error.hpp"
@@ -24,11 +25,13 @@ static const tsr_buffer_type_i * iface_of(tsr_buffer_type * b, const detail::reg
 }
 
 const char * buffer_type::name() const {
-    return detail::str_or_empty(iface_of(buft_, entry_.get())->get_name(buft_));
+    const tsr_buffer_type_i * i = iface_of(buft_, entry_.get());
+    return detail::str_or_empty(detail::guarded({entry_.get()}, "get_name", [&] { return i->get_name(buft_); }));
 }
 
 size_t buffer_type::alignment() const {
-    const size_t a = iface_of(buft_, entry_.get())->get_alignment(buft_);
+    const tsr_buffer_type_i * i = iface_of(buft_, entry_.get());
+    const size_t a = detail::guarded({entry_.get()}, "get_alignment", [&] { return i->get_alignment(buft_); });
     if (a == 0) return 1;
     if ((a & (a - 1)) != 0) {
         throw error(fmt::format("buffer type '{}': its alignment {} is not a power of two (backend.h requires one)",
@@ -43,20 +46,20 @@ size_t buffer_type::alignment() const {
 
 size_t buffer_type::max_size() const {
     auto fn = TSR_OPT_SLOT(tsr_buffer_type_i, iface_of(buft_, entry_.get()), get_max_size);
-    return fn ? fn(buft_) : SIZE_MAX;
+    return fn ? detail::guarded({entry_.get()}, "get_max_size", [&] { return fn(buft_); }) : SIZE_MAX;
 }
 
 size_t buffer_type::alloc_size(const tsr_tensor * t) const {
     auto fn = TSR_OPT_SLOT(tsr_buffer_type_i, iface_of(buft_, entry_.get()), get_alloc_size);
     const size_t n = nbytes(t);
     if (fn == nullptr) return n;
-    const size_t s = fn(buft_, t);
+    const size_t s = detail::guarded({entry_.get()}, "get_alloc_size", [&] { return fn(buft_, t); });
     return s < n ? n : s;
 }
 
 bool buffer_type::is_host() const {
     auto fn = TSR_OPT_SLOT(tsr_buffer_type_i, iface_of(buft_, entry_.get()), is_host);
-    return fn != nullptr && fn(buft_);
+    return fn != nullptr && detail::guarded_or({entry_.get()}, "is_host", false, [&] { return fn(buft_); });
 }
 
 device buffer_type::get_device() const {
@@ -72,7 +75,7 @@ buffer buffer_type::alloc(size_t size) const {
                                 name(), size, max));
     }
     detail::lease l(entry_, detail::lease_kind::buffer);
-    tsr_buffer * b = i->alloc_buffer(buft_, size);
+    tsr_buffer * b = detail::guarded({entry_.get()}, "alloc_buffer", [&] { return i->alloc_buffer(buft_, size); });
     if (b == nullptr) {
         throw error(fmt::format("buffer type '{}': failed to allocate {} bytes ({:.1f} MiB)",
                                 name(), size, size / (1024.0 * 1024.0)));

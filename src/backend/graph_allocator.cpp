@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include "backend/abi.hpp"
+#include "backend/plugin_call.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -231,7 +232,7 @@ bool graph_allocator::allocate(graph & g) {
         tsr_buffer * b = v->buffer;
         if (b == nullptr) continue;
         if (auto init = TSR_OPT_SLOT(tsr_buffer_i, b->iface, init_tensor)) {
-            if (init(b, v) != TSR_STATUS_SUCCESS) {
+            if (detail::guarded({nullptr, b}, "init_tensor", [&] { return init(b, v); }) != TSR_STATUS_SUCCESS) {
                 throw error(fmt::format("graph_allocator: the buffer could not initialize view "
                                         "'{}'",
                                         tname(v)));

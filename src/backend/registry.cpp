@@ -22,16 +22,6 @@ using detail::reg_entry;
 
 namespace detail {
 
-std::string current_exception_text() {
-    try {
-        throw;
-    } catch (const std::exception & x) {
-        return tessera::printable(str_or_empty(x.what()), 200);
-    } catch (...) {
-        return "an exception that is not a std::exception";
-    }
-}
-
 bool read_device_strings(tsr_device * d, const std::string & what, reg_entry::device_rec & rec,
                          std::string & why) {
     const char * dn = plugin_call(what, [&] { return d->iface->get_name(d); });
@@ -208,7 +198,8 @@ device registry::register_device(tsr_device * dev) {
     if (std::string why; !detail::read_device_strings(dev, "register_device", rec, why)) {
         throw error(fmt::format("register_device: the device {}", why));
     }
-    if (auto why = detail::check_buffer_type(dev->iface->get_buffer_type(dev)); !why.empty()) {
+    tsr_buffer_type * bt = detail::plugin_call("register_device", [&] { return dev->iface->get_buffer_type(dev); });
+    if (auto why = detail::check_buffer_type(bt); !why.empty()) {
         throw error(fmt::format("register_device: unusable default buffer type: {}", why));
     }
     auto e = std::make_shared<reg_entry>();
@@ -309,7 +300,8 @@ std::optional<device> registry::find_device(std::string_view name) const {
 std::optional<device> registry::find_device(tsr_device_type type) const {
     std::shared_lock lk(mu_);
     for (const auto & s : devs_) {
-        if (s.dev->iface->get_type(s.dev) == type) return device(s.dev, s.entry);
+        const device d(s.dev, s.entry);
+        if (d.type() == type) return d;
     }
     return std::nullopt;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/plugin_call.hpp"
 #include "backend/reg_entry.hpp"
 #include "tessera/core/error.hpp"
 
@@ -21,24 +22,6 @@ namespace tessera::detail {
 // than 4096 devices); each skipped device adds a message to `skipped`.
 std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
                                       std::vector<std::string> & skipped);
-
-// The message of the exception being handled (call only inside a catch
-// block): its what() made printable, or a phrase for one that is not a
-// std::exception.
-std::string current_exception_text();
-
-// Runs f, a call into a plugin while it is being loaded. backend.h is a C
-// ABI: nothing may be thrown across it, but a plugin written in C++ can. Such
-// an exception becomes tessera::error "<what>: threw an exception across the
-// C ABI (<its message>)", so the library is refused like any broken one.
-template <class F>
-decltype(auto) plugin_call(const std::string & what, F && f) {
-    try {
-        return f();
-    } catch (...) {
-        throw error(what + ": threw an exception across the C ABI (" + current_exception_text() + ")");
-    }
-}
 
 // Reads device d's name and description into `rec` (one call each). False,
 // with `why` ("has no name", "is named '...', which is not a device name

@@ -22,6 +22,15 @@ const char * status_name(tsr_status s);
 // An owned compute stream (tsr_backend), made by device::init. The
 // destructor frees it through the backend's free slot; free its plans
 // first. Move-only. One thread at a time.
+//
+// A C++ exception the backend lets escape from a call (backend.h forbids
+// it) never reaches the caller as it is: methods that throw on failure
+// throw tessera::error "backend '<name>' (<library>): <slot> threw an
+// exception (<its message>); a backend must report failures through its
+// return value"; graph_compute returns FAILED and writes that message to
+// stderr; a free slot that throws (reset, the destructor, the same in
+// graph_plan and threadpool) is reported on stderr with "; the <object>
+// is leaked", and the backend's library then stays loaded.
 class backend {
 public:
     backend() = default;
@@ -43,7 +52,8 @@ public:
 
     // Computes every node of `g` (all tensors need data: see
     // graph_allocator). Returns the backend's status; ABORTED when the abort
-    // callback stopped it. Throws only for an empty handle.
+    // callback stopped it; FAILED, reported on stderr, when the backend
+    // threw. Throws only for an empty handle.
     tsr_status graph_compute(graph & g);
     tsr_status graph_compute(const tsr_graph_view & g);
 
@@ -95,6 +105,7 @@ public:
     graph_plan & operator=(const graph_plan &) = delete;
 
     explicit operator bool() const { return plan_ != nullptr; }
+    // The backend's status (FAILED, reported on stderr, when it threw).
     tsr_status compute();
     void reset() noexcept;
 
@@ -104,6 +115,7 @@ public:
 private:
     tsr_backend * be_ = nullptr;
     tsr_graph_plan plan_ = nullptr;
+    std::shared_ptr<detail::reg_entry> entry_; // names the backend in messages
 };
 
 // A pool of worker threads of a CPU-like backend family (extension

@@ -14,8 +14,10 @@ class buffer_type;
 
 // A block of device memory made by a buffer type (or wrapping host memory,
 // see device::buffer_from_host_ptr). Owns the tsr_buffer: the destructor
-// frees it through the backend's free_buffer slot. Move-only. Tensors placed
-// in it must not be used after it is destroyed. One thread at a time.
+// frees it through the backend's free_buffer slot (should that throw, the
+// buffer is leaked and reported on stderr, see backend.hpp). Move-only.
+// Tensors placed in it must not be used after it is destroyed. One thread
+// at a time.
 class buffer {
 public:
     buffer() = default;
@@ -64,7 +66,9 @@ private:
 // its view source's buffer), or plain memcpy for host memory owned elsewhere
 // (t->buffer null, t->data set). `offset` and `size` are bytes relative to
 // t->data; offset + size must lie within nbytes(t). Errors (no data, out of
-// range) throw tessera::error naming the tensor. The buffer must be alive.
+// range) throw tessera::error naming the tensor; a buffer slot that throws
+// a C++ exception, tessera::error naming the buffer type and the slot. The
+// buffer must be alive.
 void tensor_set(tsr_tensor * t, const void * data, size_t offset, size_t size);
 void tensor_get(const tsr_tensor * t, void * data, size_t offset, size_t size);
 void tensor_memset(tsr_tensor * t, uint8_t value, size_t offset, size_t size);

@@ -52,7 +52,10 @@ public:
     // backend returns null.
     const char * name() const;
     const char * description() const;
-    // Free and total memory in bytes (free first).
+    // Free and total memory in bytes (free first). Like every getter, throws
+    // tessera::error naming the backend and the slot when the backend lets a
+    // C++ exception escape; supports_*, offload_op and host_buffer_type
+    // then answer false / none and report it on stderr instead.
     std::pair<size_t, size_t> memory() const;
     tsr_device_type type() const;
     device_caps caps() const;
