@@ -128,6 +128,9 @@ tessera_fake_plugin(throwing libtessera-throwing-devname ${_t} FAKE_FAMILY="thro
                     THROW_NON_STD)
 tessera_fake_plugin(throwing libtessera-throwing-ok ${_f} FAKE_FAMILY="throwing" FAKE_SCORE=1 FAKE_VARIANT="ok"
                     FAKE_DEVICE_PREFIX="NoThrow")
+# A C++ library that loads cleanly, then throws from the call a test names
+# (buffer, backend, plan and pool slots; plugin_throw_test.cpp).
+tessera_fake_plugin(throwafter libtessera-throwafter ${_t} FAKE_FAMILY="throwafter" THROW_AT=0 THROW_AFTER_LOAD)
 
 set(_backend_test_libs tessera_backend)
 if(TARGET tessera_cpu_backend)
