@@ -132,7 +132,10 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
                 r[n_r++] = range_of(s);
             }
         }
-        bool hazard = i == 0;
+        // A barrier at least every k_max_nodes_between_barriers nodes keeps
+        // this loop linear in the nodes (each node is checked against those
+        // since the last barrier).
+        bool hazard = i == 0 || written.size() >= k_max_nodes_between_barriers;
         for (const write & x : written) {
             hazard = hazard || x.bytes.overlaps(w);
             for (int j = 0; j < n_r && !hazard; ++j) {

@@ -50,10 +50,19 @@ tsr_status graph_compute(const tsr_graph_view & g, int n_threads, tsr_abort_call
 // For each node (nodes that compute something, in order): 1 when it must
 // wait at a barrier for every thread to finish the nodes before it, 0 when
 // it may start at once: it neither reads nor writes bytes written by a node
-// since the last barrier, nor writes bytes such a node reads. The first
+// since the last barrier, nor writes bytes such a node reads, and fewer
+// than k_max_nodes_between_barriers nodes follow that barrier. The first
 // node always waits. Used by graph_compute on more than one thread without
 // an abort callback.
 std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes);
+
+// Most nodes barriers_before lets follow one barrier: after that many a
+// node waits anyway, so that finding the barriers takes time linear in the
+// nodes (a graph of 1,400 independent products spent 10% of its compute
+// time there, BM_mul_mat_repack; by the same rate, one of 100,000 would
+// have spent some 10 s before computing anything).
+// A barrier costs under a microsecond (BM_barrier), one per 64 nodes.
+inline constexpr size_t k_max_nodes_between_barriers = 64;
 
 // For each node (nodes that compute something, in order): 1 when it has
 // shared scratch (has_shared) but need not fill it, because the last node

@@ -265,6 +265,41 @@ TEST(GraphCompute, RowAlignedChainsSkipBarriers) {
     expect_same_bytes_on_1_2_3_7_threads(n10, n10, 32);
 }
 
+// Independent nodes share a barrier, but at most k_max_nodes_between_barriers
+// of them: finding the barriers stays linear in the graph's size. The
+// values are those of each node alone on every thread count.
+TEST(GraphCompute, ABarrierAtLeastEveryFewDozenNodes) {
+    context ctx(data_ctx(1024));
+    std::mt19937 rng(3);
+    constexpr size_t n = 200;
+    std::vector<tsr_tensor *> nodes;
+    std::vector<tsr_tensor *> inputs;
+    for (size_t i = 0; i < n; ++i) {
+        tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {8, 2});
+        fill_uniform(x, rng);
+        inputs.push_back(x);
+        nodes.push_back(scale(ctx, x, 2.0f, static_cast<float>(i)));
+    }
+    std::vector<char> want(n, 0);
+    for (size_t i = 0; i < n; i += k_max_nodes_between_barriers) want[i] = 1;
+    EXPECT_EQ(barriers_before(nodes), want);
+    EXPECT_EQ(std::count(want.begin(), want.end(), 1), 4); // nodes 0, 64, 128 and 192
+    graph g;
+    for (tsr_tensor * t : nodes) g.build_forward(t);
+    thread_pool pool(3);
+    for (int nth : {1, 2, 3}) {
+        for (tsr_tensor * t : nodes) std::memset(t->data, 0xff, nbytes(t));
+        ASSERT_EQ(pool.compute(g.view(), nth), TSR_STATUS_SUCCESS);
+        for (size_t i = 0; i < n; ++i) {
+            for (int64_t r = 0; r < 2; ++r) {
+                for (int64_t c = 0; c < 8; ++c) {
+                    ASSERT_EQ(get(nodes[i], c, r), static_cast<float>(2.0 * get(inputs[i], c, r) + static_cast<double>(i))) << nth << " threads, node " << i;
+                }
+            }
+        }
+    }
+}
+
 TEST(GraphCompute, ReusedMemoryGetsABarrier) {
     // Three nodes on separate memory, then one whose output lands where the
     // first one read (as the graph allocator reuses a dead tensor's bytes):
