@@ -21,6 +21,7 @@
 #include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/simd.hpp"
 #include "backends/cpu/ops/vec_dot_k.hpp"
+#include "tessera/core/tensor.hpp"
 #include "tessera/core/types.hpp"
 
 namespace tessera::cpu {
@@ -97,13 +98,12 @@ size_t mul_mat_shared_size(const tsr_tensor * node) {
 }
 
 bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
-    if (prev->op != TSR_OP_MUL_MAT || node->op != TSR_OP_MUL_MAT) return false;
     if (choose_path(prev) != mm_path::gemm_f || choose_path(node) != mm_path::gemm_f) return false;
     const tsr_tensor * b0 = prev->src[1];
     const tsr_tensor * b1 = node->src[1];
-    if (b0->data != b1->data || b0->type != b1->type) return false;
-    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
-        if (b0->ne[i] != b1->ne[i] || b0->nb[i] != b1->nb[i]) return false;
+    if (b0->data != b1->data || b0->type != b1->type || !same_shape(b0, b1) ||
+        !std::equal(b0->nb, b0->nb + TSR_MAX_DIMS, b1->nb)) {
+        return false;
     }
     return gemm_f_prepared_layout(prev->src[0]->type) == gemm_f_prepared_layout(node->src[0]->type);
 }
