@@ -45,9 +45,14 @@ std::string plugin_threw_message(const plugin_target & target, const char * call
                        who, call, why);
 }
 
-void report_plugin_failure(const std::string & msg) noexcept {
-    // std::fprintf: a failed write (stderr closed or full) is not an exception
-    std::fprintf(stderr, "tessera: %.*s\n", static_cast<int>(msg.size()), msg.data());
+void report_plugin_threw(const plugin_target & target, const char * call, const char * leaked) noexcept {
+    try {
+        std::string msg = plugin_threw_message(target, call);
+        if (leaked != nullptr) msg += fmt::format("; the {} is leaked", leaked);
+        // std::fprintf: a failed write (stderr closed or full) is not an exception
+        std::fprintf(stderr, "tessera: %.*s\n", static_cast<int>(msg.size()), msg.data());
+    } catch (...) { // (no memory for the message)
+    }
 }
 
 void abandon_lease(lease && l) noexcept {

@@ -41,8 +41,11 @@ struct plugin_target {
 // catch block.
 std::string plugin_threw_message(const plugin_target & target, const char * call);
 
-// Writes "tessera: <msg>" and a newline to stderr; never throws.
-void report_plugin_failure(const std::string & msg) noexcept;
+// Writes "tessera: " plugin_threw_message(target, call), then "; the
+// <leaked> is leaked" when `leaked` is not null, and a newline to stderr;
+// never throws (without memory for the message, nothing is written). Call
+// only inside a catch block.
+void report_plugin_threw(const plugin_target & target, const char * call, const char * leaked = nullptr) noexcept;
 
 // The one guard around every call the host makes into a backend after
 // loading it (a table slot or an extension function): f() runs, and an
@@ -77,10 +80,7 @@ R guarded_or(const plugin_target & t, const char * call, R failure, F && f) noex
     try {
         return f();
     } catch (...) {
-        try {
-            report_plugin_failure(plugin_threw_message(t, call));
-        } catch (...) { // (no memory for the message)
-        }
+        report_plugin_threw(t, call);
         return failure;
     }
 }
@@ -91,10 +91,7 @@ bool guarded_free(const plugin_target & t, const char * call, const char * objec
         f();
         return true;
     } catch (...) {
-        try {
-            report_plugin_failure(plugin_threw_message(t, call) + "; the " + object + " is leaked");
-        } catch (...) {
-        }
+        report_plugin_threw(t, call, object);
         return false;
     }
 }
