@@ -120,6 +120,10 @@ struct session::impl {
         uint32_t n_tokens = 0;
         uint32_t n_kv = 0;
         bool all_logits = false;
+        // The backend's plan of g, where it offers plans: the CPU backend
+        // then checks and analyses the graph once, not once per token.
+        // Declared last, so it is freed before the graph it refers to.
+        graph_plan plan;
     };
     std::optional<cached_graph> last;
 };
@@ -379,6 +383,7 @@ std::span<const float> session::decode(std::span<const int32_t> tokens, bool all
             cg.n_tokens = n;
             cg.n_kv = n_kv;
             cg.all_logits = all_logits;
+            if (graph_plan::supported(impl_->be)) cg.plan = graph_plan(impl_->be, *cg.g);
             last = std::move(cg);
         }
         graph & g = *last->g;
@@ -395,7 +400,7 @@ std::span<const float> session::decode(std::span<const int32_t> tokens, bool all
         tensor_set(bg.in.pos, pos.data(), 0, n * sizeof(int32_t));
         tensor_set(bg.in.mask, mask.data(), 0, mask.size() * sizeof(float));
 
-        const tsr_status st = impl_->be.graph_compute(g);
+        const tsr_status st = last->plan ? last->plan.compute() : impl_->be.graph_compute(g);
         if (st != TSR_STATUS_SUCCESS) {
             throw error(fmt::format("decode: compute on {} returned {}", impl_->dev.name(), status_name(st)));
         }

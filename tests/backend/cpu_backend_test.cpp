@@ -133,6 +133,62 @@ TEST_F(CpuCompiledIn, PlanComputesManyTimes) {
     }
 }
 
+// The CPU plan keeps its graph analysis between computes and makes it
+// again when the thread count or the presence of an abort callback changes:
+// the results stay right, and the callback still runs before every node
+// (as often as for the same graph computed without a plan).
+TEST_F(CpuCompiledIn, PlanRemakesItsAnalysisForNewThreadCountsAndCallbacks) {
+    device d = reg.device_at(0);
+    small_graph sg(11);
+    buffer weights = sg.wrap_weights(d);
+    backend be = d.init("n_threads=2");
+    graph_allocator alloc(d.default_buffer_type());
+    alloc.allocate(sg.gr);
+    graph_plan plan(be, sg.gr);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    auto new_input = [&] {
+        for (auto & v : sg.x_vals) v = u(rng);
+        tensor_set(sg.x, sg.x_vals.data(), 0, sg.x_vals.size() * 4);
+    };
+    for (int n_threads : {2, 1, 3, 2}) {
+        SCOPED_TRACE(n_threads);
+        be.set_n_threads(n_threads);
+        new_input();
+        ASSERT_EQ(plan.compute(), TSR_STATUS_SUCCESS);
+        sg.check();
+    }
+    struct counter {
+        int calls = 0;
+        int abort_at = 0; // abort on this call (0: never)
+    } c;
+    auto cb = [](void * data) {
+        auto * k = static_cast<counter *>(data);
+        return ++k->calls == k->abort_at;
+    };
+    be.set_abort_callback(cb, &c);
+    new_input();
+    ASSERT_EQ(be.graph_compute(sg.gr), TSR_STATUS_SUCCESS);
+    sg.check();
+    const int per_graph = c.calls;
+    ASSERT_GT(per_graph, 1);
+    c.calls = 0;
+    new_input(); // (the allocator may place later nodes over the input's bytes)
+    ASSERT_EQ(plan.compute(), TSR_STATUS_SUCCESS);
+    EXPECT_EQ(c.calls, per_graph);
+    sg.check();
+    c.calls = 0;
+    c.abort_at = 2;
+    EXPECT_EQ(plan.compute(), TSR_STATUS_ABORTED);
+    EXPECT_EQ(c.calls, 2);
+    be.set_abort_callback(nullptr, nullptr);
+    c.calls = 0;
+    new_input();
+    ASSERT_EQ(plan.compute(), TSR_STATUS_SUCCESS);
+    EXPECT_EQ(c.calls, 0);
+    sg.check();
+}
+
 TEST_F(CpuCompiledIn, SharedThreadPool) {
     device d = reg.device_at(0);
     small_graph sg(9);

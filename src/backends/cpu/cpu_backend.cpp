@@ -101,10 +101,18 @@ tsr_status be_graph_compute(tsr_backend * be, const tsr_graph_view * g) {
     return compute(*ctx_of(be), *g);
 }
 
-// A plan keeps its own copy of the node and leaf lists.
+// A plan keeps its own copy of the node and leaf lists, and the analysis
+// of the graph (graph_analysis: node checks, scratch sizes, barriers) made
+// at its first compute and kept while the thread count and the presence of
+// an abort callback stay the same. The plan contract (backend.h: the
+// graph's tensors and data pointers unchanged) is what makes that sound.
+// Measured on synth 135M Q4_0 tg128, 2 threads: the analysis took 4.3% of
+// a token's time (rdtsc around it, 229,926 of 5.29 M ticks a token).
 struct plan {
     std::vector<tsr_tensor *> nodes, leafs;
     tsr_graph_view view{};
+    graph_analysis analysis;
+    bool analyzed = false;
 };
 
 tsr_graph_plan be_plan_create(tsr_backend *, const tsr_graph_view * g) {
@@ -129,7 +137,24 @@ void be_plan_free(tsr_backend *, tsr_graph_plan p) { delete static_cast<plan *>(
 
 tsr_status be_plan_compute(tsr_backend * be, tsr_graph_plan p) {
     if (p == nullptr) return TSR_STATUS_FAILED;
-    return compute(*ctx_of(be), static_cast<plan *>(p)->view);
+    backend_ctx & ctx = *ctx_of(be);
+    auto & pl = *static_cast<plan *>(p);
+    int n = 1;
+    thread_pool * pool = pool_for(ctx, n);
+    if (pool == nullptr) return TSR_STATUS_ALLOC_FAILED;
+    n = std::clamp(n, 1, pool->size());
+    const bool with_cb = ctx.abort_cb != nullptr;
+    if (!pl.analyzed || pl.analysis.n_threads != n || pl.analysis.with_cb != with_cb) {
+        pl.analyzed = false;
+        try {
+            const tsr_status st = analyze_graph(pl.view, n, with_cb, pl.analysis);
+            if (st != TSR_STATUS_SUCCESS) return st;
+        } catch (...) {
+            return TSR_STATUS_FAILED;
+        }
+        pl.analyzed = true;
+    }
+    return graph_compute(*pool, pl.analysis, ctx.abort_cb, ctx.abort_data);
 }
 
 constexpr tsr_backend_i backend_iface = {

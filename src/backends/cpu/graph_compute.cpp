@@ -225,14 +225,7 @@ byte_span upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, si
 
 // State shared by the threads of one graph run.
 struct graph_run {
-    std::vector<tsr_tensor *> nodes; // the nodes that compute something
-    std::vector<char> sync;          // per node: wait at a barrier first
-    std::vector<char> prepare;       // per node: has shared scratch (two calls, see compute_params)
-    // Per node with a barrier: the bytes of the weights a thread that
-    // arrives early prefetches (its own share, split as the kernels split
-    // rows), or an empty range.
-    std::vector<byte_span> prefetch;
-    std::vector<std::array<byte_span, 2>> attn_prefetch; // per node: attention_prefetch
+    const graph_analysis * a = nullptr;
     std::unique_ptr<work_slot[]> slots; // n_threads per node: compute_params::slots
     thread_pool * pool = nullptr;
     int n_threads = 1;
@@ -268,6 +261,7 @@ void decide(void * ctx) {
 
 void walk_nodes(int ith, void * ctx) {
     auto * run = static_cast<graph_run *>(ctx);
+    const graph_analysis & a = *run->a;
     compute_params p;
     p.ith = ith;
     p.nth = run->n_threads;
@@ -277,16 +271,16 @@ void walk_nodes(int ith, void * ctx) {
     p.shared_size = run->pool->shared_scratch_size();
     scratch_memo memo;
     p.memo = &memo;
-    for (size_t i = 0; i < run->nodes.size(); ++i) {
-        p.prev = i > 0 ? run->nodes[i - 1] : nullptr;
-        if (run->sync[i] != 0) {
+    for (size_t i = 0; i < a.nodes.size(); ++i) {
+        p.prev = i > 0 ? a.nodes[i - 1] : nullptr;
+        if (a.sync[i] != 0) {
             // The abort callback runs on the calling thread (thread 0);
             // without one, decide() may run on any thread.
             if (run->cb != nullptr) {
                 run->pool->sync(ith, decide, run);
             } else {
                 wait_prefetch wp;
-                if (const byte_span & r = run->prefetch[i]; r.hi > r.lo) {
+                if (const byte_span & r = a.prefetch[i]; r.hi > r.lo) {
                     const size_t share = (r.hi - r.lo) / static_cast<size_t>(run->n_threads);
                     wp.next = reinterpret_cast<const char *>(r.lo) + share * static_cast<size_t>(ith);
                     wp.end = wp.next + std::min(share, k_wait_prefetch_bytes);
@@ -295,27 +289,29 @@ void walk_nodes(int ith, void * ctx) {
             }
             if (run->stop) break;
         }
-        prefetch_span(run->attn_prefetch[i][0]);
-        prefetch_span(run->attn_prefetch[i][1]);
+        prefetch_span(a.attn_prefetch[i][0]);
+        prefetch_span(a.attn_prefetch[i][1]);
         p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];
-        if (run->prepare[i] != 0) {
+        if (a.prepare[i] != 0) {
             // Fill the shared scratch, then wait until every thread has.
             p.prepare = true;
-            if (!compute_checked_node(p, run->nodes[i])) run->failed.store(true, std::memory_order_relaxed);
+            if (!compute_checked_node(p, a.nodes[i])) run->failed.store(true, std::memory_order_relaxed);
             p.prepare = false;
             if (run->n_threads > 1) run->pool->sync_any(nullptr, nullptr);
         }
-        if (!compute_checked_node(p, run->nodes[i])) run->failed.store(true, std::memory_order_relaxed);
+        if (!compute_checked_node(p, a.nodes[i])) run->failed.store(true, std::memory_order_relaxed);
     }
 }
 
-tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_threads, tsr_abort_callback cb,
-                         void * cb_data) {
+} // namespace
+
+tsr_status analyze_graph(const tsr_graph_view & g, int n_threads, bool with_cb, graph_analysis & a) {
     if (g.n_nodes < 0 || (g.n_nodes > 0 && g.nodes == nullptr)) return TSR_STATUS_FAILED;
-    graph_run run;
-    size_t work = 0, shared = 0;
+    a = graph_analysis{};
+    a.n_threads = std::max(n_threads, 1);
+    a.with_cb = with_cb;
     try {
-        run.nodes.reserve(static_cast<size_t>(g.n_nodes));
+        a.nodes.reserve(static_cast<size_t>(g.n_nodes));
         for (int32_t i = 0; i < g.n_nodes; ++i) {
             tsr_tensor * node = g.nodes[i];
             if (node == nullptr) return TSR_STATUS_FAILED;
@@ -323,44 +319,52 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
             node_scratch need;
             // Checked here once: the threads then call compute_checked_node.
             if (!checked_scratch(node, need) || !has_data(node)) return TSR_STATUS_FAILED;
-            work = std::max(work, need.per_thread);
-            shared = std::max(shared, need.shared);
-            run.nodes.push_back(node);
-            run.prepare.push_back(need.shared > 0 ? 1 : 0);
+            a.work = std::max(a.work, need.per_thread);
+            a.shared = std::max(a.shared, need.shared);
+            a.nodes.push_back(node);
+            a.prepare.push_back(need.shared > 0 ? 1 : 0);
+        }
+        const size_t n = a.nodes.size();
+        // With an abort callback every node keeps its barrier: the callback
+        // is documented to run before each node, with all threads stopped.
+        a.sync = with_cb || a.n_threads == 1 ? std::vector<char>(n, 1) : barriers_before(a.nodes);
+        // A node whose shared scratch an earlier node filled alike skips
+        // its prepare call.
+        const std::vector<char> reuse = prepared_before(a.nodes, a.prepare);
+        for (size_t i = 0; i < n; ++i) a.prepare[i] = a.prepare[i] != 0 && reuse[i] == 0 ? 1 : 0;
+        // The shared scratch is rewritten by a node's prepare call, so no
+        // thread may still read it for an earlier node.
+        for (size_t i = 0; i < n; ++i) a.sync[i] = a.sync[i] != 0 || a.prepare[i] != 0 ? 1 : 0;
+        a.attn_prefetch = attention_prefetch(a.nodes);
+        a.prefetch.assign(n, byte_span{});
+        if (!with_cb && a.n_threads > 1) {
+            for (size_t i = 0; i < n; ++i) {
+                if (a.sync[i] != 0) a.prefetch[i] = upcoming_weights(a.nodes, i, 4);
+            }
         }
     } catch (const std::bad_alloc &) {
         return TSR_STATUS_ALLOC_FAILED;
     }
-    if (run.nodes.empty()) return TSR_STATUS_SUCCESS;
+    return TSR_STATUS_SUCCESS;
+}
 
+namespace {
+
+tsr_status run_analyzed(thread_pool & pool, const graph_analysis & a, tsr_abort_callback cb, void * cb_data) {
+    if (a.nodes.empty()) return TSR_STATUS_SUCCESS;
+    graph_run run;
+    run.a = &a;
     run.pool = &pool;
-    run.n_threads = std::clamp(n_threads, 1, pool.size());
+    run.n_threads = a.n_threads;
     try {
-        run.slots.reset(new work_slot[run.nodes.size() * static_cast<size_t>(run.n_threads)]); // zero
-        // With an abort callback every node keeps its barrier: the callback
-        // is documented to run before each node, with all threads stopped.
-        run.sync = cb != nullptr || run.n_threads == 1 ? std::vector<char>(run.nodes.size(), 1) : barriers_before(run.nodes);
-        // A node whose shared scratch an earlier node filled alike skips
-        // its prepare call.
-        const std::vector<char> reuse = prepared_before(run.nodes, run.prepare);
-        for (size_t i = 0; i < run.nodes.size(); ++i) run.prepare[i] = run.prepare[i] != 0 && reuse[i] == 0 ? 1 : 0;
-        // The shared scratch is rewritten by a node's prepare call, so no
-        // thread may still read it for an earlier node.
-        for (size_t i = 0; i < run.nodes.size(); ++i) run.sync[i] = run.sync[i] != 0 || run.prepare[i] != 0 ? 1 : 0;
-        run.attn_prefetch = attention_prefetch(run.nodes);
-        run.prefetch.assign(run.nodes.size(), byte_span{});
-        if (cb == nullptr && run.n_threads > 1) {
-            for (size_t i = 0; i < run.nodes.size(); ++i) {
-                if (run.sync[i] != 0) run.prefetch[i] = upcoming_weights(run.nodes, i, 4);
-            }
-        }
+        run.slots.reset(new work_slot[a.nodes.size() * static_cast<size_t>(run.n_threads)]); // zero
     } catch (const std::bad_alloc &) {
         return TSR_STATUS_ALLOC_FAILED;
     }
     run.cb = cb;
     run.cb_data = cb_data;
     try {
-        pool.run(run.n_threads, work, shared, walk_nodes, &run);
+        pool.run(run.n_threads, a.work, a.shared, walk_nodes, &run);
     } catch (const std::bad_alloc &) {
         return TSR_STATUS_ALLOC_FAILED;
     }
@@ -374,7 +378,18 @@ tsr_status compute_graph(thread_pool & pool, const tsr_graph_view & g, int n_thr
 tsr_status graph_compute(thread_pool & pool, const tsr_graph_view & g, int n_threads, tsr_abort_callback cb,
                          void * cb_data) {
     try {
-        return compute_graph(pool, g, n_threads, cb, cb_data);
+        graph_analysis a;
+        const tsr_status st = analyze_graph(g, std::clamp(n_threads, 1, pool.size()), cb != nullptr, a);
+        return st != TSR_STATUS_SUCCESS ? st : run_analyzed(pool, a, cb, cb_data);
+    } catch (...) {
+        return TSR_STATUS_FAILED; // nothing is expected to throw here; never let it cross the C ABI
+    }
+}
+
+tsr_status graph_compute(thread_pool & pool, const graph_analysis & a, tsr_abort_callback cb, void * cb_data) {
+    if (a.n_threads > pool.size() || (cb != nullptr) != a.with_cb) return TSR_STATUS_FAILED;
+    try {
+        return run_analyzed(pool, a, cb, cb_data);
     } catch (...) {
         return TSR_STATUS_FAILED; // nothing is expected to throw here; never let it cross the C ABI
     }

@@ -14,6 +14,13 @@
 
 namespace tessera::cpu {
 
+// Bytes [lo, hi) of memory (empty: lo == hi).
+struct byte_span {
+    uintptr_t lo = 0, hi = 0;
+    bool overlaps(const byte_span & o) const { return lo < o.hi && o.lo < hi; }
+    bool operator==(const byte_span &) const = default;
+};
+
 // Computes g's nodes in order on n_threads threads of `pool` (clamped to
 // 1..pool.size(); the calling thread is thread 0).
 //   - Before anything is computed, every node is checked: a null node, an
@@ -40,6 +47,44 @@ namespace tessera::cpu {
 // any n_threads. Not reentrant on one pool (calls are serialized).
 tsr_status graph_compute(thread_pool & pool, const tsr_graph_view & g, int n_threads,
                          tsr_abort_callback cb = nullptr, void * cb_data = nullptr);
+
+// What graph_compute works out about a graph before computing anything:
+// the nodes that compute something (checked as graph_compute describes),
+// the scratch they need, and for n_threads threads, with or without an
+// abort callback, the barriers, prepare calls and read-ahead of the walk.
+// It holds pointers to the graph's tensors and depends only on their ops,
+// types, shapes, strides, sources and data pointers (not on the values):
+// it stays valid while those are unchanged, the contract of a graph plan
+// (backend.h). A plan keeps it, so that computing a decoded token's graph
+// again does not check its some 600 nodes again (on synth 135M Q4_0 on 2
+// threads that analysis was 4% of a token's time; cpu_backend.cpp).
+struct graph_analysis {
+    std::vector<tsr_tensor *> nodes; // the nodes that compute something, in order
+    std::vector<char> sync;          // per node: wait at a barrier first
+    std::vector<char> prepare;       // per node: a prepare call first (shared scratch, see compute_params)
+    // Per node with a barrier: the bytes of the weights a thread that
+    // arrives early prefetches (its own share, split as the kernels split
+    // rows), or an empty range.
+    std::vector<byte_span> prefetch;
+    std::vector<std::array<byte_span, 2>> attn_prefetch; // per node: attention_prefetch
+    size_t work = 0;   // per-thread scratch bytes (the largest node_work_size)
+    size_t shared = 0; // shared scratch bytes (the largest node_scratch::shared)
+    int n_threads = 1; // the threads it was made for (>= 1)
+    bool with_cb = false; // made for a compute with an abort callback (a barrier before every node)
+};
+
+// Fills `a` for graph g computed on n_threads threads (at least 1), with an
+// abort callback when with_cb. TSR_STATUS_FAILED for a graph graph_compute
+// refuses (null node, unsupported op, null data), ALLOC_FAILED when memory
+// runs out; `a` is then unspecified.
+tsr_status analyze_graph(const tsr_graph_view & g, int n_threads, bool with_cb, graph_analysis & a);
+
+// Computes the graph `a` was made from, as graph_compute does, on
+// a.n_threads threads of `pool`: TSR_STATUS_FAILED when the pool has fewer
+// threads than that, or when cb is set and a was made without (or the
+// other way round). The caller guarantees the graph is unchanged since.
+tsr_status graph_compute(thread_pool & pool, const graph_analysis & a, tsr_abort_callback cb = nullptr,
+                         void * cb_data = nullptr);
 
 // The same on a pool of n_threads threads created for this call (for tests
 // and one-off use; n_threads clamped to 1..thread_pool::max_threads).
@@ -73,13 +118,6 @@ inline constexpr size_t k_max_nodes_between_barriers = 64;
 // call needs (a 1B F16 prompt: the k and v products reuse q's packed
 // activations, up reuses gate's).
 std::vector<char> prepared_before(const std::vector<tsr_tensor *> & nodes, const std::vector<char> & has_shared);
-
-// Bytes [lo, hi) of memory (empty: lo == hi).
-struct byte_span {
-    uintptr_t lo = 0, hi = 0;
-    bool overlaps(const byte_span & o) const { return lo < o.hi && o.lo < hi; }
-    bool operator==(const byte_span &) const = default;
-};
 
 // Most bytes of each of an attention's K and V read ahead (L2 of 1 MiB on
 // Zen 4: room for both and the streaming weights).

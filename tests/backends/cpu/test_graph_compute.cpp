@@ -655,6 +655,44 @@ struct abort_after {
     }
 };
 
+// One analysis computed many times gives the bytes of a fresh compute;
+// it is refused by a pool with fewer threads than it was made for, and by
+// a compute whose abort callback does not match it.
+TEST(GraphCompute, AnAnalysisComputedAgainGivesTheSameBytes) {
+    block_graph bg;
+    thread_pool pool(3);
+    bg.poison();
+    ASSERT_EQ(pool.compute(bg.g.view(), 3), TSR_STATUS_SUCCESS);
+    const std::vector<char> ref = bg.snapshot();
+    for (int nth : {1, 3}) {
+        SCOPED_TRACE(nth);
+        graph_analysis a;
+        ASSERT_EQ(analyze_graph(bg.g.view(), nth, false, a), TSR_STATUS_SUCCESS);
+        EXPECT_EQ(a.n_threads, nth);
+        EXPECT_EQ(a.nodes.size(), a.sync.size());
+        EXPECT_EQ(a.sync[0], 1);
+        for (int round = 0; round < 3; ++round) {
+            bg.poison();
+            ASSERT_EQ(graph_compute(pool, a), TSR_STATUS_SUCCESS);
+            EXPECT_TRUE(bg.snapshot() == ref) << "round " << round;
+        }
+        auto never = [](void *) { return false; };
+        EXPECT_EQ(graph_compute(pool, a, never, nullptr), TSR_STATUS_FAILED);
+    }
+    graph_analysis big;
+    ASSERT_EQ(analyze_graph(bg.g.view(), 4, false, big), TSR_STATUS_SUCCESS);
+    EXPECT_EQ(graph_compute(pool, big), TSR_STATUS_FAILED); // 4 threads on a pool of 3
+    graph_analysis with_cb;
+    ASSERT_EQ(analyze_graph(bg.g.view(), 2, true, with_cb), TSR_STATUS_SUCCESS);
+    EXPECT_TRUE(std::all_of(with_cb.sync.begin(), with_cb.sync.end(), [](char c) { return c == 1; }));
+    EXPECT_EQ(graph_compute(pool, with_cb), TSR_STATUS_FAILED); // made for a callback
+    abort_after ab;
+    ab.allow = 1000000;
+    bg.poison();
+    ASSERT_EQ(graph_compute(pool, with_cb, abort_after::cb, &ab), TSR_STATUS_SUCCESS);
+    EXPECT_TRUE(bg.snapshot() == ref);
+}
+
 TEST(GraphCompute, AbortAfterNNodesStopsAllThreadsAtTheSameNode) {
     block_graph bg;
     thread_pool pool(7);
