@@ -19,6 +19,7 @@
 #include "backend/names.hpp"
 #include "backend/plugin_exit_guard.hpp"
 #include "backend/reg_entry.hpp"
+#include "backend/score_probe.hpp"
 #include "backend/registry_internal.hpp"
 #include "tessera/backend/registry.hpp"
 #include "tessera/core/error.hpp"
@@ -212,7 +213,7 @@ backend_reg registry::load(const fs::path & path) {
     return load_locked(path);
 }
 
-backend_reg registry::load_locked(const fs::path & path) {
+backend_reg registry::load_locked(const fs::path & path, bool probed) {
     const std::string p = path.string();
     std::string err;
     // dlopen looks a name without '/' up in the system's library folders:
@@ -220,10 +221,26 @@ backend_reg registry::load_locked(const fs::path & path) {
     // relative path does (TESSERA_BACKEND_PATH=libtessera-cpu-x64.so said
     // "No such file or directory" beside that file).
     const std::string what = library_what(p);
+    const std::string open_path = p.find('/') == std::string::npos ? "./" + p : p;
+    if (!probed) {
+        const detail::probe_result r = detail::probe_scores({open_path}, detail::probe_timeout_s()).at(0);
+        switch (r.outcome) {
+        case detail::probe_outcome::not_opened:
+            throw error(fmt::format("{}: cannot open: {}", what, printable_utf8(r.message)));
+        case detail::probe_outcome::threw:
+            throw error(fmt::format("{}: threw an exception across the C ABI ({})", what, r.message));
+        case detail::probe_outcome::died: throw error(fmt::format("{}: {}; not loaded", what, r.message));
+        case detail::probe_outcome::scored:
+            if (r.score <= 0) throw error(fmt::format("{}: score {}: not supported on this system", what, r.score));
+            break;
+        case detail::probe_outcome::no_score:
+        case detail::probe_outcome::not_probed: break; // opened here as before
+        }
+    }
     void * h = nullptr;
     {
         detail::plugin_exit_guard guard(what, initializers_call);
-        h = detail::dynlib_open(p.find('/') == std::string::npos ? "./" + p : p, err);
+        h = detail::dynlib_open(open_path, err);
     }
     if (h == nullptr) throw error(fmt::format("{}: cannot open: {}", what, printable_utf8(err)));
     return load_handle(h, p);
@@ -328,14 +345,11 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
         if (base.empty() && !it->second.base.empty()) base = d / it->second.base;
     }
 
-    // Score each variant. The best so far stays open (it is loaded from
-    // that handle); every other library is closed right after scoring.
-    handle_guard best{nullptr};
-    std::string best_path;
-    int best_score = 0;
-    for (const auto & v : variants) {
-        load_candidate c;
-        c.path = v.string();
+    // Score each variant in a probe process (score_probe.hpp): a variant
+    // that crashes, exits or hangs while opened or scored is refused there;
+    // none is opened in this process but the one loaded below. Where the
+    // probe cannot run, each is opened and scored here, as before.
+    auto score_here = [&](load_candidate & c) {
         const std::string what = library_what(c.path);
         std::string err;
         handle_guard h{nullptr};
@@ -344,31 +358,62 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
             h.h = detail::dynlib_open(c.path, err);
         }
         if (h.h == nullptr) {
-            // e.g. a truncated or foreign file (dynlib_open checks it first)
             c.error = "cannot open: " + printable_utf8(err);
             log(fmt::format("{}: {}", what, c.error));
-        } else if (auto fn = reinterpret_cast<tsr_backend_score_fn>(
-                       detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL))) {
-            try {
-                detail::plugin_exit_guard guard(what, score_call);
-                c.score = detail::plugin_call(what, fn);
-            } catch (const error & e) {
-                c.error = e.what();
-                log(c.error);
-            }
-            if (!c.error.empty()) {
-                // it threw: refused, its score unknown (-1)
-            } else if (c.score <= 0) {
+            return;
+        }
+        auto fn = reinterpret_cast<tsr_backend_score_fn>(detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL));
+        if (fn == nullptr) {
+            c.error = fmt::format("has no '{}' symbol (every variant library needs one)", TSR_BACKEND_SCORE_SYMBOL);
+            return;
+        }
+        try {
+            detail::plugin_exit_guard guard(what, score_call);
+            c.score = detail::plugin_call(what, fn);
+        } catch (const error & e) {
+            c.error = e.what();
+            c.score = -1; // refused, its score unknown
+            log(c.error);
+            return;
+        }
+        if (c.score <= 0) c.error = fmt::format("score {}: not supported on this system", c.score);
+    };
+    std::vector<std::string> paths;
+    paths.reserve(variants.size());
+    for (const auto & v : variants) paths.push_back(v.string());
+    const std::vector<detail::probe_result> probed = detail::probe_scores(paths, detail::probe_timeout_s());
+    std::unordered_set<std::string> probe_passed;
+    for (size_t i = 0; i < paths.size(); ++i) {
+        load_candidate c;
+        c.path = paths[i];
+        const std::string what = library_what(c.path);
+        const detail::probe_result & r = probed[i];
+        switch (r.outcome) {
+        case detail::probe_outcome::not_opened:
+            // e.g. a truncated or foreign file (dynlib_open checks it first)
+            c.error = "cannot open: " + printable_utf8(r.message);
+            log(fmt::format("{}: {}", what, c.error));
+            break;
+        case detail::probe_outcome::threw:
+            c.error = fmt::format("{}: threw an exception across the C ABI ({})", what, r.message);
+            log(c.error);
+            break;
+        case detail::probe_outcome::died:
+            c.error = r.message;
+            log(fmt::format("{}: {}", what, c.error));
+            break;
+        case detail::probe_outcome::no_score:
+            c.error = fmt::format("has no '{}' symbol (every variant library needs one)", TSR_BACKEND_SCORE_SYMBOL);
+            break;
+        case detail::probe_outcome::scored:
+            c.score = r.score;
+            if (c.score <= 0) {
                 c.error = fmt::format("score {}: not supported on this system", c.score);
-            } else if (c.score > best_score) {
-                best_score = c.score;
-                best_path = c.path;
-                detail::dynlib_close(best.release());
-                best.h = h.release();
+            } else {
+                probe_passed.insert(c.path);
             }
-        } else {
-            c.error = fmt::format("has no '{}' symbol (every variant library needs one)",
-                                  TSR_BACKEND_SCORE_SYMBOL);
+            break;
+        case detail::probe_outcome::not_probed: score_here(c); break;
         }
         report.candidates.push_back(std::move(c));
     }
@@ -388,8 +433,7 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
             continue;
         }
         try {
-            report.loaded = c.path == best_path && best.h ? load_handle(best.release(), c.path)
-                                                          : load_locked(fs::path(c.path));
+            report.loaded = load_locked(fs::path(c.path), probe_passed.count(c.path) != 0);
             winner_score = c.score;
         } catch (const error & e) {
             c.error = e.what();

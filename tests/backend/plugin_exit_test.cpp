@@ -1,11 +1,21 @@
 // A plugin that calls exit() while it is being loaded ends the program with
 // status 70 and a message naming the library and the call (it ended the
-// program with the plugin's status, 0 included, and no word).
+// program with the plugin's status, 0 included, and no word), unless that
+// happens in the probe process that opens and scores a library first
+// (score_probe.hpp): then the library is refused, as is one that crashes or
+// hangs there, and the program goes on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "backend/plugin_exit_guard.hpp"
+#include "backend/score_probe.hpp"
 #include "backend/test_support.hpp"
 
 namespace tessera::test {
@@ -42,28 +52,129 @@ TEST_F(PluginExit, ExitZeroInInitIsAnError) {
         regex_quote(exit_message(lib, "exit(0)", "tessera_backend_init()")));
 }
 
-// While variants are scored by load_best; the status is named.
-TEST_F(PluginExit, ExitInScoreIsAnError) {
+// While variants are scored by load_best: in the probe process, so the
+// variant is refused with the status named, and the program goes on.
+TEST_F(PluginExit, ExitInScoreRefusesTheVariant) {
     const fs::path lib = fake_plugin("exitscore", "libtessera-fakeexitscore-v");
-    EXPECT_EXIT(
-        {
-            registry reg;
-            reg.load_best("fakeexitscore", fake_dir("exitscore"));
-        },
-        ::testing::ExitedWithCode(detail::plugin_exit_status),
-        regex_quote(exit_message(lib, "exit(3)", "tessera_backend_score()")));
+    registry reg;
+    const load_report rep = reg.load_best("fakeexitscore", fake_dir("exitscore"));
+    EXPECT_FALSE(rep.loaded);
+    ASSERT_EQ(rep.candidates.size(), 1u);
+    EXPECT_EQ(rep.candidates[0].path, lib.string());
+    EXPECT_EQ(rep.candidates[0].error,
+              "called exit(3) during tessera_backend_score() (in a probe process); a backend must report a failure by "
+              "returning, not end the program");
 }
 
-// In a constructor that dlopen runs.
-TEST_F(PluginExit, ExitInAConstructorIsAnError) {
+// In a constructor that dlopen runs: also in the probe process, so load
+// throws instead.
+TEST_F(PluginExit, ExitInAConstructorRefusesTheLibrary) {
     const fs::path lib = fake_plugin("exitctor", "libtessera-fakeexitctor");
-    EXPECT_EXIT(
-        {
-            registry reg;
-            reg.load(lib);
-        },
-        ::testing::ExitedWithCode(detail::plugin_exit_status),
-        regex_quote(exit_message(lib, "exit(4)", "its initializers (run by dlopen)")));
+    registry reg;
+    try {
+        reg.load(lib);
+        FAIL() << "loaded";
+    } catch (const error & e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "backend library '" + lib.string() +
+                      "': called exit(4) during its initializers (run by dlopen) (in a probe process); a backend must "
+                      "report a failure by returning, not end the program; not loaded");
+    }
+    EXPECT_TRUE(reg.regs().empty());
+}
+
+// A variant whose score crashes (an illegal instruction, as a broken
+// build's machine code) or never returns is refused from the probe
+// process, and load_best loads the good variant below them; the host never
+// ran their code. load on the crashing one throws.
+TEST_F(PluginExit, CrashingAndHangingVariantsAreRefused) {
+    const double saved = detail::probe_timeout_s();
+    detail::set_probe_timeout_s(1.5);
+    registry reg;
+    const load_report rep = reg.load_best("crashy", fake_dir("crashy"));
+    detail::set_probe_timeout_s(saved);
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_EQ(rep.loaded.path(), fake_plugin("crashy", "libtessera-crashy-ok").string());
+    ASSERT_EQ(rep.candidates.size(), 3u);
+    for (const load_candidate & c : rep.candidates) {
+        SCOPED_TRACE(c.path);
+        if (c.path == fake_plugin("crashy", "libtessera-crashy-trap").string()) {
+            EXPECT_EQ(c.error.rfind("crashed while being opened and scored (in a probe process: signal 4, ", 0), 0u)
+                << c.error;
+        } else if (c.path == fake_plugin("crashy", "libtessera-crashy-hang").string()) {
+            EXPECT_EQ(c.error, "did not finish opening and scoring within 1.5 s (in a probe process, killed)");
+        } else {
+            EXPECT_EQ(c.score, 1);
+        }
+    }
+    registry other;
+    const fs::path trap = fake_plugin("crashy", "libtessera-crashy-trap");
+    try {
+        other.load(trap);
+        FAIL() << "loaded";
+    } catch (const error & e) {
+        const std::string want = "backend library '" + trap.string() +
+                                 "': crashed while being opened and scored (in a probe process: signal 4, ";
+        EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
+        EXPECT_TRUE(std::string(e.what()).ends_with("); not loaded")) << e.what();
+    }
+}
+
+// Zeroes the bytes of section .text in the 64-bit little-endian ELF file
+// at `path` (ELF section headers: e_shoff at 0x28, e_shentsize, e_shnum and
+// e_shstrndx at 0x3a; sh_name, sh_offset at +0x18, sh_size at +0x20).
+// Returns the bytes zeroed (0: no such section).
+size_t zero_text(const fs::path & path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto u16 = [&](size_t o) { uint16_t v; std::memcpy(&v, b.data() + o, 2); return v; };
+    auto u32 = [&](size_t o) { uint32_t v; std::memcpy(&v, b.data() + o, 4); return v; };
+    auto u64 = [&](size_t o) { uint64_t v; std::memcpy(&v, b.data() + o, 8); return v; };
+    if (b.size() < 0x40) return 0;
+    const uint64_t shoff = u64(0x28);
+    const uint16_t shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
+    if (shoff + uint64_t(shnum) * shentsize > b.size() || shstrndx >= shnum) return 0;
+    const uint64_t strtab = u64(shoff + size_t(shstrndx) * shentsize + 0x18);
+    for (uint16_t i = 0; i < shnum; ++i) {
+        const size_t h = shoff + size_t(i) * shentsize;
+        const uint64_t name = strtab + u32(h);
+        if (name + 6 > b.size() || std::memcmp(b.data() + name, ".text", 6) != 0) continue;
+        const uint64_t off = u64(h + 0x18), size = u64(h + 0x20);
+        if (off + size > b.size()) return 0;
+        std::fill(b.begin() + std::ptrdiff_t(off), b.begin() + std::ptrdiff_t(off + size), 0);
+        std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(), std::streamsize(b.size()));
+        return size_t(size);
+    }
+    return 0;
+}
+
+// A variant whose machine code is zeroes (a damaged build: every ELF check
+// passes, its first instruction faults) is refused from the probe process,
+// and the good variant is loaded. This crashed the host before.
+TEST_F(PluginExit, AVariantWithZeroedCodeIsRefused) {
+    temp_dir tmp;
+    const fs::path good = fake_plugin("crashy", "libtessera-crashy-ok");
+    const fs::path zeroed = tmp.path() / "libtessera-crashy-zeroed.so";
+    fs::copy_file(good, zeroed);
+    fs::copy_file(good, tmp.path() / "libtessera-crashy-ok.so");
+    ASSERT_GT(zero_text(zeroed), 0u);
+    // (It dies in its initializers or its score: both run only in the probe.)
+    registry reg;
+    const load_report rep = reg.load_best("crashy", tmp.path());
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_EQ(rep.loaded.path(), (tmp.path() / "libtessera-crashy-ok.so").string());
+    bool seen = false;
+    for (const load_candidate & c : rep.candidates) {
+        if (c.path != zeroed.string()) continue;
+        seen = true;
+        // A signal; under AddressSanitizer its handler reports the fault and
+        // exits with status 1.
+        const bool crashed = c.error.rfind("crashed while being opened and scored (in a probe process: signal ", 0) == 0 ||
+                             c.error.rfind("ended the probe process with status 1 ", 0) == 0;
+        EXPECT_TRUE(crashed) << c.error;
+        EXPECT_FALSE(is_loaded(zeroed));
+    }
+    EXPECT_TRUE(seen);
 }
 
 // An exit() outside a call into a plugin, after one was loaded, keeps its

@@ -85,18 +85,21 @@ public:
     // (cannot open + the loader's message, score 0, no init symbol, init
     // returned null, API major mismatch with both versions, invalid tables,
     // duplicate name), and leaves the registry and the process's loaded
-    // libraries as they were. A plugin that calls exit() meanwhile (in its
-    // constructors, score, init or tables; load_best and load_all too) ends
-    // the program with status 70 and "error: backend library '<path>'
-    // called exit(<status>) during <call>; ..." on stderr
-    // (backend/plugin_exit_guard.hpp).
+    // libraries as they were. The library is first opened and scored in a
+    // child process (backend/score_probe.hpp): one that crashes there, calls
+    // exit(), or takes more than 30 s is refused with an error saying so
+    // and never opened in this process. A plugin that calls exit() later in
+    // its loading (in its init or tables) ends the program with status 70
+    // and "error: backend library '<path>' called exit(<status>) during
+    // <call>; ..." on stderr (backend/plugin_exit_guard.hpp).
     backend_reg load(const std::filesystem::path & path);
 
     // Finds every libtessera-<name>-*.so in the search paths (see
     // search_paths; a symbolic link of that name that leads nowhere is a
-    // candidate that cannot be opened), asks each for its score, and loads
-    // only the best (on failure the next best; the others are closed
-    // again). When none scores above 0, loads libtessera-<name>.so if
+    // candidate that cannot be opened), asks each for its score in a child
+    // process (one that crashes, exits or hangs there is refused, as in
+    // load), and loads only the best (on failure the next best); the others
+    // are never opened in this process. When none scores above 0, loads libtessera-<name>.so if
     // present. Does nothing when a family named `name` is already
     // registered. Never throws for a bad plugin: each problem is in the
     // report (and logged).
@@ -166,7 +169,9 @@ private:
         std::shared_ptr<detail::reg_entry> entry;
     };
     backend_reg add_entry(std::shared_ptr<detail::reg_entry> e, std::string_view what);
-    backend_reg load_locked(const std::filesystem::path & path); // load_mu_ held
+    // load_mu_ held. Unless `probed` (its probe passed already), the library
+    // is first opened and scored in a probe process (score_probe.hpp).
+    backend_reg load_locked(const std::filesystem::path & path, bool probed = false);
     // Loads from an open library handle (taken over: closed on failure).
     backend_reg load_handle(void * handle, const std::string & path);
     // load_best, with the search folders' files taken from `scan` (each

@@ -22,6 +22,9 @@
  *   FAKE_INIT_NULL            tessera_backend_init returns NULL
  *   FAKE_EXIT_IN_INIT s       tessera_backend_init calls exit(s)
  *   FAKE_EXIT_IN_SCORE s      tessera_backend_score calls exit(s)
+ *   FAKE_CRASH_IN_SCORE       tessera_backend_score executes an illegal
+ *                             instruction (SIGILL)
+ *   FAKE_HANG_IN_SCORE        tessera_backend_score never returns
  *   FAKE_EXIT_AT_LOAD s       a constructor (run by dlopen) calls exit(s)
  *   FAKE_API_MAJOR / _MINOR   version it claims (default: this header's)
  *   FAKE_VARIANT "v"          reported as feature VARIANT
@@ -35,6 +38,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "tessera/backend.h"
@@ -347,6 +351,12 @@ __attribute__((constructor)) static void fake_exit_at_load(void) { exit(FAKE_EXI
 TSR_BACKEND_EXPORT int tessera_backend_score(void) {
 #ifdef FAKE_EXIT_IN_SCORE
     exit(FAKE_EXIT_IN_SCORE);
+#endif
+#ifdef FAKE_CRASH_IN_SCORE
+    __builtin_trap(); /* an illegal instruction (SIGILL), as broken machine code would be */
+#endif
+#ifdef FAKE_HANG_IN_SCORE
+    for (;;) sleep(1);
 #endif
     return FAKE_SCORE;
 }
