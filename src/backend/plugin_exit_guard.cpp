@@ -15,18 +15,13 @@ namespace tessera::detail {
 namespace {
 // The innermost guard of this thread (null outside guarded calls).
 thread_local const plugin_exit_guard * current_guard = nullptr;
-// set_plugin_exit_sink's sink (a probe child is single-threaded).
-void (*exit_sink)(const std::string & called) = nullptr;
 } // namespace
-
-void set_plugin_exit_sink(void (*sink)(const std::string & called)) { exit_sink = sink; }
 
 struct plugin_exit_handler {
     // `called`: what the plugin called, e.g. "exit(0)".
     static void report(const std::string & called) {
         const plugin_exit_guard * g = current_guard;
         if (g == nullptr) return; // an ordinary exit
-        if (exit_sink != nullptr) exit_sink(called);
         const std::string msg =
             fmt::format("error: {} called {} during {}; a backend must report a failure by returning, "
                         "not end the program\n",

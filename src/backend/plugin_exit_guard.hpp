@@ -29,12 +29,6 @@ inline constexpr int plugin_exit_status = 70;
 // before it (e.g. the global registry's destructor) are the ones skipped.
 // Not covered: exit() from another thread than the guarded one, _exit(),
 // and exit() in calls made after loading (compute).
-// Where a guarded exit goes instead of the report above: sink(called), with
-// `called` e.g. "exit(3)", and sink must not return. Set only in the child
-// process that probes plugins (score_probe.cpp), which passes the exit to
-// its parent; null (the default) restores the report.
-void set_plugin_exit_sink(void (*sink)(const std::string & called));
-
 class plugin_exit_guard {
 public:
     plugin_exit_guard(const std::string & what, const char * call);

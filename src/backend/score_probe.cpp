@@ -1,6 +1,14 @@
 // backend/score_probe.cpp — probing plugins in a child process
-// (score_probe.hpp). The child reports over a pipe, one record per event:
-// a header {library index, kind, score, message length} and the message.
+// (score_probe.hpp).
+//
+// The child reports over a pipe, one record per event: a header {library
+// index, kind, score, message length} and the message. The parent accepts
+// only the sequence the child can send (begin i, then i's result, then
+// begin i + 1 or done), so bytes a library writes to the pipe by accident
+// are a protocol error blamed on that library, never a result. A result
+// counts once the child has moved on (begin of the next or done): a
+// library whose destructors (run by dlclose after its result) crash the
+// child is refused too.
 #include "backend/score_probe.hpp"
 
 #include <fcntl.h>
@@ -9,19 +17,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include <fmt/core.h>
 
 #include "backend/dynlib.hpp"
 #include "backend/plugin_call.hpp"
-#include "backend/plugin_exit_guard.hpp"
 #include "tessera/backend.h"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::detail {
 
@@ -29,13 +40,17 @@ namespace {
 
 std::atomic<double> timeout_setting{30.0};
 
+// Longest message a record may carry (an exception's text, a loader error).
+constexpr uint32_t k_max_message = 64u << 10;
+
 enum record_kind : int32_t {
-    k_begin = 0,  // the child starts on this library
+    k_begin = 1,  // the child starts on this library
     k_scored,     // score = its score
     k_no_score,   // opened, no score symbol
     k_not_opened, // message = dynlib_open's error
     k_threw,      // message = the exception's text
     k_exited,     // message = "exit(3) during <call>"
+    k_done,       // every library probed (index: -1)
 };
 
 struct record_header {
@@ -48,7 +63,7 @@ struct record_header {
 // ---- the child ----
 
 int child_fd = -1;
-int child_index = -1;
+int child_index = -1; // the library being opened or scored; -1 between them
 const char * child_call = "";
 
 void write_all(const void * data, size_t n) {
@@ -63,54 +78,82 @@ void write_all(const void * data, size_t n) {
 }
 
 void send(int32_t kind, int32_t score, const std::string & message) {
-    const record_header h{child_index, kind, score, static_cast<uint32_t>(message.size())};
+    const std::string m = message.substr(0, k_max_message);
+    const record_header h{child_index, kind, score, static_cast<uint32_t>(m.size())};
     write_all(&h, sizeof h);
-    write_all(message.data(), message.size());
+    write_all(m.data(), m.size());
 }
 
-// A plugin's exit() under a guard, passed to the parent (plugin_exit_guard).
-void exit_to_parent(const std::string & called) {
-    send(k_exited, 0, called + " during " + child_call);
-    _exit(0);
+// Any exit() in the child is a library's (the child runs nothing else):
+// passed to the parent, then the child ends before the host's own exit
+// handlers (inherited by fork) could run. Registered in the child, last,
+// so it runs first.
+void report_exit(const std::string & called) {
+    if (child_index >= 0) send(k_exited, 0, called + " during " + child_call);
+    _exit(3);
+}
+#if defined(__GLIBC__)
+void on_exit_fn(int status, void *) { report_exit(fmt::format("exit({})", status)); }
+#else
+void atexit_fn() { report_exit("exit(<unknown status>)"); }
+#endif
+void quick_exit_fn() { report_exit("quick_exit()"); }
+
+// The child as a freshly started process would be for the library: fatal
+// signals at their default action (not the host's crash handlers), none
+// blocked.
+void reset_signals() {
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE, SIGTERM, SIGINT}) {
+        ::signal(sig, SIG_DFL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
 [[noreturn]] void child_main(int fd, const std::vector<std::string> & paths, size_t from) {
     child_fd = fd;
+    reset_signals();
+#if defined(__GLIBC__)
+    ::on_exit(on_exit_fn, nullptr); // glibc: the handler gets the status
+#else
+    std::atexit(atexit_fn);
+#endif
+    std::at_quick_exit(quick_exit_fn);
     try {
-        set_plugin_exit_sink(exit_to_parent);
         for (size_t i = from; i < paths.size(); ++i) {
             child_index = static_cast<int32_t>(i);
             send(k_begin, 0, {});
-            const std::string & path = paths[i];
             std::string err;
-            void * h = nullptr;
             child_call = "its initializers (run by dlopen)";
-            {
-                plugin_exit_guard guard(path, child_call);
-                h = dynlib_open(path, err);
-            }
+            void * h = dynlib_open(paths[i], err);
             if (h == nullptr) {
                 send(k_not_opened, 0, err);
                 continue;
             }
             auto fn = reinterpret_cast<tsr_backend_score_fn>(dynlib_symbol(h, TSR_BACKEND_SCORE_SYMBOL));
+            child_call = "tessera_backend_score()";
             if (fn == nullptr) {
                 send(k_no_score, 0, {});
-                continue;
+            } else {
+                int score = -1;
+                bool threw = false;
+                try {
+                    score = fn();
+                } catch (...) {
+                    threw = true;
+                    send(k_threw, 0, current_exception_text());
+                }
+                if (!threw) send(k_scored, score, {});
             }
-            child_call = "tessera_backend_score()";
-            int score = -1;
-            try {
-                plugin_exit_guard guard(path, child_call);
-                score = fn();
-            } catch (...) {
-                send(k_threw, 0, current_exception_text());
-                continue;
-            }
-            send(k_scored, score, {});
-            // The library stays open: closing it would run its destructors
-            // for nothing (this process ends next).
+            // Closed before the next library opens, as the host would (its
+            // dependencies are not shared with the next): its destructors
+            // run here, and a crash in them is blamed on it.
+            child_call = "its destructors (run by dlclose)";
+            dynlib_close(h);
         }
+        child_index = -1;
+        send(k_done, 0, {});
     } catch (...) {
         _exit(1);
     }
@@ -119,20 +162,73 @@ void exit_to_parent(const std::string & called) {
 
 // ---- the parent ----
 
-// Why the child died while on one library.
-std::string death_message(int status, bool timed_out, double timeout_s) {
-    if (timed_out) return fmt::format("did not finish opening and scoring within {} s (in a probe process, killed)", timeout_s);
-    if (WIFSIGNALED(status)) {
-        const int sig = WTERMSIG(status);
-        const char * name = ::strsignal(sig);
-        return fmt::format("crashed while being opened and scored (in a probe process: signal {}, {})", sig,
-                           name != nullptr ? name : "unknown");
+// One probe child: killed (unless it ended) and reaped, and its pipe
+// closed, however the parent leaves.
+struct child_process {
+    pid_t pid = -1;
+    int fd = -1;         // the read end
+    bool reaped = false; // waitpid returned it (or cannot: ECHILD)
+    bool status_known = false;
+    int status = 0;
+
+    // Waits for the child (blocking unless `nohang`); true once it ended.
+    bool reap(bool nohang) {
+        if (reaped) return true;
+        for (;;) {
+            const pid_t r = ::waitpid(pid, &status, nohang ? WNOHANG : 0);
+            if (r == pid) {
+                reaped = status_known = true;
+                return true;
+            }
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) { // ECHILD: the host reaps its children itself (SIGCHLD ignored)
+                reaped = true;
+                return true;
+            }
+            return false; // still running (nohang)
+        }
     }
-    if (WIFEXITED(status)) {
-        return fmt::format("ended the probe process with status {} while being opened and scored", WEXITSTATUS(status));
+    void kill_and_reap() {
+        if (!reaped) ::kill(pid, SIGKILL);
+        reap(false);
     }
-    return "ended the probe process while being opened and scored";
+    ~child_process() {
+        if (fd >= 0) ::close(fd);
+        if (pid > 0) kill_and_reap();
+    }
+};
+
+// Text from the child as it is when it is plain ASCII (what the child
+// sends: current_exception_text is printable already), else made
+// printable (bytes a library wrote into the pipe itself).
+std::string as_printable(const std::string & s) {
+    const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+    return plain ? s : printable_utf8(s);
 }
+
+// Why the child ended while on a library: while it was opened and scored
+// (`closing` false) or closed after its result.
+std::string death_message(const child_process & c, bool timed_out, const std::string & protocol_error, double timeout_s,
+                          bool closing) {
+    const char * when = closing ? "after being scored, while being closed" : "while being opened and scored";
+    if (!protocol_error.empty()) return fmt::format("broke the probe process's report pipe ({}; killed)", protocol_error);
+    if (timed_out) {
+        return fmt::format("did not finish {} within {} s (in a probe process, killed)",
+                           closing ? "closing" : "opening and scoring", timeout_s);
+    }
+    if (!c.status_known) return fmt::format("ended the probe process {} (its status is unknown)", when);
+    if (WIFSIGNALED(c.status)) {
+        const int sig = WTERMSIG(c.status);
+        const char * name = ::strsignal(sig);
+        return fmt::format("crashed {} (in a probe process: signal {}, {})", when, sig, name != nullptr ? name : "unknown");
+    }
+    if (WIFEXITED(c.status)) return fmt::format("ended the probe process with status {} {}", WEXITSTATUS(c.status), when);
+    return fmt::format("ended the probe process {}", when);
+}
+
+// Serializes the probes' pipe2 + fork: a child forked by another probe
+// meanwhile would hold this probe's write end open.
+std::mutex fork_mutex;
 
 } // namespace
 
@@ -142,93 +238,143 @@ void set_probe_timeout_s(double seconds) { timeout_setting.store(seconds); }
 std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s) {
     using clock = std::chrono::steady_clock;
     std::vector<probe_result> out(paths.size());
-    size_t next = 0;
+    const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+    size_t next = 0; // the first library not yet probed
     while (next < paths.size()) {
         const size_t start = next;
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed
-        std::fflush(nullptr); // what is buffered would be written twice should the child's plugin call exit()
-        const pid_t pid = ::fork();
-        if (pid < 0) {
-            ::close(fds[0]);
+        child_process child;
+        {
+            std::lock_guard lock(fork_mutex);
+            int fds[2];
+            if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed, opened in-process
+            std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
+            const pid_t pid = ::fork();
+            if (pid == 0) {
+                ::close(fds[0]);
+                child_main(fds[1], paths, start);
+            }
             ::close(fds[1]);
-            return out;
+            if (pid < 0) {
+                ::close(fds[0]);
+                return out;
+            }
+            child.pid = pid;
+            child.fd = fds[0];
         }
-        if (pid == 0) {
-            ::close(fds[0]);
-            child_main(fds[1], paths, start);
-        }
-        ::close(fds[1]);
 
         int current = -1; // the library the child is on
-        bool timed_out = false;
-        const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+        int pending = -1; // a library whose result came, before the child moved on
+        size_t expected = start;
+        bool done = false, timed_out = false, eof = false;
+        std::string protocol_error;
         auto deadline = clock::now() + limit;
         std::string buf;
         for (;;) {
+            const bool ended = child.reap(true);
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
-            if (left <= 0) {
+            if (!ended && left <= 0) {
                 timed_out = true;
                 break;
             }
-            pollfd pf{fds[0], POLLIN, 0};
-            const int r = ::poll(&pf, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+            // Short waits: a grandchild the library forked may hold the
+            // write end open after the child ended, so no end-of-file comes.
+            pollfd pf{child.fd, POLLIN, 0};
+            const int r = ::poll(&pf, 1, ended ? 0 : static_cast<int>(std::clamp<long long>(left, 1, 50)));
             if (r < 0 && errno == EINTR) continue;
-            if (r == 0) {
-                timed_out = true;
+            if (r < 0) {
+                protocol_error = fmt::format("poll failed: {}", std::strerror(errno));
                 break;
+            }
+            if (r == 0) {
+                if (ended) break; // drained
+                continue;
             }
             char tmp[4096];
-            const ssize_t n = ::read(fds[0], tmp, sizeof tmp);
+            const ssize_t n = ::read(child.fd, tmp, sizeof tmp);
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break; // the child is done (or gone)
+            if (n <= 0) { // end of file
+                eof = true;
+                break;
+            }
             buf.append(tmp, static_cast<size_t>(n));
             size_t used = 0;
-            while (buf.size() - used >= sizeof(record_header)) {
+            while (protocol_error.empty() && !done && buf.size() - used >= sizeof(record_header)) {
                 record_header h{};
                 std::memcpy(&h, buf.data() + used, sizeof h);
+                if (h.length > k_max_message) {
+                    protocol_error = "a record of " + std::to_string(h.length) + " bytes";
+                    break;
+                }
                 if (buf.size() - used - sizeof h < h.length) break;
                 std::string message = buf.substr(used + sizeof h, h.length);
                 used += sizeof h + h.length;
-                if (h.index < 0 || static_cast<size_t>(h.index) >= paths.size()) continue;
-                const auto i = static_cast<size_t>(h.index);
-                if (h.kind == k_begin) {
+                if (h.kind == k_begin && current < 0 && h.index >= 0 && static_cast<size_t>(h.index) == expected) {
+                    pending = -1; // the one before is confirmed
                     current = h.index;
                     deadline = clock::now() + limit;
-                    continue;
-                }
-                probe_result & res = out[i];
-                switch (h.kind) {
-                case k_scored:
-                    res.outcome = probe_outcome::scored;
-                    res.score = h.score;
-                    break;
-                case k_no_score: res.outcome = probe_outcome::no_score; break;
-                case k_not_opened: res.outcome = probe_outcome::not_opened; break;
-                case k_threw: res.outcome = probe_outcome::threw; break;
-                default:
+                } else if (h.kind == k_done && current < 0 && h.index == -1 && expected == paths.size()) {
+                    pending = -1;
+                    done = true;
+                } else if (h.kind == k_exited && current < 0 && pending >= 0 && h.index == pending) {
+                    // exit() in its destructors, after its result
+                    probe_result & res = out[static_cast<size_t>(pending)];
                     res.outcome = probe_outcome::died;
-                    message = "called " + message + " (in a probe process); a backend must report a failure by "
-                                                     "returning, not end the program";
-                    break;
+                    res.message = "called " + as_printable(message) +
+                                  " (in a probe process); a backend must report a failure by returning, not end the "
+                                  "program";
+                    pending = -1;
+                } else if (h.kind >= k_scored && h.kind <= k_exited && current >= 0 && h.index == current) {
+                    probe_result & res = out[static_cast<size_t>(current)];
+                    switch (h.kind) {
+                    case k_scored:
+                        res.outcome = probe_outcome::scored;
+                        res.score = h.score;
+                        break;
+                    case k_no_score: res.outcome = probe_outcome::no_score; break;
+                    case k_not_opened: res.outcome = probe_outcome::not_opened; break;
+                    case k_threw:
+                        res.outcome = probe_outcome::threw;
+                        message = as_printable(message);
+                        break;
+                    default:
+                        res.outcome = probe_outcome::died;
+                        message = "called " + as_printable(message) +
+                                  " (in a probe process); a backend must report a failure by returning, not end the "
+                                  "program";
+                        break;
+                    }
+                    res.message = std::move(message); // (not_opened: the loader makes it printable)
+                    pending = res.outcome == probe_outcome::died ? -1 : current;
+                    next = static_cast<size_t>(current) + 1;
+                    expected = next;
+                    current = -1;
+                } else {
+                    protocol_error = "a record out of order";
                 }
-                res.message = std::move(message);
-                current = -1;
-                next = i + 1;
             }
             buf.erase(0, used);
+            if (!protocol_error.empty() || done) break;
         }
-        if (timed_out) ::kill(pid, SIGKILL);
-        ::close(fds[0]);
-        int status = 0;
-        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        if (eof && !done) {
+            // The pipe closed early: the child ended, or the library closed
+            // (or replaced) the pipe's descriptor. Give it a second to end.
+            for (int i = 0; i < 100 && !child.reap(true); ++i) ::usleep(10000);
+            if (!child.reaped && protocol_error.empty()) protocol_error = "it closed the pipe";
         }
-        if (current >= 0) {
-            out[static_cast<size_t>(current)].outcome = probe_outcome::died;
-            out[static_cast<size_t>(current)].message = death_message(status, timed_out, timeout_s);
-            next = static_cast<size_t>(current) + 1;
+        child.kill_and_reap(); // (done: it is ending by itself)
+        const int blamed = current >= 0 ? current : pending;
+        if (blamed >= 0 && !done) {
+            probe_result & res = out[static_cast<size_t>(blamed)];
+            res.outcome = probe_outcome::died;
+            res.message = death_message(child, timed_out, protocol_error, timeout_s, current < 0);
+            next = static_cast<size_t>(blamed) + 1;
+        } else if (next == start) {
+            // Ended before it began on this library (e.g. a handler another
+            // library installed with pthread_atfork): it is not opened here.
+            out[start].outcome = probe_outcome::died;
+            out[start].message = "could not be probed: the probe process ended before opening it";
+            next = start + 1;
         }
-        if (next == start) return out; // no progress: probing does not work here (the rest: not_probed)
     }
     return out;
 }

@@ -25,13 +25,19 @@ struct probe_result {
 };
 
 // Opens each library of `paths` (dynlib_open: the ELF checks, then its
-// initializers) and calls its tessera_backend_score(), in order, in a
-// child process made with fork(); the host calls nothing in them. One child
+// initializers), calls its tessera_backend_score() and closes it again, in
+// order, in a child process made with fork(); the host calls nothing in
+// them. The child starts with the fatal signals at their default actions,
+// and ends on any exit() before the host's exit handlers run. One child
 // probes them all unless one dies: the next child goes on after it. A
-// library that does not finish within timeout_s seconds (opening and
-// scoring) is killed with its child. The libraries are never opened in the
-// calling process. Results are in the order of `paths`. Never throws for a
-// library's behaviour; std::bad_alloc when memory runs out.
+// library is refused (died) when the child crashes, exits or is killed
+// while opening, scoring or closing it, when it writes records of its own
+// into the child's pipe, or when it does not finish within timeout_s
+// seconds (the child is then killed). The libraries are never opened in
+// the calling process. Results are in the order of `paths`; not_probed
+// only when pipe2 or fork fail. Never throws for a library's behaviour;
+// std::bad_alloc when memory runs out (the child is then killed and
+// reaped). Probes of several threads fork one at a time.
 // (A broken build's zeroed machine code crashed the host in the score call:
 // dlopen's checks pass, the first instruction faults.)
 std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s);

@@ -84,8 +84,8 @@ TEST_F(PluginExit, ExitInAConstructorRefusesTheLibrary) {
 }
 
 // A variant whose score crashes (an illegal instruction, as a broken
-// build's machine code) or never returns is refused from the probe
-// process, and load_best loads the good variant below them; the host never
+// build's machine code), never returns, or writes into the probe's pipe is
+// refused from the probe process, and load_best loads the good variant below them; the host never
 // ran their code. load on the crashing one throws.
 TEST_F(PluginExit, CrashingAndHangingVariantsAreRefused) {
     const double saved = detail::probe_timeout_s();
@@ -95,7 +95,7 @@ TEST_F(PluginExit, CrashingAndHangingVariantsAreRefused) {
     detail::set_probe_timeout_s(saved);
     ASSERT_TRUE(rep.loaded);
     EXPECT_EQ(rep.loaded.path(), fake_plugin("crashy", "libtessera-crashy-ok").string());
-    ASSERT_EQ(rep.candidates.size(), 3u);
+    ASSERT_EQ(rep.candidates.size(), 4u);
     for (const load_candidate & c : rep.candidates) {
         SCOPED_TRACE(c.path);
         if (c.path == fake_plugin("crashy", "libtessera-crashy-trap").string()) {
@@ -103,6 +103,10 @@ TEST_F(PluginExit, CrashingAndHangingVariantsAreRefused) {
                 << c.error;
         } else if (c.path == fake_plugin("crashy", "libtessera-crashy-hang").string()) {
             EXPECT_EQ(c.error, "did not finish opening and scoring within 1.5 s (in a probe process, killed)");
+        } else if (c.path == fake_plugin("crashy", "libtessera-crashy-forge").string()) {
+            // Its bytes look like a result for it; the child's own result then
+            // comes out of order.
+            EXPECT_EQ(c.error, "broke the probe process's report pipe (a record out of order; killed)");
         } else {
             EXPECT_EQ(c.score, 1);
         }

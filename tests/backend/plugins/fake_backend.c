@@ -25,6 +25,8 @@
  *   FAKE_CRASH_IN_SCORE       tessera_backend_score executes an illegal
  *                             instruction (SIGILL)
  *   FAKE_HANG_IN_SCORE        tessera_backend_score never returns
+ *   FAKE_FORGE_IN_SCORE       tessera_backend_score writes bytes shaped like
+ *                             a probe record to file descriptors 3..63
  *   FAKE_EXIT_AT_LOAD s       a constructor (run by dlopen) calls exit(s)
  *   FAKE_API_MAJOR / _MINOR   version it claims (default: this header's)
  *   FAKE_VARIANT "v"          reported as feature VARIANT
@@ -357,6 +359,14 @@ TSR_BACKEND_EXPORT int tessera_backend_score(void) {
 #endif
 #ifdef FAKE_HANG_IN_SCORE
     for (;;) sleep(1);
+#endif
+#ifdef FAKE_FORGE_IN_SCORE
+    {
+        /* 16 bytes shaped like a probe's record ({0, 2, 99, 0}: library 0
+         * scored 99) written to every descriptor from 3 on */
+        const int32_t rec[4] = {0, 2, 99, 0};
+        for (int fd = 3; fd < 64; ++fd) (void)!write(fd, rec, sizeof rec);
+    }
 #endif
     return FAKE_SCORE;
 }
