@@ -493,8 +493,10 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
     if (env.empty() || env_file) return reports;
     if (fs::is_directory(ep, ec)) {
         // A folder this user may not list was searched as an empty one.
+        // (The iterator is closed at once: its descriptor would otherwise
+        // stay open, inherited by the plugins loaded below.)
         std::error_code lec;
-        fs::directory_iterator probe(ep, lec);
+        (void)fs::directory_iterator(ep, lec);
         if (lec) log(fmt::format("{}='{}': cannot list the folder: {}; ignored", env_var, printable_utf8(env), lec.message()));
         // Families named only by files in that directory (each once, in
         // the order of their first file's name).
