@@ -226,6 +226,30 @@ std::string death_message(const child_process & c, bool timed_out, const std::st
     return fmt::format("ended the probe process {}", when);
 }
 
+// True when this process has exactly one thread (Linux: field 20 of
+// /proc/self/stat); false when that cannot be read. Only then is fork()
+// without exec safe: a child of a multi-threaded process may block on a
+// lock another thread held at the fork (seen under AddressSanitizer, whose
+// allocator the child inherited locked: RegistryUnload.
+// ConcurrentLookupsWhileAnotherFamilyLoadsAndUnloads timed out in it).
+bool single_threaded() {
+    std::FILE * f = std::fopen("/proc/self/stat", "re");
+    if (f == nullptr) return false;
+    char buf[1024];
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char * p = std::strrchr(buf, ')'); // the command name may hold spaces and ')'
+    if (p == nullptr) return false;
+    // Fields after the name: state (3), ppid (4), ..., num_threads (20).
+    int field = 2;
+    for (const char * q = p + 1; *q != '\0'; ++q) {
+        if (*q != ' ') continue;
+        if (++field == 20) return std::strtol(q + 1, nullptr, 10) == 1;
+    }
+    return false;
+}
+
 // Serializes the probes' pipe2 + fork: a child forked by another probe
 // meanwhile would hold this probe's write end open.
 std::mutex fork_mutex;
@@ -240,6 +264,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
     std::vector<probe_result> out(paths.size());
     const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
     size_t next = 0; // the first library not yet probed
+    if (!single_threaded()) return out; // all not_probed: opened in-process, as before
     while (next < paths.size()) {
         const size_t start = next;
         child_process child;

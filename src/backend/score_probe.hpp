@@ -10,7 +10,7 @@ namespace tessera::detail {
 
 // How probing one library ended.
 enum class probe_outcome {
-    not_probed, // the probe could not run (fork or pipe failed): the caller opens it in-process as before
+    not_probed, // the probe did not run (other threads, or fork or pipe failed): the caller opens it in-process as before
     scored,     // opened; its tessera_backend_score() returned `score`
     no_score,   // opened; it exports no tessera_backend_score
     not_opened, // dynlib_open refused it: `message` is its error
@@ -34,10 +34,12 @@ struct probe_result {
 // while opening, scoring or closing it, when it writes records of its own
 // into the child's pipe, or when it does not finish within timeout_s
 // seconds (the child is then killed). The libraries are never opened in
-// the calling process. Results are in the order of `paths`; not_probed
-// only when pipe2 or fork fail. Never throws for a library's behaviour;
-// std::bad_alloc when memory runs out (the child is then killed and
-// reaped). Probes of several threads fork one at a time.
+// the calling process. Results are in the order of `paths`; all
+// not_probed when the process has more than one thread (fork without exec
+// is only safe in a single-threaded process; the CLI loads its plugins
+// before it starts any thread), or when pipe2 or fork fail. Never throws
+// for a library's behaviour; std::bad_alloc when memory runs out (the child is then killed and
+// reaped).
 // (A broken build's zeroed machine code crashed the host in the score call:
 // dlopen's checks pass, the first instruction faults.)
 std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s);

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -122,6 +125,27 @@ TEST_F(PluginExit, CrashingAndHangingVariantsAreRefused) {
         EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
         EXPECT_TRUE(std::string(e.what()).ends_with("); not loaded")) << e.what();
     }
+}
+
+// With a second thread running, the probe does not fork (a child of a
+// multi-threaded process may block on a lock another thread held): the
+// variant is scored in this process as before, and its exit() ends the
+// program with status 70 and the message.
+TEST_F(PluginExit, WithAnotherThreadRunningVariantsAreScoredInProcess) {
+    const fs::path lib = fake_plugin("exitscore", "libtessera-fakeexitscore-v");
+    EXPECT_EXIT(
+        {
+            std::atomic<bool> stop{false};
+            std::thread other([&] {
+                while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            });
+            registry reg;
+            reg.load_best("fakeexitscore", fake_dir("exitscore"));
+            stop = true;
+            other.join();
+        },
+        ::testing::ExitedWithCode(detail::plugin_exit_status),
+        regex_quote(exit_message(lib, "exit(3)", "tessera_backend_score()")));
 }
 
 // Zeroes the bytes of section .text in the 64-bit little-endian ELF file

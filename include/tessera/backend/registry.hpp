@@ -85,10 +85,11 @@ public:
     // (cannot open + the loader's message, score 0, no init symbol, init
     // returned null, API major mismatch with both versions, invalid tables,
     // duplicate name), and leaves the registry and the process's loaded
-    // libraries as they were. The library is first opened and scored in a
-    // child process (backend/score_probe.hpp): one that crashes there, calls
-    // exit(), or takes more than 30 s is refused with an error saying so
-    // and never opened in this process. A plugin that calls exit() later in
+    // libraries as they were. While the process has a single thread, the
+    // library is first opened and scored in a child process
+    // (backend/score_probe.hpp): one that crashes there, calls exit(), or
+    // takes more than 30 s is refused with an error saying so and never
+    // opened in this process. A plugin that calls exit() later in
     // its loading (in its init or tables) ends the program with status 70
     // and "error: backend library '<path>' called exit(<status>) during
     // <call>; ..." on stderr (backend/plugin_exit_guard.hpp).
@@ -96,9 +97,9 @@ public:
 
     // Finds every libtessera-<name>-*.so in the search paths (see
     // search_paths; a symbolic link of that name that leads nowhere is a
-    // candidate that cannot be opened), asks each for its score in a child
-    // process (one that crashes, exits or hangs there is refused, as in
-    // load), and loads only the best (on failure the next best); the others
+    // candidate that cannot be opened), asks each for its score (in a child
+    // process while this one has a single thread: one that crashes, exits
+    // or hangs there is refused, as in load), and loads only the best (on failure the next best); the others
     // are never opened in this process. When none scores above 0, loads libtessera-<name>.so if
     // present. Does nothing when a family named `name` is already
     // registered. Never throws for a bad plugin: each problem is in the
