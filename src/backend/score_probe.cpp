@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include <fmt/core.h>
 
@@ -63,7 +62,7 @@ struct record_header {
 // ---- the child ----
 
 int child_fd = -1;
-int child_index = -1; // the library being opened or scored; -1 between them
+int child_index = -1; // the library being opened, scored or closed; -1 after the last
 const char * child_call = "";
 
 void write_all(const void * data, size_t n) {
@@ -206,6 +205,13 @@ std::string as_printable(const std::string & s) {
     return plain ? s : printable_utf8(s);
 }
 
+// The refusal of a library that called `called` (the child's k_exited
+// message, e.g. "exit(3) during tessera_backend_score()").
+std::string exit_refusal(const std::string & called) {
+    return "called " + as_printable(called) +
+           " (in a probe process); a backend must report a failure by returning, not end the program";
+}
+
 // Why the child ended while on a library: while it was opened and scored
 // (`closing` false) or closed after its result.
 std::string death_message(const child_process & c, bool timed_out, const std::string & protocol_error, double timeout_s,
@@ -250,10 +256,6 @@ bool single_threaded() {
     return false;
 }
 
-// Serializes the probes' pipe2 + fork: a child forked by another probe
-// meanwhile would hold this probe's write end open.
-std::mutex fork_mutex;
-
 } // namespace
 
 double probe_timeout_s() { return timeout_setting.load(); }
@@ -268,24 +270,23 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
     while (next < paths.size()) {
         const size_t start = next;
         child_process child;
-        {
-            std::lock_guard lock(fork_mutex);
-            int fds[2];
-            if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed, opened in-process
-            std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
-            const pid_t pid = ::fork();
-            if (pid == 0) {
-                ::close(fds[0]);
-                child_main(fds[1], paths, start);
-            }
-            ::close(fds[1]);
-            if (pid < 0) {
-                ::close(fds[0]);
-                return out;
-            }
-            child.pid = pid;
-            child.fd = fds[0];
+        // (No other thread can fork meanwhile and inherit the write end:
+        // probes run only in a single-threaded process.)
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed, opened in-process
+        std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(fds[0]);
+            child_main(fds[1], paths, start);
         }
+        ::close(fds[1]);
+        if (pid < 0) {
+            ::close(fds[0]);
+            return out;
+        }
+        child.pid = pid;
+        child.fd = fds[0];
 
         int current = -1; // the library the child is on
         int pending = -1; // a library whose result came, before the child moved on
@@ -344,9 +345,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
                     // exit() in its destructors, after its result
                     probe_result & res = out[static_cast<size_t>(pending)];
                     res.outcome = probe_outcome::died;
-                    res.message = "called " + as_printable(message) +
-                                  " (in a probe process); a backend must report a failure by returning, not end the "
-                                  "program";
+                    res.message = exit_refusal(message);
                     pending = -1;
                 } else if (h.kind >= k_scored && h.kind <= k_exited && current >= 0 && h.index == current) {
                     probe_result & res = out[static_cast<size_t>(current)];
@@ -363,9 +362,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
                         break;
                     default:
                         res.outcome = probe_outcome::died;
-                        message = "called " + as_printable(message) +
-                                  " (in a probe process); a backend must report a failure by returning, not end the "
-                                  "program";
+                        message = exit_refusal(message);
                         break;
                     }
                     res.message = std::move(message); // (not_opened: the loader makes it printable)
