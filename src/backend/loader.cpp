@@ -57,6 +57,54 @@ constexpr const char * score_call = "tessera_backend_score()";
 constexpr const char * init_call = "tessera_backend_init()";
 constexpr const char * tables_call = "a call to its reg or devices";
 
+// Why a library is refused after opening and scoring it (in a probe
+// process or here), in the words of load_best's candidate list; "" when it
+// is usable (scored above 0, or not probed). A library without a score
+// symbol is refused as a variant only (load takes it).
+std::string refusal(const detail::probe_result & r, const std::string & what) {
+    switch (r.outcome) {
+    case detail::probe_outcome::not_opened: return "cannot open: " + printable_utf8(r.message);
+    case detail::probe_outcome::threw: return fmt::format("{}: threw an exception across the C ABI ({})", what, r.message);
+    case detail::probe_outcome::died: return r.message;
+    case detail::probe_outcome::no_score:
+        return fmt::format("has no '{}' symbol (every variant library needs one)", TSR_BACKEND_SCORE_SYMBOL);
+    case detail::probe_outcome::scored:
+        return r.score > 0 ? std::string() : fmt::format("score {}: not supported on this system", r.score);
+    case detail::probe_outcome::not_probed: break;
+    }
+    return {};
+}
+
+// Opens and scores the library at `path` in this process (where no probe
+// process could run) and closes it again: a probe_result, as the probe's.
+detail::probe_result score_in_process(const std::string & path) {
+    const std::string what = library_what(path);
+    detail::probe_result r;
+    handle_guard h{nullptr};
+    {
+        detail::plugin_exit_guard guard(what, initializers_call);
+        h.h = detail::dynlib_open(path, r.message);
+    }
+    if (h.h == nullptr) {
+        r.outcome = detail::probe_outcome::not_opened;
+        return r;
+    }
+    auto fn = reinterpret_cast<tsr_backend_score_fn>(detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL));
+    if (fn == nullptr) {
+        r.outcome = detail::probe_outcome::no_score;
+        return r;
+    }
+    try {
+        detail::plugin_exit_guard guard(what, score_call);
+        r.score = fn();
+        r.outcome = detail::probe_outcome::scored;
+    } catch (...) {
+        r.outcome = detail::probe_outcome::threw;
+        r.message = detail::current_exception_text();
+    }
+    return r;
+}
+
 fs::path exe_dir() {
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -224,18 +272,10 @@ backend_reg registry::load_locked(const fs::path & path, bool probed) {
     const std::string open_path = p.find('/') == std::string::npos ? "./" + p : p;
     if (!probed) {
         const detail::probe_result r = detail::probe_scores({open_path}, detail::probe_timeout_s()).at(0);
-        switch (r.outcome) {
-        case detail::probe_outcome::not_opened:
-            throw error(fmt::format("{}: cannot open: {}", what, printable_utf8(r.message)));
-        case detail::probe_outcome::threw:
-            throw error(fmt::format("{}: threw an exception across the C ABI ({})", what, r.message));
-        case detail::probe_outcome::died: throw error(fmt::format("{}: {}; not loaded", what, r.message));
-        case detail::probe_outcome::scored:
-            if (r.score <= 0) throw error(fmt::format("{}: score {}: not supported on this system", what, r.score));
-            break;
-        case detail::probe_outcome::no_score:
-        case detail::probe_outcome::not_probed: break; // opened here as before
-        }
+        const std::string why = r.outcome == detail::probe_outcome::no_score ? std::string() : refusal(r, what);
+        if (r.outcome == detail::probe_outcome::threw) throw error(why); // (it names the library)
+        if (r.outcome == detail::probe_outcome::died) throw error(fmt::format("{}: {}; not loaded", what, why));
+        if (!why.empty()) throw error(fmt::format("{}: {}", what, why));
     }
     void * h = nullptr;
     {
@@ -349,35 +389,6 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
     // that crashes, exits or hangs while opened or scored is refused there;
     // none is opened in this process but the one loaded below. Where the
     // probe cannot run, each is opened and scored here, as before.
-    auto score_here = [&](load_candidate & c) {
-        const std::string what = library_what(c.path);
-        std::string err;
-        handle_guard h{nullptr};
-        {
-            detail::plugin_exit_guard guard(what, initializers_call);
-            h.h = detail::dynlib_open(c.path, err);
-        }
-        if (h.h == nullptr) {
-            c.error = "cannot open: " + printable_utf8(err);
-            log(fmt::format("{}: {}", what, c.error));
-            return;
-        }
-        auto fn = reinterpret_cast<tsr_backend_score_fn>(detail::dynlib_symbol(h.h, TSR_BACKEND_SCORE_SYMBOL));
-        if (fn == nullptr) {
-            c.error = fmt::format("has no '{}' symbol (every variant library needs one)", TSR_BACKEND_SCORE_SYMBOL);
-            return;
-        }
-        try {
-            detail::plugin_exit_guard guard(what, score_call);
-            c.score = detail::plugin_call(what, fn);
-        } catch (const error & e) {
-            c.error = e.what();
-            c.score = -1; // refused, its score unknown
-            log(c.error);
-            return;
-        }
-        if (c.score <= 0) c.error = fmt::format("score {}: not supported on this system", c.score);
-    };
     std::vector<std::string> paths;
     paths.reserve(variants.size());
     for (const auto & v : variants) paths.push_back(v.string());
@@ -387,34 +398,17 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
         load_candidate c;
         c.path = paths[i];
         const std::string what = library_what(c.path);
-        const detail::probe_result & r = probed[i];
+        const bool was_probed = probed[i].outcome != detail::probe_outcome::not_probed;
+        const detail::probe_result r = was_probed ? probed[i] : score_in_process(c.path);
+        if (r.outcome == detail::probe_outcome::scored) c.score = r.score; // else refused, its score unknown (-1)
+        c.error = refusal(r, what);
         switch (r.outcome) {
-        case detail::probe_outcome::not_opened:
-            // e.g. a truncated or foreign file (dynlib_open checks it first)
-            c.error = "cannot open: " + printable_utf8(r.message);
-            log(fmt::format("{}: {}", what, c.error));
-            break;
-        case detail::probe_outcome::threw:
-            c.error = fmt::format("{}: threw an exception across the C ABI ({})", what, r.message);
-            log(c.error);
-            break;
-        case detail::probe_outcome::died:
-            c.error = r.message;
-            log(fmt::format("{}: {}", what, c.error));
-            break;
-        case detail::probe_outcome::no_score:
-            c.error = fmt::format("has no '{}' symbol (every variant library needs one)", TSR_BACKEND_SCORE_SYMBOL);
-            break;
-        case detail::probe_outcome::scored:
-            c.score = r.score;
-            if (c.score <= 0) {
-                c.error = fmt::format("score {}: not supported on this system", c.score);
-            } else {
-                probe_passed.insert(c.path);
-            }
-            break;
-        case detail::probe_outcome::not_probed: score_here(c); break;
+        case detail::probe_outcome::not_opened: // e.g. a truncated or foreign file (dynlib_open checks it first)
+        case detail::probe_outcome::died: log(fmt::format("{}: {}", what, c.error)); break;
+        case detail::probe_outcome::threw: log(c.error); break;
+        default: break;
         }
+        if (c.error.empty() && was_probed) probe_passed.insert(c.path);
         report.candidates.push_back(std::move(c));
     }
     std::stable_sort(report.candidates.begin(), report.candidates.end(),

@@ -1,5 +1,8 @@
 // Loading backend plugins: every failure's exact message, the registry left
 // unchanged, libraries not left loaded; the C ABI version rules.
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <gtest/gtest.h>
 
 #include <elf.h>
@@ -894,6 +897,33 @@ TEST_F(RegistryLoad, ExceptionsThrownAcrossTheCAbiRefuseTheLibrary) {
         const fs::path p = fake_plugin("throwing", "libtessera-throwing-" + variant);
         expect_load_fails(p, message(p, why));
     }
+}
+
+// The same refusals when the variants are scored in this process (another
+// thread is running, so no probe process is forked): the score that threw
+// is named alike, and the loader goes on to the good variant.
+TEST_F(RegistryLoad, ExceptionsAreRefusedAlikeWhenScoredInProcess) {
+    std::atomic<bool> stop{false};
+    std::thread other([&] {
+        while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    load_report rep = reg.load_best("throwing", fake_dir("throwing"));
+    stop = true;
+    other.join();
+    ASSERT_TRUE(rep.loaded) << log.all();
+    EXPECT_EQ(rep.loaded.path(), fake_plugin("throwing", "libtessera-throwing-ok").string());
+    const fs::path score = fake_plugin("throwing", "libtessera-throwing-score");
+    bool seen = false;
+    for (const load_candidate & c : rep.candidates) {
+        if (c.path != score.string()) continue;
+        seen = true;
+        EXPECT_EQ(c.score, -1);
+        EXPECT_EQ(c.error, fmt::format("backend library '{}': threw an exception across the C ABI (boom in "
+                                       "tessera_backend_score)",
+                                       score.string()));
+    }
+    EXPECT_TRUE(seen);
+    EXPECT_NE(log.all().find("boom in tessera_backend_score"), std::string::npos) << log.all();
 }
 
 // A device whose default buffer type is unusable (here NULL) is skipped at
