@@ -148,6 +148,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(gemm_case{TSR_TYPE_F32, 600, 150, 13}, gemm_case{TSR_TYPE_F16, 520, 135, 100},
                       gemm_case{TSR_TYPE_BF16, 257, 33, 4}, gemm_case{TSR_TYPE_BF16, 301, 70, 9},
                       gemm_case{TSR_TYPE_BF16, 300, 64, 12}, gemm_case{TSR_TYPE_F32, 8, 40, 26},
+                      // float GEMM items cut into column parts (gemm_f.cpp
+                      // for_each_block): on 2 threads 10 items of 5 tiles,
+                      // on 5 threads 15 items of 3 (a part of one tile or none)
+                      gemm_case{TSR_TYPE_F16, 300, 200, 72}, gemm_case{TSR_TYPE_F32, 64, 97, 40},
                       gemm_case{TSR_TYPE_Q4_0, 544, 45, 11}, gemm_case{TSR_TYPE_Q8_0, 544, 37, 9},
                       gemm_case{TSR_TYPE_Q4_0, 64, 17, 4}, gemm_case{TSR_TYPE_Q8_0, 1024, 23, 1},
                       gemm_case{TSR_TYPE_Q4_0, 1024, 9, 3}, gemm_case{TSR_TYPE_Q8_0, 32, 130, 5},
