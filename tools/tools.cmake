@@ -52,3 +52,13 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/cmd_synth.cpp AND EXISTS ${CMAKE_CURRENT_LIS
   target_link_libraries(tessera PRIVATE tessera_llm)
   target_compile_definitions(tessera PRIVATE TESSERA_HAVE_GGUF_SYNTH)
 endif()
+# tessera-probe: opens and scores backend plugins in a fresh process for
+# the loader (src/backend/score_probe.hpp); found beside the program that
+# loads them (or in the plugin install directory, or $TESSERA_PROBE_HELPER).
+if(TARGET tessera_backend)
+  add_executable(tessera-probe ${CMAKE_CURRENT_LIST_DIR}/probe_main.cpp)
+  target_include_directories(tessera-probe PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(tessera-probe PRIVATE ${TESSERA_WARNINGS})
+  target_link_libraries(tessera-probe PRIVATE tessera_backend)
+  add_dependencies(tessera tessera-probe)
+endif()

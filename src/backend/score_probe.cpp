@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
 
 #include <fmt/core.h>
 
@@ -33,16 +37,22 @@
 #include "tessera/backend.h"
 #include "tessera/core/printable.hpp"
 
+extern char ** environ; // (POSIX: the environment posix_spawn passes on)
+
 namespace tessera::detail {
 
 namespace {
 
 std::atomic<double> timeout_setting{30.0};
 
+// How long a probe child has to greet before it is given up on.
+constexpr std::chrono::seconds k_greeting_limit{5};
+
 // Longest message a record may carry (an exception's text, a loader error).
 constexpr uint32_t k_max_message = 64u << 10;
 
 enum record_kind : int32_t {
+    k_hello = 0,  // first record of every child (index -1, score k_protocol): a probe child, not another program
     k_begin = 1,  // the child starts on this library
     k_scored,     // score = its score
     k_no_score,   // opened, no score symbol
@@ -51,6 +61,9 @@ enum record_kind : int32_t {
     k_exited,     // message = "exit(3) during <call>"
     k_done,       // every library probed (index: -1)
 };
+
+// The greeting's score: "tsrp" and the record layout's version.
+constexpr int32_t k_protocol = 0x74737201;
 
 struct record_header {
     int32_t index;
@@ -110,7 +123,9 @@ void reset_signals() {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-[[noreturn]] void child_main(int fd, const std::vector<std::string> & paths, size_t from) {
+} // namespace
+
+[[noreturn]] void probe_child_main(int fd, const std::vector<std::string> & paths, size_t from) {
     child_fd = fd;
     reset_signals();
 #if defined(__GLIBC__)
@@ -120,6 +135,7 @@ void reset_signals() {
 #endif
     std::at_quick_exit(quick_exit_fn);
     try {
+        send(k_hello, k_protocol, {});
         for (size_t i = from; i < paths.size(); ++i) {
             child_index = static_cast<int32_t>(i);
             send(k_begin, 0, {});
@@ -158,6 +174,28 @@ void reset_signals() {
     }
     _exit(0);
 }
+
+int probe_helper_main(int argc, char ** argv) {
+    // tessera-probe REPORT_FD FIRST PATH...: as the probe starts it (below).
+    const auto number = [](const char * text, long max) -> long {
+        char * end = nullptr;
+        errno = 0;
+        const long v = std::strtol(text, &end, 10);
+        return errno == 0 && end != text && *end == '\0' && v >= 0 && v <= max ? v : -1;
+    };
+    const long fd = argc >= 3 ? number(argv[1], 1 << 20) : -1;
+    const long first = argc >= 3 ? number(argv[2], argc - 3) : -1;
+    if (fd < 3 || first < 0 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
+        std::fprintf(stderr,
+                     "tessera-probe: opens and scores tessera backend plugins for the program that starts it; "
+                     "not meant to be run by hand (usage: tessera-probe REPORT_FD FIRST PATH...)\n");
+        return 64;
+    }
+    std::vector<std::string> paths(argv + 3, argv + argc);
+    probe_child_main(static_cast<int>(fd), paths, static_cast<size_t>(first));
+}
+
+namespace {
 
 // ---- the parent ----
 
@@ -256,33 +294,113 @@ bool single_threaded() {
     return false;
 }
 
+std::mutex helper_mutex;
+std::optional<std::string> helper_setting; // set_probe_helper's; nullopt: look for one
+
+bool executable(const std::string & path) {
+    return !path.empty() && ::access(path.c_str(), X_OK) == 0;
+}
+
+// The helper program (see probe_scores), or "" for none.
+std::string find_helper() {
+    {
+        std::lock_guard<std::mutex> lk(helper_mutex);
+        if (helper_setting) return *helper_setting;
+    }
+    if (const char * env = std::getenv("TESSERA_PROBE_HELPER")) return env; // "" turns it off
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const std::string beside = (exe.parent_path() / "tessera-probe").string();
+        if (executable(beside)) return beside;
+    }
+#ifdef TESSERA_PLUGIN_INSTALL_DIR
+    const std::string installed = (std::filesystem::path(TESSERA_PLUGIN_INSTALL_DIR) / "tessera-probe").string();
+    if (executable(installed)) return installed;
+#endif
+    return {};
+}
+
+// Starts `helper` as a probe child reporting on write_fd (its descriptor
+// 3 there, or 4 when write_fd is 3: dup2 clears close-on-exec on the copy
+// only), with the fatal signals at their default actions and none
+// blocked; the pid, or -1 when it cannot be started (posix_spawn reports a
+// failed exec too).
+pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<std::string> & paths, size_t start) {
+    const int target = write_fd == 3 ? 4 : 3;
+    std::vector<std::string> args{helper, std::to_string(target), std::to_string(start)};
+    args.insert(args.end(), paths.begin(), paths.end());
+    std::vector<char *> argv;
+    for (std::string & a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    if (::posix_spawn_file_actions_init(&actions) != 0) return -1;
+    if (::posix_spawnattr_init(&attr) != 0) {
+        ::posix_spawn_file_actions_destroy(&actions);
+        return -1;
+    }
+    sigset_t fatal, none;
+    sigemptyset(&fatal);
+    sigemptyset(&none);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE, SIGTERM, SIGINT}) sigaddset(&fatal, sig);
+    pid_t pid = -1;
+    int rc = ::posix_spawn_file_actions_adddup2(&actions, write_fd, target);
+    if (rc == 0) rc = ::posix_spawnattr_setsigdefault(&attr, &fatal);
+    if (rc == 0) rc = ::posix_spawnattr_setsigmask(&attr, &none);
+    if (rc == 0) rc = ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    if (rc == 0) rc = ::posix_spawn(&pid, helper.c_str(), &actions, &attr, argv.data(), environ);
+    ::posix_spawnattr_destroy(&attr);
+    ::posix_spawn_file_actions_destroy(&actions);
+    return rc == 0 ? pid : -1;
+}
+
 } // namespace
 
 double probe_timeout_s() { return timeout_setting.load(); }
 void set_probe_timeout_s(double seconds) { timeout_setting.store(seconds); }
+
+void set_probe_helper(std::optional<std::string> path) {
+    std::lock_guard<std::mutex> lk(helper_mutex);
+    helper_setting = std::move(path);
+}
+
+std::string probe_helper() { return find_helper(); }
 
 std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s) {
     using clock = std::chrono::steady_clock;
     std::vector<probe_result> out(paths.size());
     const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
     size_t next = 0; // the first library not yet probed
-    if (!single_threaded()) return out; // all not_probed: opened in-process, as before
+    std::string helper = find_helper();
+    const bool may_fork = single_threaded();
+    if (helper.empty() && !may_fork) return out; // all not_probed: opened in-process, as before
     while (next < paths.size()) {
         const size_t start = next;
+        const bool with_helper = !helper.empty();
         child_process child;
-        // (No other thread can fork meanwhile and inherit the write end:
-        // probes run only in a single-threaded process.)
+        // (Close-on-exec: a program another thread starts meanwhile does
+        // not inherit the pipe.)
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed, opened in-process
-        std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
-        const pid_t pid = ::fork();
-        if (pid == 0) {
-            ::close(fds[0]);
-            child_main(fds[1], paths, start);
+        pid_t pid = -1;
+        if (with_helper) {
+            pid = spawn_helper(helper, fds[1], paths, start);
+        } else {
+            std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
+            pid = ::fork();
+            if (pid == 0) {
+                ::close(fds[0]);
+                probe_child_main(fds[1], paths, start);
+            }
         }
         ::close(fds[1]);
         if (pid < 0) {
             ::close(fds[0]);
+            if (with_helper && may_fork) { // a helper that cannot be started: fork instead
+                helper.clear();
+                continue;
+            }
             return out;
         }
         child.pid = pid;
@@ -292,8 +410,11 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
         int pending = -1; // a library whose result came, before the child moved on
         size_t expected = start;
         bool done = false, timed_out = false, eof = false;
+        bool greeted = false; // its first record was the greeting
         std::string protocol_error;
-        auto deadline = clock::now() + limit;
+        // Until the greeting: a few seconds (a helper that is another
+        // program, or hangs, is given up on sooner).
+        auto deadline = clock::now() + std::min(limit, std::chrono::duration_cast<clock::duration>(k_greeting_limit));
         std::string buf;
         for (;;) {
             const bool ended = child.reap(true);
@@ -334,6 +455,11 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
                 if (buf.size() - used - sizeof h < h.length) break;
                 std::string message = buf.substr(used + sizeof h, h.length);
                 used += sizeof h + h.length;
+                if (!greeted) {
+                    greeted = h.kind == k_hello && h.index == -1 && h.score == k_protocol && h.length == 0;
+                    if (!greeted) protocol_error = "no greeting";
+                    continue;
+                }
                 if (h.kind == k_begin && current < 0 && h.index >= 0 && static_cast<size_t>(h.index) == expected) {
                     pending = -1; // the one before is confirmed
                     current = h.index;
@@ -384,6 +510,14 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
             if (!child.reaped && protocol_error.empty()) protocol_error = "it closed the pipe";
         }
         child.kill_and_reap(); // (done: it is ending by itself)
+        if (!greeted && with_helper) {
+            // Not a probe child (TESSERA_PROBE_HELPER names another
+            // program, or it failed to start): no library is blamed; fork
+            // instead, or open the rest in-process.
+            helper.clear();
+            if (may_fork) continue;
+            return out;
+        }
         const int blamed = current >= 0 ? current : pending;
         if (blamed >= 0 && !done) {
             probe_result & res = out[static_cast<size_t>(blamed)];

@@ -3,6 +3,7 @@
 // there is refused instead of taking the host down. Internal.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,20 +27,25 @@ struct probe_result {
 
 // Opens each library of `paths` (dynlib_open: the ELF checks, then its
 // initializers), calls its tessera_backend_score() and closes it again, in
-// order, in a child process made with fork(); the host calls nothing in
-// them. The child starts with the fatal signals at their default actions,
-// and ends on any exit() before the host's exit handlers run. One child
+// order, in a child process; the host calls nothing in them. The child is
+// the helper program tessera-probe (probe_helper()) started with
+// posix_spawn: a fresh process, safe whatever threads the host runs. Where
+// there is no helper, or it cannot be started, or it does not greet as a
+// probe child within 5 s, the child is a fork() of this process instead,
+// but only while this process is single-threaded (a fork child of a
+// multi-threaded process may block on a lock another thread held). The
+// child starts with the fatal signals at their default actions, and ends
+// on any exit() before the host's exit handlers could run. One child
 // probes them all unless one dies: the next child goes on after it. A
 // library is refused (died) when the child crashes, exits or is killed
 // while opening, scoring or closing it, when it writes records of its own
 // into the child's pipe, or when it does not finish within timeout_s
 // seconds (the child is then killed). The libraries are never opened in
-// the calling process. Results are in the order of `paths`; all
-// not_probed when the process has more than one thread (fork without exec
-// is only safe in a single-threaded process; the CLI loads its plugins
-// before it starts any thread), or when pipe2 or fork fail. Never throws
-// for a library's behaviour; std::bad_alloc when memory runs out (the child is then killed and
-// reaped).
+// the calling process. Results are in the order of `paths`; the rest are
+// not_probed when neither kind of child can run (no usable helper and
+// more than one thread, or pipe2 or fork failing). Never throws for a
+// library's behaviour; std::bad_alloc when memory runs out (the child is
+// then killed and reaped).
 // (A broken build's zeroed machine code crashed the host in the score call:
 // dlopen's checks pass, the first instruction faults.)
 std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s);
@@ -48,5 +54,22 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
 // large GPU library can take seconds on a slow disk). Tests lower it.
 double probe_timeout_s();
 void set_probe_timeout_s(double seconds);
+
+// The helper program's path, "" for none: set_probe_helper's when set,
+// else $TESSERA_PROBE_HELPER when set ("" turns the helper off), else
+// tessera-probe beside the running program or in the plugin install
+// directory, when executable.
+std::string probe_helper();
+// Tests: a path ("" for none) instead of looking for one; nullopt: look again.
+void set_probe_helper(std::optional<std::string> path);
+
+// The probe child: greets, then probes paths[from..] as described above,
+// reporting on descriptor `fd`; never returns. tessera-probe's main() and
+// the fork()ed child run it.
+[[noreturn]] void probe_child_main(int fd, const std::vector<std::string> & paths, size_t from);
+
+// tessera-probe's main(): `tessera-probe REPORT_FD FIRST PATH...` (as
+// probe_scores starts it); 64 with a usage line on anything else.
+int probe_helper_main(int argc, char ** argv);
 
 } // namespace tessera::detail

@@ -14,12 +14,15 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "backend/plugin_exit_guard.hpp"
 #include "backend/score_probe.hpp"
 #include "backend/test_support.hpp"
+#include "support/run_process.hpp"
 
 namespace tessera::test {
 namespace {
@@ -44,6 +47,20 @@ protected:
     void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
+// The probe's two kinds of child (score_probe.hpp): the helper program
+// tessera-probe started with posix_spawn, and a fork() of the test.
+std::string helper_path() { return (fs::path(TESSERA_BINARY_DIR) / "tessera-probe").string(); }
+
+class PluginProbe : public ::testing::TestWithParam<const char *> {
+protected:
+    void SetUp() override {
+        GTEST_FLAG_SET(death_test_style, "threadsafe");
+        detail::set_probe_helper(with_helper() ? helper_path() : std::string());
+    }
+    void TearDown() override { detail::set_probe_helper(std::nullopt); }
+    bool with_helper() const { return std::string_view(GetParam()) == "helper"; }
+};
+
 TEST_F(PluginExit, ExitZeroInInitIsAnError) {
     const fs::path lib = fake_plugin("exitinit", "libtessera-fakeexit");
     EXPECT_EXIT(
@@ -57,7 +74,7 @@ TEST_F(PluginExit, ExitZeroInInitIsAnError) {
 
 // While variants are scored by load_best: in the probe process, so the
 // variant is refused with the status named, and the program goes on.
-TEST_F(PluginExit, ExitInScoreRefusesTheVariant) {
+TEST_P(PluginProbe, ExitInScoreRefusesTheVariant) {
     const fs::path lib = fake_plugin("exitscore", "libtessera-fakeexitscore-v");
     registry reg;
     const load_report rep = reg.load_best("fakeexitscore", fake_dir("exitscore"));
@@ -71,7 +88,7 @@ TEST_F(PluginExit, ExitInScoreRefusesTheVariant) {
 
 // In a constructor that dlopen runs: also in the probe process, so load
 // throws instead.
-TEST_F(PluginExit, ExitInAConstructorRefusesTheLibrary) {
+TEST_P(PluginProbe, ExitInAConstructorRefusesTheLibrary) {
     const fs::path lib = fake_plugin("exitctor", "libtessera-fakeexitctor");
     registry reg;
     try {
@@ -90,7 +107,7 @@ TEST_F(PluginExit, ExitInAConstructorRefusesTheLibrary) {
 // build's machine code), never returns, or writes into the probe's pipe is
 // refused from the probe process, and load_best loads the good variant below them; the host never
 // ran their code. load on the crashing one throws.
-TEST_F(PluginExit, CrashingAndHangingVariantsAreRefused) {
+TEST_P(PluginProbe, CrashingAndHangingVariantsAreRefused) {
     const double saved = detail::probe_timeout_s();
     detail::set_probe_timeout_s(1.5);
     registry reg;
@@ -127,12 +144,29 @@ TEST_F(PluginExit, CrashingAndHangingVariantsAreRefused) {
     }
 }
 
-// With a second thread running, the probe does not fork (a child of a
-// multi-threaded process may block on a lock another thread held): the
-// variant is scored in this process as before, and its exit() ends the
-// program with status 70 and the message.
-TEST_F(PluginExit, WithAnotherThreadRunningVariantsAreScoredInProcess) {
+// With a second thread running and no helper, the probe does not fork (a
+// child of a multi-threaded process may block on a lock another thread
+// held): the variant is scored in this process as before, and its exit()
+// ends the program with status 70 and the message. The helper is a fresh
+// process: it probes whatever threads run, and the variant is refused.
+TEST_P(PluginProbe, WithAnotherThreadRunning) {
     const fs::path lib = fake_plugin("exitscore", "libtessera-fakeexitscore-v");
+    if (with_helper()) {
+        std::atomic<bool> stop{false};
+        std::thread other([&] {
+            while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+        registry reg;
+        const load_report rep = reg.load_best("fakeexitscore", fake_dir("exitscore"));
+        stop = true;
+        other.join();
+        EXPECT_FALSE(rep.loaded);
+        ASSERT_EQ(rep.candidates.size(), 1u);
+        EXPECT_EQ(rep.candidates[0].error,
+                  "called exit(3) during tessera_backend_score() (in a probe process); a backend must report a failure "
+                  "by returning, not end the program");
+        return;
+    }
     EXPECT_EXIT(
         {
             std::atomic<bool> stop{false};
@@ -179,7 +213,7 @@ size_t zero_text(const fs::path & path) {
 // A variant whose machine code is zeroes (a damaged build: every ELF check
 // passes, its first instruction faults) is refused from the probe process,
 // and the good variant is loaded. This crashed the host before.
-TEST_F(PluginExit, AVariantWithZeroedCodeIsRefused) {
+TEST_P(PluginProbe, AVariantWithZeroedCodeIsRefused) {
     temp_dir tmp;
     const fs::path good = fake_plugin("crashy", "libtessera-crashy-ok");
     const fs::path zeroed = tmp.path() / "libtessera-crashy-zeroed.so";
@@ -203,6 +237,55 @@ TEST_F(PluginExit, AVariantWithZeroedCodeIsRefused) {
         EXPECT_FALSE(is_loaded(zeroed));
     }
     EXPECT_TRUE(seen);
+}
+
+INSTANTIATE_TEST_SUITE_P(Child, PluginProbe, ::testing::Values("helper", "fork"),
+                         [](const ::testing::TestParamInfo<const char *> & info) { return std::string(info.param); });
+
+// A helper that is not one (another program, one that fails to start, one
+// that writes something else first): no library is blamed; the probe forks
+// instead (single-threaded) and the crashy family comes out as it does
+// with either child.
+TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
+    temp_dir tmp;
+    const fs::path chatty = tmp.path() / "chatty";
+    std::ofstream(chatty) << "#!/bin/sh\necho 'not a probe child' >&3\n"; // into the report pipe
+    fs::permissions(chatty, fs::perms::owner_all);
+    const fs::path plain = tmp.path() / "plain";
+    std::ofstream(plain) << "not a program\n";
+    const double saved = detail::probe_timeout_s();
+    detail::set_probe_timeout_s(1.5);
+    for (const std::string helper : {std::string("/bin/true"), chatty.string(), plain.string(), (tmp.path() / "none").string()}) {
+        SCOPED_TRACE(helper);
+        detail::set_probe_helper(helper);
+        registry reg;
+        const load_report rep = reg.load_best("crashy", fake_dir("crashy"));
+        ASSERT_TRUE(rep.loaded);
+        EXPECT_EQ(rep.loaded.path(), fake_plugin("crashy", "libtessera-crashy-ok").string());
+        ASSERT_EQ(rep.candidates.size(), 4u);
+        for (const load_candidate & c : rep.candidates) {
+            if (c.path == fake_plugin("crashy", "libtessera-crashy-trap").string()) {
+                EXPECT_EQ(c.error.rfind("crashed while being opened and scored (in a probe process: signal 4, ", 0), 0u)
+                    << c.error;
+            }
+        }
+    }
+    detail::set_probe_helper(std::nullopt);
+    detail::set_probe_timeout_s(saved);
+}
+
+// The helper run by hand (or with a descriptor that is not open) says what
+// it is and exits with 64, opening nothing.
+TEST_F(PluginExit, TheHelperRunByHandSaysWhatItIs) {
+    for (const std::vector<std::string> & args :
+         {std::vector<std::string>{}, {"3"}, {"x", "0", "/nonexistent.so"}, {"987", "0", "/nonexistent.so"},
+          {"2", "0"}, {"3", "5", "a.so"}}) {
+        const process_result r = run_process(helper_path(), args);
+        EXPECT_EQ(r.exit_code, 64) << r.err;
+        EXPECT_NE(r.err.find("tessera-probe: opens and scores tessera backend plugins for the program that starts it"),
+                  std::string::npos)
+            << r.err;
+    }
 }
 
 // An exit() outside a call into a plugin, after one was loaded, keeps its

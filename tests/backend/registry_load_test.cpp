@@ -19,6 +19,7 @@
 
 #include <fmt/core.h>
 
+#include "backend/score_probe.hpp"
 #include "backend/test_support.hpp"
 #include "tessera/core/error.hpp"
 
@@ -903,6 +904,7 @@ TEST_F(RegistryLoad, ExceptionsThrownAcrossTheCAbiRefuseTheLibrary) {
 // thread is running, so no probe process is forked): the score that threw
 // is named alike, and the loader goes on to the good variant.
 TEST_F(RegistryLoad, ExceptionsAreRefusedAlikeWhenScoredInProcess) {
+    detail::set_probe_helper(std::string()); // no helper program: with a second thread, no probe at all
     std::atomic<bool> stop{false};
     std::thread other([&] {
         while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -924,6 +926,7 @@ TEST_F(RegistryLoad, ExceptionsAreRefusedAlikeWhenScoredInProcess) {
     }
     EXPECT_TRUE(seen);
     EXPECT_NE(log.all().find("boom in tessera_backend_score"), std::string::npos) << log.all();
+    detail::set_probe_helper(std::nullopt);
 }
 
 // A device whose default buffer type is unusable (here NULL) is skipped at
