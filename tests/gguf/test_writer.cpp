@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include <fcntl.h>
@@ -215,6 +216,58 @@ TEST(GgufWriter, SetReplacesInPlaceAndRemoves) {
     // No tensors: the file ends right after the metadata (24 + 8 + 1 + 4 + 8 + 12 bytes), no padding.
     EXPECT_EQ(w.to_bytes().size(), 57u);
     EXPECT_EQ(r.data_offset(), 64u);
+}
+
+// Random sets (new keys and replacements), removes and finds against a
+// plain list of (key, value) kept in writing order: the writer's index
+// (writer.cpp) must give the same answers and write the same keys, in the
+// same order, with the same values. Removing a key with nested arrays gives
+// its share of max_nested_arrays back.
+TEST(GgufWriter, SetsRemovesAndFindsMatchAPlainList) {
+    gguf::writer w;
+    std::vector<std::pair<std::string, uint32_t>> want;
+    std::mt19937 rng(12345);
+    for (int step = 0; step < 3000; ++step) {
+        const std::string key = "k" + std::to_string(rng() % 40);
+        const auto at = std::find_if(want.begin(), want.end(), [&](const auto & kv) { return kv.first == key; });
+        switch (rng() % 3) {
+        case 0:
+        case 1: {
+            const auto v = static_cast<uint32_t>(rng());
+            w.set_u32(key, v);
+            if (at != want.end()) {
+                at->second = v;
+            } else {
+                want.emplace_back(key, v);
+            }
+            break;
+        }
+        default:
+            EXPECT_EQ(w.remove(key), at != want.end()) << key;
+            if (at != want.end()) want.erase(at);
+            break;
+        }
+        const std::string probe = "k" + std::to_string(rng() % 40);
+        const auto found = std::find_if(want.begin(), want.end(), [&](const auto & kv) { return kv.first == probe; });
+        const gguf::value * got = w.find(probe);
+        ASSERT_EQ(got != nullptr, found != want.end()) << probe << " at step " << step;
+        if (got != nullptr) EXPECT_EQ(got->as_u32(), found->second);
+    }
+    ASSERT_EQ(w.n_kv(), want.size());
+    auto r = gguf::reader::from_memory(w.to_bytes());
+    ASSERT_EQ(r.metadata().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(r.metadata()[i].key, want[i].first);
+        EXPECT_EQ(r.metadata()[i].val.as_u32(), want[i].second);
+    }
+    // The nested-array budget follows removals.
+    const auto empties = [](uint64_t n) { return gguf::value::array_array(std::vector<gguf::value>(n, gguf::value::array_u8({}))); };
+    w.set("all", empties(gguf::max_nested_arrays));
+    EXPECT_THROW(w.set("more", empties(1)), error);
+    EXPECT_TRUE(w.remove("all"));
+    w.set("more", empties(1));
+    w.set("rest", empties(gguf::max_nested_arrays - 1));
+    EXPECT_THROW(w.set("over", empties(1)), error);
 }
 
 TEST(GgufWriter, RejectsBadInput) {
