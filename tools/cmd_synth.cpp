@@ -75,7 +75,7 @@ int run_synth(const options & o) {
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
     // The tokenizer is copied whatever it is; say when `tessera run` cannot use it.
     try {
-        (void)llm::tokenizer::from_gguf(gguf::reader(o.out));
+        (void)llm::tokenizer::from_gguf(gguf::reader(written)); // (o.out as /dev/stdout names the replaced file)
     } catch (const error & e) {
         fmt::print(stderr,
                    "warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench cannot read it "
