@@ -133,22 +133,19 @@ std::string family_of(const std::string & fname) {
     return detail::valid_family_name(rest) ? rest : std::string();
 }
 
-// Names of the regular files directly inside `dir`, and of the symbolic
-// links there that lead nowhere (dangling, or a loop), sorted (errors:
-// none). A broken link named as a plugin is thus considered, and fails to
-// open with the loader's reason, instead of being passed over without a
-// word. (Names are sorted as strings: within one folder that is the order
-// of their paths, and much cheaper for thousands of files.)
+// Names of the entries directly inside `dir`, whatever they are, sorted
+// (errors: none). An entry named as a plugin that is no regular file (a
+// directory, a FIFO, a link to a device, a dangling link or a loop) is
+// thus considered, and refused with the loader's reason (check_elf_file:
+// "not a regular file"; a FIFO is opened without waiting for a writer),
+// instead of being passed over without a word. (Names are sorted as
+// strings: within one folder that is the order of their paths, and much
+// cheaper for thousands of files.)
 std::vector<std::string> list_files(const fs::path & dir) {
     std::vector<std::string> out;
     std::error_code ec;
     fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        std::error_code fec, lec, xec;
-        const bool regular = it->is_regular_file(fec);
-        const bool broken_link = !regular && it->is_symlink(lec) && !fs::exists(it->path(), xec);
-        if (regular || broken_link) out.push_back(it->path().filename().string());
-    }
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) out.push_back(it->path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
 }
@@ -404,6 +401,7 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
         c.error = refusal(r, what);
         switch (r.outcome) {
         case detail::probe_outcome::not_opened: // e.g. a truncated or foreign file (dynlib_open checks it first)
+        case detail::probe_outcome::no_score:   // e.g. another library given a plugin's name
         case detail::probe_outcome::died: log(fmt::format("{}: {}", what, c.error)); break;
         case detail::probe_outcome::threw: log(c.error); break;
         default: break;

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -275,7 +276,11 @@ TEST_F(RegistryLoad, LoadBestLoadsOnlyTheHighestScoringVariant) {
     EXPECT_FALSE(is_loaded(low));
     EXPECT_FALSE(is_loaded(zero));
     EXPECT_FALSE(is_loaded(noscore));
-    EXPECT_EQ(log.all(), "");
+    // An unsupported variant is passed over without a word; a library
+    // without a score symbol (e.g. another library given a plugin's name)
+    // is reported, as other broken ones are.
+    EXPECT_EQ(log.all(), "backend library '" + noscore.string() +
+                             "': has no 'tessera_backend_score' symbol (every variant library needs one)\n");
 
     // A second load_best finds the family registered and loads nothing.
     load_report again = reg.load_best("FAKEVAR", fake_dir("variants"));
@@ -615,6 +620,32 @@ TEST_F(RegistryLoad, ForeignFilesAreRefusedByTheirHeaders) {
     fs::create_directory(dir);
     expect_refused(dir, "not a regular file");
     EXPECT_EQ(log.all(), "");
+}
+
+// Entries named as variants that are no regular files (a directory, a
+// FIFO, a link to a device) are candidates like any other: refused with
+// the reason, each with a line on the log (they were passed over without a
+// word, absent from `tessera devices`), and the good variant is loaded.
+TEST_F(RegistryLoad, LoadBestListsAndRefusesVariantsThatAreNoFiles) {
+    temp_dir tmp;
+    fs::copy_file(fake_plugin("variants", "libtessera-fakevar-high"), tmp.path() / "libtessera-fakevar-high.so");
+    fs::create_directory(tmp.path() / "libtessera-fakevar-dir.so");
+    ASSERT_EQ(mkfifo((tmp.path() / "libtessera-fakevar-fifo.so").c_str(), 0600), 0);
+    fs::create_symlink("/dev/zero", tmp.path() / "libtessera-fakevar-zero.so");
+    const load_report rep = reg.load_best("fakevar", tmp.path());
+    ASSERT_TRUE(rep.loaded) << log.all();
+    EXPECT_EQ(rep.loaded.path(), (tmp.path() / "libtessera-fakevar-high.so").string());
+    ASSERT_EQ(rep.candidates.size(), 4u);
+    std::string want_log;
+    for (const char * name : {"libtessera-fakevar-dir.so", "libtessera-fakevar-fifo.so", "libtessera-fakevar-zero.so"}) {
+        const std::string path = (tmp.path() / name).string();
+        const auto c = std::find_if(rep.candidates.begin(), rep.candidates.end(),
+                                    [&](const load_candidate & x) { return x.path == path; });
+        ASSERT_NE(c, rep.candidates.end()) << name;
+        EXPECT_EQ(c->error, "cannot open: " + path + ": not a regular file");
+        want_log += "backend library '" + path + "': cannot open: " + path + ": not a regular file\n";
+    }
+    EXPECT_EQ(log.all(), want_log);
 }
 
 // A variant must say who it is: a reg name that is a name, the family its
