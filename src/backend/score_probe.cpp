@@ -62,7 +62,7 @@ enum record_kind : int32_t {
     k_done,       // every library probed (index: -1)
 };
 
-// The greeting's score: "tsrp" and the record layout's version.
+// The greeting's score: "tsr" and the record layout's version, 1.
 constexpr int32_t k_protocol = 0x74737201;
 
 struct record_header {
