@@ -499,7 +499,7 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
             if (!is_known) reports.push_back(load_best_in(fam, ep, scan));
         }
     } else {
-        log(fmt::format("{}='{}' is neither a file nor a directory; ignored", env_var, printable_utf8(env)));
+        log(fmt::format("{}='{}' is neither a regular file nor a directory; ignored", env_var, printable_utf8(env)));
     }
     return reports;
 }

@@ -36,7 +36,7 @@ uint32_t read_u32(const gguf::reader & r, const std::string & arch, const char *
         return static_cast<uint32_t>(fallback);
     }
     if (*v <= 0 || *v > (int64_t(1) << 30)) {
-        throw error(fmt::format("{}: metadata key '{}' has an out-of-range value {}", r.name(), key, *v));
+        throw error(fmt::format("{}: metadata key '{}' has an out-of-range value {} (allowed: 1..2^30)", r.name(), key, *v));
     }
     return static_cast<uint32_t>(*v);
 }

@@ -845,7 +845,7 @@ TEST_F(RegistryLoad, EachProblemIsLoggedOnce) {
         ASSERT_EQ(rep.candidates.size(), 1u);
         EXPECT_EQ(rep.candidates[0].error, msg);
     }
-    EXPECT_EQ(log.all(), fmt::format("TESSERA_BACKEND_PATH='{}' is neither a file nor a directory; ignored\n", missing) +
+    EXPECT_EQ(log.all(), fmt::format("TESSERA_BACKEND_PATH='{}' is neither a regular file nor a directory; ignored\n", missing) +
                              msg + "\n");
 }
 

@@ -350,7 +350,7 @@ TEST(model_errors, head_size_keys_are_checked) {
           head_case{8, 4, -1, "llama.attention.value_length 4 differs from the key head size 8"},
           head_case{7, 7, 7, "the head size 7 must be even"},
           head_case{16, 16, -1, "llama.rope.dimension_count 8 differs from the head size 16 (llama.attention.key_length)"},
-          head_case{0, -1, -1, "metadata key 'llama.attention.key_length' has an out-of-range value 0"}}) {
+          head_case{0, -1, -1, "metadata key 'llama.attention.key_length' has an out-of-range value 0 (allowed: 1..2^30)"}}) {
         SCOPED_TRACE(std::to_string(c.key_length) + " " + std::to_string(c.value_length));
         gguf::writer w;
         w.copy_all_kv(src);
