@@ -357,6 +357,8 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
 
 } // namespace
 
+bool probe_may_fork() { return single_threaded(); }
+
 double probe_timeout_s() { return timeout_setting.load(); }
 void set_probe_timeout_s(double seconds) { timeout_setting.store(seconds); }
 

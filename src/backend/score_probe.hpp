@@ -62,6 +62,9 @@ void set_probe_timeout_s(double seconds);
 std::string probe_helper();
 // Tests: a path ("" for none) instead of looking for one; nullopt: look again.
 void set_probe_helper(std::optional<std::string> path);
+// Whether a probe without the helper could fork now: this process has a
+// single thread (false under ThreadSanitizer, whose runtime starts one).
+bool probe_may_fork();
 
 // The probe child: greets, then probes paths[from..] as described above,
 // reporting on descriptor `fd`; never returns. tessera-probe's main() and
