@@ -73,6 +73,16 @@ void mapping::release(const uint8_t * p, size_t n) const {
     if (begin < end) (void)::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
 }
 
+void mapping::populate(const uint8_t * p, size_t n) const {
+    if (!mapped_ || p == nullptr || n == 0 || p < data_ || n > size_ || static_cast<size_t>(p - data_) > size_ - n) return;
+#ifdef MADV_POPULATE_READ
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page; // pages of the mapping: its start is page-aligned
+    const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+    (void)::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_POPULATE_READ);
+#endif
+}
+
 mapping::~mapping() {
     if (data_ == nullptr) return;
     if (mapped_) {

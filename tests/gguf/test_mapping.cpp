@@ -1,10 +1,11 @@
-// gguf::mapping::release: the pages wholly inside a range leave the
+// gguf::mapping::release and populate. release: the pages wholly inside a range leave the
 // process's resident set (read from /proc/self/smaps, the kernel's own
 // count for the mapping), the bytes stay what the file holds, and ranges
 // that are empty, outside the mapping or in the in-memory stand-in change
 // nothing.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +73,39 @@ TEST(GgufMapping, ReleaseDropsTheWholePagesOfARangeAndKeepsTheBytes) {
         EXPECT_EQ(resident_kb(m.data()), again);
     }
     fs::remove(path);
+}
+
+// populate maps the pages of a range in at once (the mapping's resident
+// set grows by them before any is read), the bytes stay the file's, and
+// ranges that are empty or not inside the mapping are ignored.
+TEST(GgufMapping, PopulateMapsTheRangesPagesInBeforeTheyAreRead) {
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t n = 256 * page;
+    const fs::path path = write_pattern("tessera-mapping-populate", n);
+    {
+        tessera::gguf::mapping m(path);
+        ASSERT_EQ(m.size(), n);
+        void * probe = const_cast<uint8_t *>(m.data());
+        if (::madvise(probe, page, MADV_POPULATE_READ) != 0) GTEST_SKIP() << "this kernel has no MADV_POPULATE_READ";
+        const long before = resident_kb(m.data());
+        m.populate(m.data() + 20 * page + 100, 100 * page); // pages 20 .. 120
+        m.populate(m.data(), 0);
+        m.populate(nullptr, page);
+        m.populate(m.data() + n - page, 2 * page); // runs past the end
+        m.populate(m.data() - page, 2 * page);     // starts before the mapping
+        const long after = resident_kb(m.data());
+        EXPECT_GE(after - before, static_cast<long>(101 * page / 1024)) << before << " -> " << after;
+        EXPECT_LE(after - before, static_cast<long>(200 * page / 1024)) << "only the range (and what fault-around adds)";
+        for (size_t i : {size_t{0}, 20 * page, 20 * page + 100, 120 * page + 99, n - 1}) {
+            EXPECT_EQ(m.data()[i], static_cast<uint8_t>((i * 131 + 7) % 251)) << "byte " << i;
+        }
+    }
+    fs::remove(path);
+    // The in-memory stand-in: nothing to do.
+    const std::vector<uint8_t> bytes(3 * page, 7);
+    tessera::gguf::mapping mem(bytes, "bytes");
+    mem.populate(mem.data(), bytes.size());
+    EXPECT_EQ(mem.data()[2 * page], 7);
 }
 
 // A FIFO (or a directory) is refused as "not a regular file" at once: the

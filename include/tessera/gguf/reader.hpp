@@ -69,6 +69,15 @@ public:
     // file). Nothing for the in-memory stand-in, an empty range or one not
     // inside the mapping. Never throws; madvise failing is ignored (advice).
     void release(const uint8_t * p, size_t n) const;
+    // Maps the pages that hold [p, p + n) (a range of data()) into the
+    // process now (madvise MADV_POPULATE_READ, Linux 5.14+), reading them
+    // from the file where the page cache lacks them, so that the first
+    // read of each does not fault later (bytes read at random while
+    // generating, e.g. the token embedding's rows). Nothing for the
+    // in-memory stand-in or a range not inside the mapping. Never throws;
+    // madvise failing (an older kernel) is ignored: the pages then fault
+    // in as they are read, as before.
+    void populate(const uint8_t * p, size_t n) const;
 
 private:
     const uint8_t * data_ = nullptr;
