@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "finite.hpp"
 #include "llama_graph.hpp"
 #include "weight_repack.hpp"
 #include "tessera/backend/graph_allocator.hpp"
@@ -44,14 +45,6 @@ device choose_device(registry & reg, const std::string & name) {
     std::string known;
     for (const device & d : reg.devices()) known += fmt::format("{}{}", known.empty() ? "" : ", ", d.name());
     throw error(fmt::format("unknown device '{}' (available: {})", name, known.empty() ? "none" : known));
-}
-
-// Index of the first NaN or infinite value of v, or v.size() when all are finite.
-size_t first_non_finite(std::span<const float> v) {
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (!std::isfinite(v[i])) return i;
-    }
-    return v.size();
 }
 
 // a * b, or UINT64_MAX when the product does not fit.
