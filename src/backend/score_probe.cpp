@@ -48,6 +48,16 @@ std::atomic<double> timeout_setting{30.0};
 // How long a probe child has to greet before it is given up on.
 constexpr std::chrono::seconds k_greeting_limit{5};
 
+// Signals that end a process by default without being a crash; a probe
+// child keeps them ignored where the host ignores them.
+constexpr int k_stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+
+// Most bytes of library paths one helper is given on its command line
+// (ARG_MAX, environment included, is 2 MiB on Linux; thousands of plugins
+// in a long folder name exceeded it and exec failed with E2BIG): the rest
+// go to the next helper.
+constexpr size_t k_helper_arg_bytes = size_t{128} << 10;
+
 // Longest message a record may carry (an exception's text, a loader error).
 constexpr uint32_t k_max_message = 64u << 10;
 
@@ -115,8 +125,13 @@ void quick_exit_fn() { report_exit("quick_exit()"); }
 // signals at their default action (not the host's crash handlers), none
 // blocked.
 void reset_signals() {
-    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE, SIGTERM, SIGINT}) {
-        ::signal(sig, SIG_DFL);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS}) ::signal(sig, SIG_DFL);
+    // Signals the host ignores stay ignored (a script's `trap '' INT`, a
+    // program started with `&`): a Ctrl-C the host ignores must not kill
+    // the probe and get a good library refused as crashed.
+    for (int sig : k_stop_signals) {
+        struct sigaction now {};
+        if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_IGN) ::signal(sig, SIG_DFL);
     }
     sigset_t none;
     sigemptyset(&none);
@@ -177,21 +192,25 @@ void reset_signals() {
 
 int probe_helper_main(int argc, char ** argv) {
     // tessera-probe REPORT_FD FIRST PATH...: as the probe starts it (below).
+    // FIRST: the index (in the host's list) of the first PATH given.
     const auto number = [](const char * text, long max) -> long {
+        if (text[0] < '0' || text[0] > '9') return -1; // digits only: no sign or spaces
         char * end = nullptr;
         errno = 0;
         const long v = std::strtol(text, &end, 10);
-        return errno == 0 && end != text && *end == '\0' && v >= 0 && v <= max ? v : -1;
+        return errno == 0 && *end == '\0' && v <= max ? v : -1;
     };
     const long fd = argc >= 3 ? number(argv[1], 1 << 20) : -1;
-    const long first = argc >= 3 ? number(argv[2], argc - 3) : -1;
-    if (fd < 3 || first < 0 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
+    const long first = argc >= 3 ? number(argv[2], 1 << 30) : -1;
+    // The report pipe is not passed on to programs a library runs.
+    if (fd < 3 || first < 0 || ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC) < 0) {
         std::fprintf(stderr,
                      "tessera-probe: opens and scores tessera backend plugins for the program that starts it; "
                      "not meant to be run by hand (usage: tessera-probe REPORT_FD FIRST PATH...)\n");
         return 64;
     }
-    std::vector<std::string> paths(argv + 3, argv + argc);
+    std::vector<std::string> paths(static_cast<size_t>(first)); // (the ones before FIRST: not probed here)
+    paths.insert(paths.end(), argv + 3, argv + argc);
     probe_child_main(static_cast<int>(fd), paths, static_cast<size_t>(first));
 }
 
@@ -296,13 +315,15 @@ bool single_threaded() {
 
 std::mutex helper_mutex;
 std::optional<std::string> helper_setting; // set_probe_helper's; nullopt: look for one
+std::string helper_failed;                  // a helper that failed once: not tried again by this process
 
 bool executable(const std::string & path) {
     return !path.empty() && ::access(path.c_str(), X_OK) == 0;
 }
 
-// The helper program (see probe_scores), or "" for none.
-std::string find_helper() {
+// The helper program (see probe_scores), or "" for none (or one that
+// failed before in this process: each failure can cost the greeting's 5 s).
+std::string find_helper_path() {
     {
         std::lock_guard<std::mutex> lk(helper_mutex);
         if (helper_setting) return *helper_setting;
@@ -321,15 +342,27 @@ std::string find_helper() {
     return {};
 }
 
+std::string find_helper() {
+    std::string h = find_helper_path();
+    std::lock_guard<std::mutex> lk(helper_mutex);
+    return !h.empty() && h == helper_failed ? std::string() : h;
+}
+
+void helper_did_not_work(const std::string & helper) {
+    std::lock_guard<std::mutex> lk(helper_mutex);
+    helper_failed = helper;
+}
+
 // Starts `helper` as a probe child reporting on write_fd (its descriptor
 // 3 there, or 4 when write_fd is 3: dup2 clears close-on-exec on the copy
 // only), with the fatal signals at their default actions and none
 // blocked; the pid, or -1 when it cannot be started (posix_spawn reports a
 // failed exec too).
-pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<std::string> & paths, size_t start) {
+pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<std::string> & paths, size_t start,
+                   size_t end) {
     const int target = write_fd == 3 ? 4 : 3;
     std::vector<std::string> args{helper, std::to_string(target), std::to_string(start)};
-    args.insert(args.end(), paths.begin(), paths.end());
+    args.insert(args.end(), paths.begin() + static_cast<std::ptrdiff_t>(start), paths.begin() + static_cast<std::ptrdiff_t>(end));
     std::vector<char *> argv;
     for (std::string & a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -343,9 +376,20 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
     sigset_t fatal, none;
     sigemptyset(&fatal);
     sigemptyset(&none);
-    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE, SIGTERM, SIGINT}) sigaddset(&fatal, sig);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS}) sigaddset(&fatal, sig);
+    for (int sig : k_stop_signals) { // those the host ignores stay ignored (reset_signals)
+        struct sigaction now {};
+        if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_IGN) sigaddset(&fatal, sig);
+    }
     pid_t pid = -1;
     int rc = ::posix_spawn_file_actions_adddup2(&actions, write_fd, target);
+    // Standard descriptors the helper would start without (closed here, or
+    // close-on-exec, as the CLI's stand-ins for closed ones are): /dev/null,
+    // so that a file a library opens does not become its stderr.
+    for (int fd = 0; fd <= 2 && rc == 0; ++fd) {
+        const int flags = ::fcntl(fd, F_GETFD);
+        if (flags < 0 || (flags & FD_CLOEXEC) != 0) rc = ::posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_RDWR, 0);
+    }
     if (rc == 0) rc = ::posix_spawnattr_setsigdefault(&attr, &fatal);
     if (rc == 0) rc = ::posix_spawnattr_setsigmask(&attr, &none);
     if (rc == 0) rc = ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
@@ -365,6 +409,7 @@ void set_probe_timeout_s(double seconds) { timeout_setting.store(seconds); }
 void set_probe_helper(std::optional<std::string> path) {
     std::lock_guard<std::mutex> lk(helper_mutex);
     helper_setting = std::move(path);
+    helper_failed.clear();
 }
 
 std::string probe_helper() { return find_helper(); }
@@ -380,6 +425,15 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
     while (next < paths.size()) {
         const size_t start = next;
         const bool with_helper = !helper.empty();
+        // The libraries this child probes: all the rest, or for a helper as
+        // many as its command line takes (at least one).
+        size_t end = paths.size();
+        if (with_helper) {
+            size_t bytes = 0;
+            for (end = start; end < paths.size() && (end == start || bytes + paths[end].size() + 1 <= k_helper_arg_bytes); ++end) {
+                bytes += paths[end].size() + 1;
+            }
+        }
         child_process child;
         // (Close-on-exec: a program another thread starts meanwhile does
         // not inherit the pipe.)
@@ -387,7 +441,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
         if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed, opened in-process
         pid_t pid = -1;
         if (with_helper) {
-            pid = spawn_helper(helper, fds[1], paths, start);
+            pid = spawn_helper(helper, fds[1], paths, start, end);
         } else {
             std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
             pid = ::fork();
@@ -399,9 +453,10 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
         ::close(fds[1]);
         if (pid < 0) {
             ::close(fds[0]);
-            if (with_helper && may_fork) { // a helper that cannot be started: fork instead
+            if (with_helper) { // a helper that cannot be started: fork instead, or score in-process
+                helper_did_not_work(helper);
                 helper.clear();
-                continue;
+                if (may_fork) continue;
             }
             return out;
         }
@@ -466,7 +521,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
                     pending = -1; // the one before is confirmed
                     current = h.index;
                     deadline = clock::now() + limit;
-                } else if (h.kind == k_done && current < 0 && h.index == -1 && expected == paths.size()) {
+                } else if (h.kind == k_done && current < 0 && h.index == -1 && expected == end) {
                     pending = -1;
                     done = true;
                 } else if (h.kind == k_exited && current < 0 && pending >= 0 && h.index == pending) {
@@ -512,10 +567,12 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
             if (!child.reaped && protocol_error.empty()) protocol_error = "it closed the pipe";
         }
         child.kill_and_reap(); // (done: it is ending by itself)
-        if (!greeted && with_helper) {
-            // Not a probe child (TESSERA_PROBE_HELPER names another
-            // program, or it failed to start): no library is blamed; fork
-            // instead, or open the rest in-process.
+        if (with_helper && !done && current < 0 && pending < 0 && next == start) {
+            // It never got to a library: not a probe child (TESSERA_PROBE_HELPER
+            // names another program), or it failed before starting one (no
+            // greeting; garbage, an exit or a hang after it). No library is
+            // blamed; fork instead, or open the rest in-process.
+            helper_did_not_work(helper);
             helper.clear();
             if (may_fork) continue;
             return out;

@@ -60,7 +60,12 @@ void set_probe_timeout_s(double seconds);
 // tessera-probe beside the running program or in the plugin install
 // directory, when executable.
 std::string probe_helper();
-// Tests: a path ("" for none) instead of looking for one; nullopt: look again.
+// A helper that failed once (could not start, or ended, hung or wrote
+// something else before starting on a library) is not used again by this
+// process. A helper is given at most 128 KiB of paths on its command line;
+// the rest go to the next one.
+// Tests: a path ("" for none) instead of looking for one; nullopt: look
+// again (either forgets a helper that failed).
 void set_probe_helper(std::optional<std::string> path);
 // Whether a probe without the helper could fork now: this process has a
 // single thread (false under ThreadSanitizer, whose runtime starts one).
@@ -72,7 +77,8 @@ bool probe_may_fork();
 [[noreturn]] void probe_child_main(int fd, const std::vector<std::string> & paths, size_t from);
 
 // tessera-probe's main(): `tessera-probe REPORT_FD FIRST PATH...` (as
-// probe_scores starts it); 64 with a usage line on anything else.
+// probe_scores starts it: FIRST is the index of the first PATH in its
+// list); 64 with a usage line on anything else.
 int probe_helper_main(int argc, char ** argv);
 
 } // namespace tessera::detail

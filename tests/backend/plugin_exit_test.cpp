@@ -259,9 +259,16 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
     fs::permissions(chatty, fs::perms::owner_all);
     const fs::path plain = tmp.path() / "plain";
     std::ofstream(plain) << "not a program\n";
+    // A greeting (index -1, kind 0, protocol 0x74737201, length 0), then
+    // bytes that are no record: it never starts on a library.
+    const fs::path greets = tmp.path() / "greets";
+    std::ofstream(greets) << "#!/bin/sh\nprintf '\\377\\377\\377\\377\\000\\000\\000\\000\\001\\162\\163\\164"
+                             "\\000\\000\\000\\000garbage garbage' >&3\nsleep 1\n";
+    fs::permissions(greets, fs::perms::owner_all);
     const double saved = detail::probe_timeout_s();
     detail::set_probe_timeout_s(1.5);
-    for (const std::string helper : {std::string("/bin/true"), chatty.string(), plain.string(), (tmp.path() / "none").string()}) {
+    for (const std::string helper :
+         {std::string("/bin/true"), chatty.string(), plain.string(), (tmp.path() / "none").string(), greets.string()}) {
         SCOPED_TRACE(helper);
         detail::set_probe_helper(helper);
         registry reg;
@@ -280,12 +287,31 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
     detail::set_probe_timeout_s(saved);
 }
 
+// Paths beyond what one command line takes (here 300 copies of a variant
+// in a folder with a 600-byte name: 190 KiB of paths) are probed by
+// successive helpers: every copy is scored.
+TEST_F(PluginExit, ManyLongPathsAreProbedByHelpersInTurn) {
+    temp_dir tmp;
+    fs::path dir = tmp.path();
+    for (int i = 0; i < 6; ++i) dir /= std::string(99, char('a' + i));
+    fs::create_directories(dir);
+    const fs::path ok = fake_plugin("variants", "libtessera-fakevar-high");
+    for (int i = 0; i < 300; ++i) fs::copy_file(ok, dir / ("libtessera-fakevar-v" + std::to_string(1000 + i) + ".so"));
+    detail::set_probe_helper(helper_path());
+    registry reg;
+    const load_report rep = reg.load_best("fakevar", dir);
+    detail::set_probe_helper(std::nullopt);
+    ASSERT_TRUE(rep.loaded);
+    ASSERT_EQ(rep.candidates.size(), 300u);
+    for (const load_candidate & c : rep.candidates) EXPECT_EQ(c.score, 7) << c.path << ": " << c.error;
+}
+
 // The helper run by hand (or with a descriptor that is not open) says what
 // it is and exits with 64, opening nothing.
 TEST_F(PluginExit, TheHelperRunByHandSaysWhatItIs) {
     for (const std::vector<std::string> & args :
          {std::vector<std::string>{}, {"3"}, {"x", "0", "/nonexistent.so"}, {"987", "0", "/nonexistent.so"},
-          {"2", "0"}, {"3", "5", "a.so"}}) {
+          {"2", "0"}, {" 3", "0", "a.so"}, {"+3", "0", "a.so"}, {"3", "-0", "a.so"}}) {
         const process_result r = run_process(helper_path(), args);
         EXPECT_EQ(r.exit_code, 64) << r.err;
         EXPECT_NE(r.err.find("tessera-probe: opens and scores tessera backend plugins for the program that starts it"),
