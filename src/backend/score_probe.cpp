@@ -121,17 +121,29 @@ void atexit_fn() { report_exit("exit(<unknown status>)"); }
 #endif
 void quick_exit_fn() { report_exit("quick_exit()"); }
 
-// The child as a freshly started process would be for the library: fatal
+// The signals a probe child sets to their default action: the crash
+// signals, and those of k_stop_signals this process does not ignore
+// (ignored ones stay ignored: a script's `trap '' INT`, a program started
+// with `&`; a Ctrl-C the host ignores must not kill the probe and get a
+// good library refused as crashed).
+sigset_t signals_to_default() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS}) sigaddset(&set, sig);
+    for (int sig : k_stop_signals) {
+        struct sigaction now {};
+        if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_IGN) sigaddset(&set, sig);
+    }
+    return set;
+}
+
+// The child as a freshly started process would be for the library: those
 // signals at their default action (not the host's crash handlers), none
 // blocked.
 void reset_signals() {
-    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS}) ::signal(sig, SIG_DFL);
-    // Signals the host ignores stay ignored (a script's `trap '' INT`, a
-    // program started with `&`): a Ctrl-C the host ignores must not kill
-    // the probe and get a good library refused as crashed.
-    for (int sig : k_stop_signals) {
-        struct sigaction now {};
-        if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_IGN) ::signal(sig, SIG_DFL);
+    const sigset_t to_default = signals_to_default();
+    for (int sig = 1; sig < NSIG; ++sig) {
+        if (sigismember(&to_default, sig) == 1) ::signal(sig, SIG_DFL);
     }
     sigset_t none;
     sigemptyset(&none);
@@ -373,14 +385,9 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
         ::posix_spawn_file_actions_destroy(&actions);
         return -1;
     }
-    sigset_t fatal, none;
-    sigemptyset(&fatal);
+    const sigset_t to_default = signals_to_default();
+    sigset_t none;
     sigemptyset(&none);
-    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS}) sigaddset(&fatal, sig);
-    for (int sig : k_stop_signals) { // those the host ignores stay ignored (reset_signals)
-        struct sigaction now {};
-        if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_IGN) sigaddset(&fatal, sig);
-    }
     pid_t pid = -1;
     int rc = ::posix_spawn_file_actions_adddup2(&actions, write_fd, target);
     // Standard descriptors the helper would start without (closed here, or
@@ -390,7 +397,7 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
         const int flags = ::fcntl(fd, F_GETFD);
         if (flags < 0 || (flags & FD_CLOEXEC) != 0) rc = ::posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_RDWR, 0);
     }
-    if (rc == 0) rc = ::posix_spawnattr_setsigdefault(&attr, &fatal);
+    if (rc == 0) rc = ::posix_spawnattr_setsigdefault(&attr, &to_default);
     if (rc == 0) rc = ::posix_spawnattr_setsigmask(&attr, &none);
     if (rc == 0) rc = ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     if (rc == 0) rc = ::posix_spawn(&pid, helper.c_str(), &actions, &attr, argv.data(), environ);
@@ -412,7 +419,6 @@ void set_probe_helper(std::optional<std::string> path) {
     helper_failed.clear();
 }
 
-std::string probe_helper() { return find_helper(); }
 
 std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s) {
     using clock = std::chrono::steady_clock;

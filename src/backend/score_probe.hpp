@@ -28,7 +28,7 @@ struct probe_result {
 // Opens each library of `paths` (dynlib_open: the ELF checks, then its
 // initializers), calls its tessera_backend_score() and closes it again, in
 // order, in a child process; the host calls nothing in them. The child is
-// the helper program tessera-probe (probe_helper()) started with
+// the helper program tessera-probe (found as below) started with
 // posix_spawn: a fresh process, safe whatever threads the host runs. Where
 // there is no helper, or it cannot be started, or it does not greet as a
 // probe child within 5 s, the child is a fork() of this process instead,
@@ -55,11 +55,10 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
 double probe_timeout_s();
 void set_probe_timeout_s(double seconds);
 
-// The helper program's path, "" for none: set_probe_helper's when set,
-// else $TESSERA_PROBE_HELPER when set ("" turns the helper off), else
-// tessera-probe beside the running program or in the plugin install
-// directory, when executable.
-std::string probe_helper();
+// The helper program probe_scores uses: set_probe_helper's path when set
+// ("" for none), else $TESSERA_PROBE_HELPER when set ("" turns the helper
+// off), else tessera-probe beside the running program or in the plugin
+// install directory, when executable.
 // A helper that failed once (could not start, or ended, hung or wrote
 // something else before starting on a library) is not used again by this
 // process. A helper is given at most 128 KiB of paths on its command line;
