@@ -14,6 +14,9 @@ endif()
 tessera_add_test_area(tools tessera_llm nlohmann_json::nlohmann_json)
 if(TARGET test_tools AND TARGET tessera)
   add_dependencies(test_tools tessera)
+  # test_install_cli: installs the build with cmake, compiles the installed headers
+  target_compile_definitions(test_tools PRIVATE TESSERA_CMAKE_COMMAND="${CMAKE_COMMAND}"
+                                                TESSERA_C_COMPILER="${CMAKE_C_COMPILER}")
 endif()
 
 # --- CPU kernels compiled per instruction-set variant (issue 6): the op

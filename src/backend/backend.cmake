@@ -1,8 +1,7 @@
 # Backend layer: the C ABI's C++ handles, the registry and plugin loader,
 # the graph allocator. Target tessera_backend.
-include(GNUInstallDirs)
-set(TESSERA_PLUGIN_INSTALL_DIR "${CMAKE_INSTALL_FULL_LIBDIR}/tessera" CACHE PATH
-    "Directory backend plugins are installed into (searched after the executable's directory)")
+# (TESSERA_PLUGIN_INSTALL_FULL_DIR and TESSERA_PLUGIN_DIR_FROM_BINDIR: the
+# top-level CMakeLists.txt.)
 
 file(GLOB TESSERA_BACKEND_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cpp)
 add_library(tessera_backend STATIC ${TESSERA_BACKEND_SRC})
@@ -10,7 +9,8 @@ target_include_directories(tessera_backend PUBLIC ${PROJECT_SOURCE_DIR}/include
                                            PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(tessera_backend PRIVATE ${TESSERA_WARNINGS})
 target_compile_definitions(tessera_backend PRIVATE
-                           TESSERA_PLUGIN_INSTALL_DIR="${TESSERA_PLUGIN_INSTALL_DIR}")
+                           TESSERA_PLUGIN_INSTALL_DIR="${TESSERA_PLUGIN_INSTALL_FULL_DIR}"
+                           TESSERA_PLUGIN_DIR_FROM_BINDIR="${TESSERA_PLUGIN_DIR_FROM_BINDIR}")
 target_link_libraries(tessera_backend PUBLIC tessera_core fmt::fmt Threads::Threads ${CMAKE_DL_LIBS})
 
 # With TESSERA_CPU_STATIC the CPU backend is compiled in (cpu.cmake) and
@@ -25,3 +25,7 @@ endif()
 if(TARGET tessera_cpu_plugins)
   add_dependencies(tessera_backend tessera_cpu_plugins)
 endif()
+
+# The C ABI a backend plugin is written against.
+install(FILES ${PROJECT_SOURCE_DIR}/include/tessera/backend.h ${PROJECT_SOURCE_DIR}/include/tessera/tensor.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera)

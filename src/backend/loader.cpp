@@ -28,6 +28,9 @@
 #ifndef TESSERA_PLUGIN_INSTALL_DIR
 #define TESSERA_PLUGIN_INSTALL_DIR ""
 #endif
+#ifndef TESSERA_PLUGIN_DIR_FROM_BINDIR
+#define TESSERA_PLUGIN_DIR_FROM_BINDIR ""
+#endif
 
 namespace fs = std::filesystem;
 
@@ -228,6 +231,24 @@ struct plugin_scan {
 
 } // namespace detail
 
+std::vector<fs::path> detail::plugin_install_dirs() {
+    std::vector<fs::path> out;
+    const auto add = [&](const fs::path & p) {
+        std::error_code ec;
+        if (p.empty() || !fs::is_directory(p, ec)) return;
+        for (const auto & q : out) {
+            if (same_file(p, q)) return;
+        }
+        out.push_back(p);
+    };
+    const fs::path exe = exe_dir();
+    if (!exe.empty() && std::string_view(TESSERA_PLUGIN_DIR_FROM_BINDIR).size() > 0) {
+        add((exe / TESSERA_PLUGIN_DIR_FROM_BINDIR).lexically_normal());
+    }
+    add(fs::path(TESSERA_PLUGIN_INSTALL_DIR));
+    return out;
+}
+
 const std::vector<std::string> & registry::known_names() {
     // cpu first: every run can fall back to it, and a plugin that names a
     // device like the CPU's ("CPU") must not take that name from it.
@@ -249,7 +270,7 @@ std::vector<fs::path> registry::search_paths(const fs::path & dir) const {
     add(dir);
     add(fs::path(env_path()));
     add(exe_dir());
-    add(fs::path(TESSERA_PLUGIN_INSTALL_DIR));
+    for (const auto & p : detail::plugin_install_dirs()) add(p);
     return out;
 }
 

@@ -34,6 +34,7 @@
 
 #include "backend/dynlib.hpp"
 #include "backend/plugin_call.hpp"
+#include "backend/registry_internal.hpp"
 #include "tessera/backend.h"
 #include "tessera/core/printable.hpp"
 
@@ -347,10 +348,10 @@ std::string find_helper_path() {
         const std::string beside = (exe.parent_path() / "tessera-probe").string();
         if (executable(beside)) return beside;
     }
-#ifdef TESSERA_PLUGIN_INSTALL_DIR
-    const std::string installed = (std::filesystem::path(TESSERA_PLUGIN_INSTALL_DIR) / "tessera-probe").string();
-    if (executable(installed)) return installed;
-#endif
+    for (const auto & dir : plugin_install_dirs()) {
+        const std::string installed = (dir / "tessera-probe").string();
+        if (executable(installed)) return installed;
+    }
     return {};
 }
 

@@ -123,7 +123,9 @@ public:
 
     // Directories load_best searches, in order: `dir` (when given), the
     // directory TESSERA_BACKEND_PATH names (one path, not a list), the directory of the running
-    // executable, then the install plugin directory. The current working
+    // executable, then the install plugin directory (as found from the
+    // executable's directory, e.g. ../lib/tessera, then the configured
+    // absolute one: CMake's TESSERA_PLUGIN_INSTALL_DIR). The current working
     // directory is not searched unless one of these names it.
     std::vector<std::filesystem::path> search_paths(const std::filesystem::path & dir = {}) const;
 
