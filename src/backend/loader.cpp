@@ -289,7 +289,9 @@ backend_reg registry::load_locked(const fs::path & path, bool probed) {
     const std::string what = library_what(p);
     const std::string open_path = p.find('/') == std::string::npos ? "./" + p : p;
     if (!probed) {
-        const detail::probe_result r = detail::probe_scores({open_path}, detail::probe_timeout_s()).at(0);
+        std::string note;
+        const detail::probe_result r = detail::probe_scores({open_path}, detail::probe_timeout_s(), &note).at(0);
+        if (!note.empty()) log(note);
         const std::string why = r.outcome == detail::probe_outcome::no_score ? std::string() : refusal(r, what);
         if (r.outcome == detail::probe_outcome::threw) throw error(why); // (it names the library)
         if (r.outcome == detail::probe_outcome::died) throw error(fmt::format("{}: {}; not loaded", what, why));
@@ -410,7 +412,9 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
     std::vector<std::string> paths;
     paths.reserve(variants.size());
     for (const auto & v : variants) paths.push_back(v.string());
-    const std::vector<detail::probe_result> probed = detail::probe_scores(paths, detail::probe_timeout_s());
+    std::string note;
+    const std::vector<detail::probe_result> probed = detail::probe_scores(paths, detail::probe_timeout_s(), &note);
+    if (!note.empty()) log(note);
     std::unordered_set<std::string> probe_passed;
     for (size_t i = 0; i < paths.size(); ++i) {
         load_candidate c;

@@ -370,9 +370,9 @@ void helper_did_not_work(const std::string & helper) {
 // 3 there, or 4 when write_fd is 3: dup2 clears close-on-exec on the copy
 // only), with the fatal signals at their default actions and none
 // blocked; the pid, or -1 when it cannot be started (posix_spawn reports a
-// failed exec too).
+// failed exec too), with the error number in `error`.
 pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<std::string> & paths, size_t start,
-                   size_t end) {
+                   size_t end, int & error) {
     const int target = write_fd == 3 ? 4 : 3;
     std::vector<std::string> args{helper, std::to_string(target), std::to_string(start)};
     args.insert(args.end(), paths.begin() + static_cast<std::ptrdiff_t>(start), paths.begin() + static_cast<std::ptrdiff_t>(end));
@@ -381,8 +381,8 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
-    if (::posix_spawn_file_actions_init(&actions) != 0) return -1;
-    if (::posix_spawnattr_init(&attr) != 0) {
+    if ((error = ::posix_spawn_file_actions_init(&actions)) != 0) return -1;
+    if ((error = ::posix_spawnattr_init(&attr)) != 0) {
         ::posix_spawn_file_actions_destroy(&actions);
         return -1;
     }
@@ -404,7 +404,16 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
     if (rc == 0) rc = ::posix_spawn(&pid, helper.c_str(), &actions, &attr, argv.data(), environ);
     ::posix_spawnattr_destroy(&attr);
     ::posix_spawn_file_actions_destroy(&actions);
+    error = rc;
     return rc == 0 ? pid : -1;
+}
+
+// The note probe_scores gives about a helper it passed over: which, why,
+// and what it does instead.
+std::string helper_note(const std::string & helper, const std::string & why, bool may_fork) {
+    return fmt::format("plugin probe helper '{}' {}; {}", as_printable(helper), why,
+                       may_fork ? "backend libraries are probed in a fork of this process instead"
+                                : "backend libraries are opened and scored in this process, without a probe");
 }
 
 } // namespace
@@ -421,7 +430,7 @@ void set_probe_helper(std::optional<std::string> path) {
 }
 
 
-std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s) {
+std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s, std::string * note) {
     using clock = std::chrono::steady_clock;
     std::vector<probe_result> out(paths.size());
     const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
@@ -447,8 +456,9 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed, opened in-process
         pid_t pid = -1;
+        int spawn_error = 0;
         if (with_helper) {
-            pid = spawn_helper(helper, fds[1], paths, start, end);
+            pid = spawn_helper(helper, fds[1], paths, start, end, spawn_error);
         } else {
             std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
             pid = ::fork();
@@ -462,6 +472,9 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
             ::close(fds[0]);
             if (with_helper) { // a helper that cannot be started: fork instead, or score in-process
                 helper_did_not_work(helper);
+                if (note != nullptr) {
+                    *note = helper_note(helper, fmt::format("could not be started ({})", std::strerror(spawn_error)), may_fork);
+                }
                 helper.clear();
                 if (may_fork) continue;
             }
@@ -580,6 +593,21 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
             // greeting; garbage, an exit or a hang after it). No library is
             // blamed; fork instead, or open the rest in-process.
             helper_did_not_work(helper);
+            if (note != nullptr) {
+                std::string why;
+                if (!greeted) {
+                    why = timed_out ? fmt::format("did not greet as a probe helper within {} s",
+                                                  std::min(timeout_s, double(k_greeting_limit.count())))
+                          : protocol_error.empty() ? "ended without greeting as a probe helper"
+                                                   : "is not a probe helper (it wrote something else)";
+                } else {
+                    why = timed_out                ? "stopped answering before probing a library"
+                          : protocol_error.empty() ? "ended before probing a library"
+                                                   : fmt::format("broke the probe protocol before probing a library ({})",
+                                                                 protocol_error);
+                }
+                *note = helper_note(helper, why, may_fork);
+            }
             helper.clear();
             if (may_fork) continue;
             return out;

@@ -46,9 +46,14 @@ struct probe_result {
 // more than one thread, or pipe2 or fork failing). Never throws for a
 // library's behaviour; std::bad_alloc when memory runs out (the child is
 // then killed and reaped).
+// When a helper was found but passed over (it could not be started, or
+// did not act as a probe child), *note (when given) says so in one line:
+// which helper, why, and how the libraries are probed instead; otherwise
+// *note is left as it was.
 // (A broken build's zeroed machine code crashed the host in the score call:
 // dlopen's checks pass, the first instruction faults.)
-std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s);
+std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s,
+                                       std::string * note = nullptr);
 
 // The time limit the loader gives one library's probe (30 s: dlopen of a
 // large GPU library can take seconds on a slow disk). Tests lower it.

@@ -263,16 +263,36 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
     // bytes that are no record: it never starts on a library.
     const fs::path greets = tmp.path() / "greets";
     std::ofstream(greets) << "#!/bin/sh\nprintf '\\377\\377\\377\\377\\000\\000\\000\\000\\001\\162\\163\\164"
-                             "\\000\\000\\000\\000garbage garbage' >&3\nsleep 1\n";
+                             "\\000\\000\\000\\000garbage garbage garbage ' >&3\nsleep 1\n";
     fs::permissions(greets, fs::perms::owner_all);
+    const fs::path mute = tmp.path() / "mute";
+    std::ofstream(mute) << "#!/bin/sh\nsleep 30\n";
+    fs::permissions(mute, fs::perms::owner_all);
     const double saved = detail::probe_timeout_s();
     detail::set_probe_timeout_s(1.5);
-    for (const std::string helper :
-         {std::string("/bin/true"), chatty.string(), plain.string(), (tmp.path() / "none").string(), greets.string()}) {
+    // Each helper, and the one line the registry logs about it.
+    const std::string instead = "; backend libraries are probed in a fork of this process instead";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"/bin/true", "ended without greeting as a probe helper"},
+        {chatty.string(), "is not a probe helper (it wrote something else)"},
+        {plain.string(), "could not be started (Permission denied)"},
+        {(tmp.path() / "none").string(), "could not be started (No such file or directory)"},
+        {greets.string(), "broke the probe protocol before probing a library (a record of "},
+        {mute.string(), "did not greet as a probe helper within 1.5 s"},
+    };
+    for (const auto & [helper, why] : cases) {
         SCOPED_TRACE(helper);
         detail::set_probe_helper(helper);
         registry reg;
+        std::vector<std::string> logged;
+        reg.set_log([&](std::string_view m) { logged.emplace_back(m); });
         const load_report rep = reg.load_best("crashy", fake_dir("crashy"));
+        const std::string head = "plugin probe helper '" + helper + "' " + why;
+        const auto note = std::find_if(logged.begin(), logged.end(), [&](const std::string & m) {
+            return m.rfind(head, 0) == 0 && m.size() > instead.size() && m.compare(m.size() - instead.size(), instead.size(), instead) == 0;
+        });
+        EXPECT_NE(note, logged.end()) << ::testing::PrintToString(logged);
+        EXPECT_EQ(std::count_if(logged.begin(), logged.end(), [](const std::string & m) { return m.rfind("plugin probe helper", 0) == 0; }), 1);
         ASSERT_TRUE(rep.loaded);
         EXPECT_EQ(rep.loaded.path(), fake_plugin("crashy", "libtessera-crashy-ok").string());
         ASSERT_EQ(rep.candidates.size(), 4u);
