@@ -239,6 +239,7 @@ struct child_process {
     bool reaped = false; // waitpid returned it (or cannot: ECHILD)
     bool status_known = false;
     int status = 0;
+    bool own_group = false; // leads a process group of its own (the helper): killed as a group
 
     // Waits for the child (blocking unless `nohang`); true once it ended.
     bool reap(bool nohang) {
@@ -257,8 +258,14 @@ struct child_process {
             return false; // still running (nohang)
         }
     }
+    // (The group only before the reap: until then its id cannot be reused.
+    // A program the library or a helper script started, such as a `sleep`
+    // a hanging script waits for, goes with it.)
     void kill_and_reap() {
-        if (!reaped) ::kill(pid, SIGKILL);
+        if (!reaped) {
+            if (own_group) ::kill(-pid, SIGKILL);
+            ::kill(pid, SIGKILL);
+        }
         reap(false);
     }
     ~child_process() {
@@ -336,7 +343,9 @@ bool executable(const std::string & path) {
 
 // The helper program (see probe_scores), or "" for none (or one that
 // failed before in this process: each failure can cost the greeting's 5 s).
-std::string find_helper_path() {
+// A tessera-probe found where one is looked for but not executable is
+// passed over, its path left in *skipped.
+std::string find_helper_path(std::string * skipped = nullptr) {
     {
         std::lock_guard<std::mutex> lk(helper_mutex);
         if (helper_setting) return *helper_setting;
@@ -347,16 +356,18 @@ std::string find_helper_path() {
     if (!ec) {
         const std::string beside = (exe.parent_path() / "tessera-probe").string();
         if (executable(beside)) return beside;
+        if (skipped != nullptr && skipped->empty() && ::access(beside.c_str(), F_OK) == 0) *skipped = beside;
     }
     for (const auto & dir : plugin_install_dirs()) {
         const std::string installed = (dir / "tessera-probe").string();
         if (executable(installed)) return installed;
+        if (skipped != nullptr && skipped->empty() && ::access(installed.c_str(), F_OK) == 0) *skipped = installed;
     }
     return {};
 }
 
-std::string find_helper() {
-    std::string h = find_helper_path();
+std::string find_helper(std::string * skipped = nullptr) {
+    std::string h = find_helper_path(skipped);
     std::lock_guard<std::mutex> lk(helper_mutex);
     return !h.empty() && h == helper_failed ? std::string() : h;
 }
@@ -391,16 +402,29 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
     sigemptyset(&none);
     pid_t pid = -1;
     int rc = ::posix_spawn_file_actions_adddup2(&actions, write_fd, target);
-    // Standard descriptors the helper would start without (closed here, or
-    // close-on-exec, as the CLI's stand-ins for closed ones are): /dev/null,
-    // so that a file a library opens does not become its stderr.
-    for (int fd = 0; fd <= 2 && rc == 0; ++fd) {
+    // Standard descriptors: stdin /dev/null (in its own process group a
+    // read from the terminal would stop it); stdout the host's stderr, so
+    // what a library prints while probed does not enter the program's
+    // output (`run`'s text); any the helper would start without (closed
+    // here, or close-on-exec, as the CLI's stand-ins for closed ones are):
+    // /dev/null, so that a file a library opens does not become its stderr.
+    const auto usable = [](int fd) {
         const int flags = ::fcntl(fd, F_GETFD);
-        if (flags < 0 || (flags & FD_CLOEXEC) != 0) rc = ::posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_RDWR, 0);
+        return flags >= 0 && (flags & FD_CLOEXEC) == 0;
+    };
+    if (rc == 0) rc = ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0) {
+        rc = usable(2) ? ::posix_spawn_file_actions_adddup2(&actions, 2, 1)
+                       : ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
     }
+    if (rc == 0 && !usable(2)) rc = ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
     if (rc == 0) rc = ::posix_spawnattr_setsigdefault(&attr, &to_default);
     if (rc == 0) rc = ::posix_spawnattr_setsigmask(&attr, &none);
-    if (rc == 0) rc = ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    // A process group of its own: killed with whatever it started, and
+    // outside the terminal's foreground group, so a Ctrl-C the host handles
+    // does not kill the probe and refuse the library it was on.
+    if (rc == 0) rc = ::posix_spawnattr_setpgroup(&attr, 0);
+    if (rc == 0) rc = ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
     if (rc == 0) rc = ::posix_spawn(&pid, helper.c_str(), &actions, &attr, argv.data(), environ);
     ::posix_spawnattr_destroy(&attr);
     ::posix_spawn_file_actions_destroy(&actions);
@@ -435,8 +459,12 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
     std::vector<probe_result> out(paths.size());
     const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
     size_t next = 0; // the first library not yet probed
-    std::string helper = find_helper();
+    std::string skipped; // a tessera-probe that is not executable
+    std::string helper = find_helper(&skipped);
     const bool may_fork = single_threaded();
+    if (helper.empty() && !skipped.empty() && note != nullptr) {
+        *note = helper_note(skipped, "is not executable", may_fork);
+    }
     if (helper.empty() && !may_fork) return out; // all not_probed: opened in-process, as before
     while (next < paths.size()) {
         const size_t start = next;
@@ -482,6 +510,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
         }
         child.pid = pid;
         child.fd = fds[0];
+        child.own_group = with_helper;
 
         int current = -1; // the library the child is on
         int pending = -1; // a library whose result came, before the child moved on

@@ -6,6 +6,8 @@
 // hangs there, and the program goes on.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -266,7 +268,8 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
                              "\\000\\000\\000\\000garbage garbage garbage ' >&3\nsleep 1\n";
     fs::permissions(greets, fs::perms::owner_all);
     const fs::path mute = tmp.path() / "mute";
-    std::ofstream(mute) << "#!/bin/sh\nsleep 30\n";
+    const fs::path mute_child = tmp.path() / "mute-child";
+    std::ofstream(mute) << "#!/bin/sh\nsleep 30 &\necho $! > '" << mute_child.string() << "'\nwait\n";
     fs::permissions(mute, fs::perms::owner_all);
     const double saved = detail::probe_timeout_s();
     detail::set_probe_timeout_s(1.5);
@@ -305,6 +308,48 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
     }
     detail::set_probe_helper(std::nullopt);
     detail::set_probe_timeout_s(saved);
+    // The mute helper's `sleep` was killed with it (its process group), not
+    // left running: gone, or a zombie where no init reaps it.
+    std::string sleep_pid;
+    std::getline(std::ifstream(mute_child), sleep_pid);
+    ASSERT_FALSE(sleep_pid.empty());
+    std::string stat;
+    std::getline(std::ifstream("/proc/" + sleep_pid + "/stat"), stat);
+    const size_t paren = stat.rfind(')');
+    EXPECT_TRUE(stat.empty() || (paren != std::string::npos && stat.compare(paren, 3, ") Z") == 0)) << stat;
+}
+
+// The helper starts in a process group of its own (killed as a group; a
+// Ctrl-C for the host's group does not reach it), with stdin on /dev/null
+// and stdout on the host's stderr (what a library prints while probed
+// stays out of the program's output).
+TEST_F(PluginExit, TheHelperHasItsOwnGroupAndStandardDescriptors) {
+    temp_dir tmp;
+    const fs::path info = tmp.path() / "info";
+    const fs::path wrap = tmp.path() / "wrap";
+    std::ofstream(wrap) << "#!/bin/sh\ng=$(cut -d' ' -f5 /proc/$$/stat); i=$(readlink /proc/$$/fd/0); o=$(readlink /proc/$$/fd/1)\n"
+                        << "printf '%s\\n%s\\n%s\\n%s\\n' $$ \"$g\" \"$i\" \"$o\" > '" << info.string() << "'\nexec '"
+                        << helper_path() << "' \"$@\"\n";
+    fs::permissions(wrap, fs::perms::owner_all);
+    detail::set_probe_helper(wrap.string());
+    registry reg;
+    const load_report rep = reg.load_best("fakevar", fake_dir("variants"));
+    detail::set_probe_helper(std::nullopt);
+    ASSERT_TRUE(rep.loaded);
+    std::ifstream in(info);
+    std::string pid, pgrp, fd0, fd1;
+    std::getline(in, pid);
+    std::getline(in, pgrp);
+    std::getline(in, fd0);
+    std::getline(in, fd1);
+    EXPECT_FALSE(pid.empty());
+    EXPECT_EQ(pgrp, pid);
+    EXPECT_NE(pgrp, std::to_string(::getpgrp()));
+    EXPECT_EQ(fd0, "/dev/null");
+    char target[4096];
+    const ssize_t n = ::readlink("/proc/self/fd/2", target, sizeof target);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(fd1, std::string(target, static_cast<size_t>(n)));
 }
 
 // Paths beyond what one command line takes (here 300 copies of a variant

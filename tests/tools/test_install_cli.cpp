@@ -4,7 +4,8 @@
 // on its own: installed with another prefix than the configured one and
 // then moved, with TESSERA_BACKEND_PATH and TESSERA_PROBE_HELPER unset,
 // tessera still finds its plugins and its helper relative to its own
-// folder, and generates the same text as the build tree's tessera.
+// folder (and says so when the helper is not executable), and generates
+// the same text as the build tree's tessera.
 // Skipped when the tessera program is not built.
 #include <gtest/gtest.h>
 
@@ -89,6 +90,17 @@ TEST_F(InstallCli, AnInstalledAndMovedTreeFindsItsPluginsAndHelper) {
     EXPECT_NE(first.find(plugins.string() + "/libtessera-cpu"), std::string::npos) << dev.out;
     EXPECT_TRUE(fs::exists(mark)) << "the installed tessera-probe was not used\n" << dev.err;
     EXPECT_EQ(dev.err, "");
+
+    // A helper that is not executable is named, and the probe still runs
+    // (in a fork of tessera).
+    ASSERT_EQ(::chmod(helper.c_str(), 0644), 0);
+    fs::remove(mark);
+    const auto noexec = run_clean(installed, {"devices"});
+    EXPECT_EQ(noexec.exit_code, 0) << noexec.err;
+    EXPECT_EQ(noexec.err, "tessera: plugin probe helper '" + helper.string() +
+                              "' is not executable; backend libraries are probed in a fork of this process instead\n");
+    EXPECT_FALSE(fs::exists(mark));
+    ASSERT_EQ(::chmod(helper.c_str(), 0755), 0);
 
     // The same greedy text as the build tree's program.
     const std::vector<std::string> gen = {"run", "-m", stories, "-p", "Once upon a time", "-n", "24", "--temp", "0", "-t", "1"};
