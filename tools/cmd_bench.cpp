@@ -259,7 +259,7 @@ std::vector<list_entry> split_list(const std::vector<std::string> & given, const
             const size_t b = entry.find_first_not_of(" \t");
             entry = b == std::string::npos ? "" : entry.substr(b, entry.find_last_not_of(" \t") - b + 1);
             if (entry.empty()) {
-                throw error(fmt::format("{} '{}': empty entry in the comma-separated list", flag, list));
+                throw option_error(fmt::format("{} '{}': empty entry in the comma-separated list", flag, list));
             }
             out.push_back({entry, list});
             if (comma == std::string::npos) break;
@@ -274,10 +274,10 @@ int whole_number(const std::string & text, const list_entry & e, const char * fl
     int v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec == std::errc::result_out_of_range) {
-        throw error(fmt::format("{} '{}': {} is out of range (0 to {})", flag, e.list, text, std::numeric_limits<int>::max()));
+        throw option_error(fmt::format("{} '{}': {} is out of range (0 to {})", flag, e.list, text, std::numeric_limits<int>::max()));
     }
     if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-        throw error(fmt::format("{} '{}': '{}' is not a whole number", flag, e.list, e.text));
+        throw option_error(fmt::format("{} '{}': '{}' is not a whole number", flag, e.list, e.text));
     }
     return v;
 }
@@ -308,12 +308,12 @@ std::vector<int> int_list(const std::vector<std::string> & given, const char * f
         const bool times = op != std::string::npos && e.text[op] == '*';
         const int step = op == std::string::npos ? 1 : whole_number(e.text.substr(op + 1), e, flag);
         const std::string range = fmt::format("{} '{}': range '{}'", flag, e.list, e.text);
-        if (first > last) throw error(fmt::format("{}: runs backwards ({} is above {})", range, first, last));
-        if (!times && step < 1) throw error(fmt::format("{}: the step must be at least 1", range));
-        if (times && (step < 2 || first < 1)) throw error(fmt::format("{}: needs a multiplier of 2 or more and a first value of 1 or more", range));
+        if (first > last) throw option_error(fmt::format("{}: runs backwards ({} is above {})", range, first, last));
+        if (!times && step < 1) throw option_error(fmt::format("{}: the step must be at least 1", range));
+        if (times && (step < 2 || first < 1)) throw option_error(fmt::format("{}: needs a multiplier of 2 or more and a first value of 1 or more", range));
         int64_t n = 0;
         for (int64_t v = first; v <= last; v = times ? v * step : v + step) {
-            if (++n > k_max_range_values) throw error(fmt::format("{}: more than {} values", range, k_max_range_values));
+            if (++n > k_max_range_values) throw option_error(fmt::format("{}: more than {} values", range, k_max_range_values));
             out.push_back(int(v));
         }
     }
@@ -328,7 +328,7 @@ std::vector<int> flash_attn_list(const std::vector<std::string> & given) {
         if (v == "0" || v == "off") out.push_back(0);
         else if (v == "1" || v == "on") out.push_back(1);
         else if (v == "auto") out.push_back(-1);
-        else throw error(fmt::format("-fa '{}': '{}' is not 0, 1, off, on or auto", e.list, e.text));
+        else throw option_error(fmt::format("-fa '{}': '{}' is not 0, 1, off, on or auto", e.list, e.text));
     }
     return out;
 }
@@ -341,7 +341,7 @@ std::vector<std::string> kv_type_list(const std::vector<std::string> & given, co
     for (const list_entry & e : split_list(given, flag)) {
         const std::string v = lower(e.text);
         if (v != "f16" && v != "f32") {
-            throw error(fmt::format("{} '{}': cache type '{}' is not one tessera has (f16 or f32)", flag, e.list, e.text));
+            throw option_error(fmt::format("{} '{}': cache type '{}' is not one tessera has (f16 or f32)", flag, e.list, e.text));
         }
         out.push_back(v == "f16" ? "F16" : "F32");
     }
@@ -351,14 +351,14 @@ std::vector<std::string> kv_type_list(const std::vector<std::string> & given, co
 // Every value of an on/off option (--rp) is 0 or 1.
 void need_on_off(const std::vector<int> & values, const char * flag) {
     for (int v : values) {
-        if (v != 0 && v != 1) throw error(fmt::format("{} {}: expected 0 (off) or 1 (on)", flag, v));
+        if (v != 0 && v != 1) throw option_error(fmt::format("{} {}: expected 0 (off) or 1 (on)", flag, v));
     }
 }
 
 // Every value of `values` (from option `flag`) is at least `least`.
 void need_at_least(const std::vector<int> & values, int least, const char * flag, const char * what) {
     for (int v : values) {
-        if (v < least) throw error(fmt::format("{} {}: {}", flag, v, what));
+        if (v < least) throw option_error(fmt::format("{} {}: {}", flag, v, what));
     }
 }
 
@@ -379,18 +379,18 @@ void check_options(options & o) {
     for (const std::string & text : o.lists.prompt_gen) {
         const std::vector<int> v = int_list({text}, "-pg");
         if (v.size() != 2) {
-            throw error(fmt::format("-pg '{}': expected two counts, prompt tokens and generated tokens (as in -pg 512,128)", text));
+            throw option_error(fmt::format("-pg '{}': expected two counts, prompt tokens and generated tokens (as in -pg 512,128)", text));
         }
         if (v[0] < 1 || v[1] < 1) {
-            throw error(fmt::format("-pg '{}': both counts must be at least 1 (-p and -n run one kind alone)", text));
+            throw option_error(fmt::format("-pg '{}': both counts must be at least 1 (-p and -n run one kind alone)", text));
         }
         o.pg.push_back({v[0], v[1]});
     }
     o.seed = parse_seed(o.seed_text);
     // Either case, as --kv-type and -fa.
-    if (!is_format(lower(o.output))) throw error(fmt::format("-o '{}': expected {}", o.output, k_formats));
+    if (!is_format(lower(o.output))) throw option_error(fmt::format("-o '{}': expected {}", o.output, k_formats));
     if (!o.output_err.empty() && !is_format(lower(o.output_err))) {
-        throw error(fmt::format("-oe '{}': expected {}", o.output_err, k_formats));
+        throw option_error(fmt::format("-oe '{}': expected {}", o.output_err, k_formats));
     }
     o.output = lower(o.output);
     o.output_err = lower(o.output_err);
@@ -401,18 +401,18 @@ void check_options(options & o) {
     need_at_least(o.n_gen, 0, "-n", "must not be negative");
     need_at_least(o.n_depth, 0, "-d", "must not be negative");
     for (int t : o.threads) {
-        if (t < 0 || t > k_max_threads) throw error(fmt::format("-t {}: expected 0 (all cores) to {}", t, k_max_threads));
+        if (t < 0 || t > k_max_threads) throw option_error(fmt::format("-t {}: expected 0 (all cores) to {}", t, k_max_threads));
     }
     need_on_off(o.repack, "-rp");
     const bool any = std::any_of(o.n_prompt.begin(), o.n_prompt.end(), [](int p) { return p > 0; }) ||
                      std::any_of(o.n_gen.begin(), o.n_gen.end(), [](int n) { return n > 0; }) || !o.pg.empty();
-    if (!any) throw error("nothing to run: every -p and -n value is 0 and there is no -pg");
+    if (!any) throw option_error("nothing to run: every -p and -n value is 0 and there is no -pg");
     // -ctk and -ctv default to --kv-type, or to each other when one is given;
     // tessera's cache has one type for K and V, so of their combinations
     // (the reference runs every -ctk with every -ctv) those of two types are
     // skipped with a note, and an error only when none is left.
     const std::vector<std::string> kv = kv_type_list({o.kv_type}, "--kv-type");
-    if (kv.size() != 1) throw error(fmt::format("--kv-type '{}': expected one type, F32 or F16", o.kv_type));
+    if (kv.size() != 1) throw option_error(fmt::format("--kv-type '{}': expected one type, F32 or F16", o.kv_type));
     const bool k_given = !o.lists.cache_k.empty(), v_given = !o.lists.cache_v.empty();
     const std::vector<std::string> ks = k_given ? kv_type_list(o.lists.cache_k, "-ctk") : v_given ? kv_type_list(o.lists.cache_v, "-ctv") : kv;
     const std::vector<std::string> vs = v_given ? kv_type_list(o.lists.cache_v, "-ctv") : ks;
@@ -427,7 +427,7 @@ void check_options(options & o) {
         }
     }
     if (o.kv_types.empty()) {
-        throw error(fmt::format("{}: tessera's KV cache holds K and V in one type; give both the same",
+        throw option_error(fmt::format("{}: tessera's KV cache holds K and V in one type; give both the same",
                                 fmt::join(skipped, ", ")));
     }
     if (!skipped.empty()) {
@@ -666,7 +666,7 @@ command register_bench(CLI::App & app) {
         ->type_name("P,N");
     sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")
         ->check(k_whole_number)
-        ->check(CLI::Range(1, 1000000))
+        ->check(in_range(1, 1000000))
         ->capture_default_str();
     CLI::Option * batch = sub->add_option("-b,--batch-size", o->lists.n_batch,
                                           "logical batch sizes (comma-separated); a graph holds min(-b, -ub) tokens")
@@ -682,7 +682,7 @@ command register_bench(CLI::App & app) {
         ->type_name("FORMAT");
     sub->add_option("--delay", o->delay, "seconds to wait before each test")
         ->check(k_whole_number)
-        ->check(CLI::Range(0, 86400))
+        ->check(in_range(0, 86400))
         ->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");
     sub->add_option("--kv-type", o->kv_type, "KV cache type of K and V: F32 or F16 (either case)")->capture_default_str();

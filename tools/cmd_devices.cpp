@@ -137,11 +137,11 @@ command register_devices(CLI::App & app) {
     sub->add_flag("--bench", bench, "Time load_all (median over --runs runs, in ms)");
     CLI::Option * runs_opt = sub->add_option("--runs", runs, "Runs for --bench")
                                    ->check(k_whole_number)
-                                   ->check(CLI::Range(1, 10000))
+                                   ->check(in_range(1, 10000))
                                    ->capture_default_str();
     return {sub, [runs_opt] {
                 if (bench) return bench_load_all(runs);
-                if (runs_opt->count() > 0) throw error(fmt::format("--runs needs --bench (got --runs {} without it)", runs));
+                if (runs_opt->count() > 0) throw option_error(fmt::format("--runs needs --bench (got --runs {} without it)", runs));
                 return print_devices(stdout) > 0 ? 0 : 1;
             }};
 }

@@ -40,7 +40,7 @@ int run_synth(const options & o) {
     try {
         t = llm::parse_file_type(o.type);
     } catch (const error &) {
-        throw error(fmt::format("--type '{}' is not supported ({})", o.type, llm::quantize_target_names()));
+        throw option_error(fmt::format("--type '{}' is not supported ({})", o.type, llm::quantize_target_names()));
     }
     llm::synth_params p;
     p.shape = llm::synth_preset(lower(o.preset)); // case-insensitive, as --type
@@ -108,7 +108,7 @@ command add_gguf_synth(CLI::App & gguf_sub) {
     sub->add_option("--head-dim", o->head_dim,
                     "head size (written as attention.key_length and value_length; default n_embd / n_head), e.g. "
                     "a head narrower than n_embd / n_head as in Mistral Nemo")
-        ->check(CLI::Range(2u, 4096u));
+        ->check(in_range(2u, 4096u));
     return command{sub, [o]() { return run_synth(*o); }};
 }
 

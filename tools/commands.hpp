@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -15,7 +16,9 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <sys/stat.h>
 
@@ -24,6 +27,14 @@
 #include "tessera/core/error.hpp"
 
 namespace tessera::tools {
+
+// An option value the command cannot take, found after parsing (a list
+// entry, a combination of options): main() reports it as it reports the
+// parser's own errors, "error: <command>: <what> (see <command> --help)",
+// exit code 1.
+struct option_error : error {
+    using error::error;
+};
 
 // A subcommand's registration: adds a CLI11 subcommand to `app` and returns
 // the function to run when it was chosen (its return value is the exit code).
@@ -74,7 +85,7 @@ inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed
     const char * end = text.data() + text.size();
     const auto [at, ec] = std::from_chars(text.data(), end, v);
     if (text.empty() || ec != std::errc() || at != end) {
-        throw error(fmt::format("{} '{}': expected a whole number from 0 to {}", flag, text,
+        throw option_error(fmt::format("{} '{}': expected a whole number from 0 to {}", flag, text,
                                 std::numeric_limits<uint64_t>::max()));
     }
     return v;
@@ -122,6 +133,58 @@ inline const CLI::Validator k_finite_number(
         return std::string();
     },
     "");
+
+// A CLI11 check that a number option's value lies in [lo, hi], after
+// k_whole_number or k_finite_number checked its form: "'-1' is outside
+// the range 0 to 100" (CLI::Range said "Value -1 not in range 0.000000 to
+// 100.000000"). Its description, shown by --help, is "in [lo - hi]".
+template <class T>
+CLI::Validator in_range(T lo, T hi) {
+    return CLI::Validator(
+        [lo, hi](std::string & text) -> std::string {
+            bool ok = false;
+            T v{};
+            if constexpr (std::is_integral_v<T>) {
+                const size_t skip = !text.empty() && text[0] == '+' ? 1 : 0; // from_chars takes '-' but not '+'
+                const char * end = text.data() + text.size();
+                const auto [at, ec] = std::from_chars(text.data() + skip, end, v);
+                ok = ec == std::errc() && at == end && skip < text.size();
+            } else {
+                char * end = nullptr;
+                v = static_cast<T>(std::strtod(text.c_str(), &end));
+                ok = !text.empty() && end == text.c_str() + text.size();
+            }
+            if (ok && v >= lo && v <= hi) return std::string();
+            return fmt::format("'{}' is outside the range {} to {}", text, lo, hi);
+        },
+        fmt::format("in [{} - {}]", lo, hi));
+}
+
+// A CLI11 transform that takes one of `names` in any case and gives the
+// name as written here ("on" for "ON"); anything else: "'maybe' is not
+// one of on, off". Its description, shown by --help, is "{on,off}".
+inline CLI::Validator one_of(std::vector<std::string> names) {
+    std::string list, braces;
+    for (const auto & n : names) {
+        list += (list.empty() ? "" : ", ") + n;
+        braces += (braces.empty() ? "" : ",") + n;
+    }
+    return CLI::Validator(
+        [names, list](std::string & text) -> std::string {
+            for (const auto & n : names) {
+                const bool same = n.size() == text.size() &&
+                                  std::equal(n.begin(), n.end(), text.begin(), [](char a, char b) {
+                                      return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+                                  });
+                if (same) {
+                    text = n;
+                    return std::string();
+                }
+            }
+            return fmt::format("'{}' is not one of {}", text, list);
+        },
+        "{" + braces + "}");
+}
 
 // True when the program started with its standard input closed (`<&-`);
 // main() then gave descriptor 0 a stand-in, which reads as empty.
@@ -189,7 +252,7 @@ inline std::string lower(std::string s) {
 // device"). Throws tessera::error naming --device.
 inline void check_device_option(bool given, const std::string & name) {
     if (given && name.empty()) {
-        throw error("--device '': expected a device name (see `tessera devices`); leave --device out for the best device");
+        throw option_error("--device '': expected a device name (see `tessera devices`); leave --device out for the best device");
     }
 }
 

@@ -283,6 +283,10 @@ int main(int argc, char ** argv) {
         for (auto & c : commands) {
             if (c.sub->parsed()) return finish(c.run());
         }
+    } catch (const option_error & e) { // worded as the parser's own errors above
+        const std::string where = parsed_command(app);
+        eprint("error: {}: {} (see {} --help)\n", where, e.what(), where);
+        return 1;
     } catch (const tessera::error & e) {
         eprint("error: {}\n", e.what());
         return 1;

@@ -27,21 +27,21 @@ struct session_options {
     void add_to(CLI::App * sub) {
         sub->add_option("-t,--threads", n_threads, "CPU threads (0 = all)")
             ->check(k_whole_number)
-            ->check(CLI::Range(0, k_max_threads))
+            ->check(in_range(0, k_max_threads))
             ->capture_default_str();
         sub->add_option("-b,--batch-size", n_batch, "most tokens evaluated in one graph (at most the context size)")
             ->check(k_whole_number)
-            ->check(CLI::Range(1, 1 << 16))
+            ->check(in_range(1, 1 << 16))
             ->capture_default_str();
         device_opt = sub->add_option("--device", device, "device name (see `tessera devices`)");
         sub->add_option("--kv-type", kv_type, "KV cache type: F32 or F16")
-            ->transform(CLI::IsMember({"F32", "F16"}, CLI::ignore_case))
+            ->transform(one_of({"F32", "F16"}))
             ->capture_default_str();
         sub->add_option("--repack", repack, "repacked weight layout where the device has one (CPU_REPACK)")
-            ->transform(CLI::IsMember({"on", "off"}, CLI::ignore_case))
+            ->transform(one_of({"on", "off"}))
             ->capture_default_str();
         sub->add_option("--flash-attn", flash_attn, "fused attention: on, off or auto (on where the device supports it)")
-            ->transform(CLI::IsMember({"on", "off", "auto"}, CLI::ignore_case))
+            ->transform(one_of({"on", "off", "auto"}))
             ->capture_default_str();
     }
 

@@ -343,9 +343,9 @@ TEST(PerplexityCli, BadInputExitsOneNamingIt) {
     // Numbers: whole, and in range (a chunk of at least 4 tokens; no
     // negative count of chunks read as "all").
     const std::vector<std::pair<std::vector<std::string>, std::string>> numbers = {
-        {{"-c", "3"}, "--ctx-size: Value 3 not in range 4 to 1048576"},
+        {{"-c", "3"}, "--ctx-size: '3' is outside the range 4 to 1048576"},
         {{"-c", "1e3"}, "--ctx-size: '1e3' is not a whole number"},
-        {{"--chunks", "-1"}, "--chunks: Value -1 not in range 0 to"},
+        {{"--chunks", "-1"}, "--chunks: '-1' is outside the range 0 to"},
         {{"--chunks", "2x"}, "--chunks: '2x' is not a whole number"},
         // Past 64 bits: CLI11 made it the largest int64 and scored all chunks.
         {{"--chunks", "9223372036854775808"}, "--chunks: '9223372036854775808' is out of range"},

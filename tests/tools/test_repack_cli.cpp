@@ -117,7 +117,7 @@ TEST_F(RepackCli, BadRepackValuesExitOneNamingTheFlag) {
     EXPECT_NE((r.out + r.err).find("--repack"), std::string::npos) << r.out << r.err;
     const auto b = run("bench -m " + model + " -p 8 -n 0 -r 1 --rp 0,2");
     EXPECT_EQ(b.exit_code, 1);
-    EXPECT_NE(b.err.find("error: -rp 2: expected 0 (off) or 1 (on)"), std::string::npos) << b.err;
+    EXPECT_NE(b.err.find("error: tessera bench: -rp 2: expected 0 (off) or 1 (on) (see tessera bench --help)"), std::string::npos) << b.err;
 }
 
 TEST_F(RepackCli, BenchRunsBothLayoutsAndReportsWhich) {

@@ -685,15 +685,15 @@ TEST(BenchCli, BadInputExitsOne) {
     EXPECT_TRUE(contains(r.err, "-o 'xml': expected md, json, jsonl, csv or sql")) << r.err;
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 0");
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "--repetitions: Value 0 not in range 1 to 1000000")) << r.err;
+    EXPECT_TRUE(contains(r.err, "--repetitions: '0' is outside the range 1 to 1000000")) << r.err;
     // Past int: CLI11 said 'Could not convert: --repetitions = 99999999999'.
     r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 -r 99999999999");
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "--repetitions: Value 99999999999 not in range 1 to 1000000")) << r.err;
+    EXPECT_TRUE(contains(r.err, "--repetitions: '99999999999' is outside the range 1 to 1000000")) << r.err;
     // --delay as -r (CLI11 said 'Could not convert: --delay = 1.5').
     for (const auto & [v, said] : std::vector<std::pair<std::string, std::string>>{
              {"1.5", "--delay: '1.5' is not a whole number"},
-             {"99999999999", "--delay: Value 99999999999 not in range 0 to 86400"}}) {
+             {"99999999999", "--delay: '99999999999' is outside the range 0 to 86400"}}) {
         r = run_tessera("bench -m " + (d / "a.gguf") + " -p 4 -n 2 --delay " + v);
         EXPECT_EQ(r.exit_code, 1) << v;
         EXPECT_TRUE(contains(r.err, said)) << r.err;
@@ -772,24 +772,24 @@ TEST(BenchCli, BadListSeedAndDeviceNameTheOption) {
     ASSERT_EQ(run_tessera("gguf synth -q --preset tiny --type Q8_0 --vocab " + vocab + " -o " + (d / "a.gguf")).exit_code, 0);
     const std::string seed_range = "expected a whole number from 0 to 18446744073709551615";
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-        {{"-p", "8,,8"}, "error: -p '8,,8': empty entry in the comma-separated list"},
-        {{"-p", "8,"}, "error: -p '8,': empty entry in the comma-separated list"},
-        {{"-p", ""}, "error: -p '': empty entry in the comma-separated list"},
-        {{"-p", "4", "-p", ",4"}, "error: -p ',4': empty entry in the comma-separated list"},
-        {{"-n", "2,,3"}, "error: -n '2,,3': empty entry in the comma-separated list"},
-        {{"-t", "1, ,2"}, "error: -t '1, ,2': empty entry in the comma-separated list"},
-        {{"-fa", "0,,1"}, "error: -fa '0,,1': empty entry in the comma-separated list"},
-        {{"--flash-attn", ",1"}, "error: -fa ',1': empty entry in the comma-separated list"},
-        {{"-rp", "1,"}, "error: -rp '1,': empty entry in the comma-separated list"},
-        {{"-p", "8,x"}, "error: -p '8,x': 'x' is not a whole number"},
-        {{"-n", "0x10"}, "error: -n '0x10': '0x10' is not a whole number"},
-        {{"-p", "99999999999"}, "error: -p '99999999999': 99999999999 is out of range (0 to 2147483647)"},
-        {{"-d", "-99999999999"}, "error: -d '-99999999999': -99999999999 is out of range (0 to 2147483647)"},
-        {{"--seed", "-1"}, "error: --seed '-1': " + seed_range},
-        {{"--seed", "18446744073709551616"}, "error: --seed '18446744073709551616': " + seed_range},
-        {{"--seed", "abc"}, "error: --seed 'abc': " + seed_range},
+        {{"-p", "8,,8"}, "error: tessera bench: -p '8,,8': empty entry in the comma-separated list"},
+        {{"-p", "8,"}, "error: tessera bench: -p '8,': empty entry in the comma-separated list"},
+        {{"-p", ""}, "error: tessera bench: -p '': empty entry in the comma-separated list"},
+        {{"-p", "4", "-p", ",4"}, "error: tessera bench: -p ',4': empty entry in the comma-separated list"},
+        {{"-n", "2,,3"}, "error: tessera bench: -n '2,,3': empty entry in the comma-separated list"},
+        {{"-t", "1, ,2"}, "error: tessera bench: -t '1, ,2': empty entry in the comma-separated list"},
+        {{"-fa", "0,,1"}, "error: tessera bench: -fa '0,,1': empty entry in the comma-separated list"},
+        {{"--flash-attn", ",1"}, "error: tessera bench: -fa ',1': empty entry in the comma-separated list"},
+        {{"-rp", "1,"}, "error: tessera bench: -rp '1,': empty entry in the comma-separated list"},
+        {{"-p", "8,x"}, "error: tessera bench: -p '8,x': 'x' is not a whole number"},
+        {{"-n", "0x10"}, "error: tessera bench: -n '0x10': '0x10' is not a whole number"},
+        {{"-p", "99999999999"}, "error: tessera bench: -p '99999999999': 99999999999 is out of range (0 to 2147483647)"},
+        {{"-d", "-99999999999"}, "error: tessera bench: -d '-99999999999': -99999999999 is out of range (0 to 2147483647)"},
+        {{"--seed", "-1"}, "error: tessera bench: --seed '-1': " + seed_range},
+        {{"--seed", "18446744073709551616"}, "error: tessera bench: --seed '18446744073709551616': " + seed_range},
+        {{"--seed", "abc"}, "error: tessera bench: --seed 'abc': " + seed_range},
         {{"--device", ""},
-         "error: --device '': expected a device name (see `tessera devices`); leave --device out for the best device"},
+         "error: tessera bench: --device '': expected a device name (see `tessera devices`); leave --device out for the best device"},
     };
     for (const auto & [extra, want] : cases) {
         std::vector<std::string> args{"bench", "-m", d / "a.gguf", "-n", "0", "-r", "1", "-t", "1"};
@@ -873,9 +873,9 @@ TEST(BenchCli, DepthFillsTheCacheFirst) {
     EXPECT_TRUE(contains(r.err, ": -d 2040 with -n 9: 2049 tokens, more than the model's context length of 2048")) << r.err;
     EXPECT_EQ(r.out, "") << "no table for a model refused before any test";
     for (const auto & [arg, msg] : std::vector<std::pair<std::string, std::string>>{
-             {"-d -1", "error: -d -1: must not be negative"},
-             {"-d 8,,8", "error: -d '8,,8': empty entry in the comma-separated list"},
-             {"-d x", "error: -d 'x': 'x' is not a whole number"}}) {
+             {"-d -1", "error: tessera bench: -d -1: must not be negative"},
+             {"-d 8,,8", "error: tessera bench: -d '8,,8': empty entry in the comma-separated list"},
+             {"-d x", "error: tessera bench: -d 'x': 'x' is not a whole number"}}) {
         r = run_tessera(base + "-p 4 -n 0 " + arg);
         EXPECT_EQ(r.exit_code, 1) << arg;
         EXPECT_TRUE(contains(r.err, msg)) << arg << ": " << r.err;
@@ -984,12 +984,12 @@ TEST(BenchCli, CombinedTestsAndOutputFormats) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_TRUE(contains(r.err, "none.gguf: no such file")) << r.err;
     for (const auto & [arg, msg] : std::vector<std::pair<std::string, std::string>>{
-             {"16", "error: -pg '16': expected two counts, prompt tokens and generated tokens (as in -pg 512,128)"},
-             {"16,4,2", "error: -pg '16,4,2': expected two counts"},
-             {"0,4", "error: -pg '0,4': both counts must be at least 1 (-p and -n run one kind alone)"},
-             {"4,0", "error: -pg '4,0': both counts must be at least 1"},
-             {"a,2", "error: -pg 'a,2': 'a' is not a whole number"},
-             {"4,", "error: -pg '4,': empty entry in the comma-separated list"}}) {
+             {"16", "error: tessera bench: -pg '16': expected two counts, prompt tokens and generated tokens (as in -pg 512,128)"},
+             {"16,4,2", "error: tessera bench: -pg '16,4,2': expected two counts"},
+             {"0,4", "error: tessera bench: -pg '0,4': both counts must be at least 1 (-p and -n run one kind alone)"},
+             {"4,0", "error: tessera bench: -pg '4,0': both counts must be at least 1"},
+             {"a,2", "error: tessera bench: -pg 'a,2': 'a' is not a whole number"},
+             {"4,", "error: tessera bench: -pg '4,': empty entry in the comma-separated list"}}) {
         r = run_tessera(std::vector<std::string>{"bench", "-m", model, "-pg", arg, "-t", "1", "-r", "1"});
         EXPECT_EQ(r.exit_code, 1) << arg;
         EXPECT_TRUE(contains(r.err, msg)) << arg << ": " << r.err;
@@ -1126,20 +1126,20 @@ TEST(BenchCli, ReferenceOptionsRangesAndSql) {
 
     // Bad values name the option, the list and what is wrong; nothing runs.
     const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
-        {{"-p", "8-4"}, "error: -p '8-4': range '8-4': runs backwards (8 is above 4)"},
-        {{"-p", "1-8+0"}, "error: -p '1-8+0': range '1-8+0': the step must be at least 1"},
-        {{"-p", "0-8*2"}, "error: -p '0-8*2': range '0-8*2': needs a multiplier of 2 or more and a first value of 1 or more"},
-        {{"-p", "1-9*1"}, "error: -p '1-9*1': range '1-9*1': needs a multiplier of 2 or more and a first value of 1 or more"},
-        {{"-n", "1-5000"}, "error: -n '1-5000': range '1-5000': more than 1024 values"},
-        {{"-t", "1-x"}, "error: -t '1-x': '1-x' is not a whole number"},
-        {{"-fa", "maybe"}, "error: -fa 'maybe': 'maybe' is not 0, 1, off, on or auto"},
-        {{"-ctk", "q8_0"}, "error: -ctk 'q8_0': cache type 'q8_0' is not one tessera has (f16 or f32)"},
-        {{"-ctk", "f16", "-ctv", "f32"}, "error: -ctk f16 with -ctv f32: tessera's KV cache holds K and V in one type"},
-        {{"-ub", "0"}, "error: -ub 0: micro-batch size must be at least 1"},
-        {{"-b", "1,0"}, "error: -b 0: batch size must be at least 1"},
-        {{"-ngl", "-2"}, "error: -ngl -2: expected -1 or more"},
-        {{"-oe", "xml"}, "error: -oe 'xml': expected md, json, jsonl, csv or sql"},
-        {{"--delay", "-1"}, "--delay: Value -1 not in range 0 to 86400"},
+        {{"-p", "8-4"}, "error: tessera bench: -p '8-4': range '8-4': runs backwards (8 is above 4)"},
+        {{"-p", "1-8+0"}, "error: tessera bench: -p '1-8+0': range '1-8+0': the step must be at least 1"},
+        {{"-p", "0-8*2"}, "error: tessera bench: -p '0-8*2': range '0-8*2': needs a multiplier of 2 or more and a first value of 1 or more"},
+        {{"-p", "1-9*1"}, "error: tessera bench: -p '1-9*1': range '1-9*1': needs a multiplier of 2 or more and a first value of 1 or more"},
+        {{"-n", "1-5000"}, "error: tessera bench: -n '1-5000': range '1-5000': more than 1024 values"},
+        {{"-t", "1-x"}, "error: tessera bench: -t '1-x': '1-x' is not a whole number"},
+        {{"-fa", "maybe"}, "error: tessera bench: -fa 'maybe': 'maybe' is not 0, 1, off, on or auto"},
+        {{"-ctk", "q8_0"}, "error: tessera bench: -ctk 'q8_0': cache type 'q8_0' is not one tessera has (f16 or f32)"},
+        {{"-ctk", "f16", "-ctv", "f32"}, "error: tessera bench: -ctk f16 with -ctv f32: tessera's KV cache holds K and V in one type"},
+        {{"-ub", "0"}, "error: tessera bench: -ub 0: micro-batch size must be at least 1"},
+        {{"-b", "1,0"}, "error: tessera bench: -b 0: batch size must be at least 1"},
+        {{"-ngl", "-2"}, "error: tessera bench: -ngl -2: expected -1 or more"},
+        {{"-oe", "xml"}, "error: tessera bench: -oe 'xml': expected md, json, jsonl, csv or sql"},
+        {{"--delay", "-1"}, "--delay: '-1' is outside the range 0 to 86400"},
         {{"--numa", "distribute"}, "error: tessera bench: unknown option '--numa' (see tessera bench --help)"},
         {{"-sm", "none"}, "error: tessera bench: unknown option '-sm' (see tessera bench --help)"},
     };
@@ -1286,8 +1286,8 @@ TEST(SynthCli, HeadDimIsChecked) {
     struct bad_case {
         std::string args, message;
     };
-    for (const bad_case & c : {bad_case{"--head-dim 0", "--head-dim: Value 0 not in range 2 to 4096"},
-                               bad_case{"--head-dim 5000", "--head-dim: Value 5000 not in range 2 to 4096"},
+    for (const bad_case & c : {bad_case{"--head-dim 0", "--head-dim: '0' is outside the range 2 to 4096"},
+                               bad_case{"--head-dim 5000", "--head-dim: '5000' is outside the range 2 to 4096"},
                                bad_case{"--head-dim 9", "synth: head size 9 must be even"},
                                bad_case{"--head-dim 20 --type Q8_0", "block size 32 (blk.0.attn_output.weight)"}}) {
         const auto r = run_tessera(base + c.args);
@@ -1311,7 +1311,7 @@ TEST(SynthCli, SeedRange) {
     for (const std::string bad : {"-1", "18446744073709551616", "1e3", "seven"}) {
         r = run_tessera(base + bad);
         EXPECT_EQ(r.exit_code, 1) << bad;
-        EXPECT_TRUE(contains(r.err, "error: --seed '" + bad + "': expected a whole number from 0 to 18446744073709551615"))
+        EXPECT_TRUE(contains(r.err, "error: tessera gguf synth: --seed '" + bad + "': expected a whole number from 0 to 18446744073709551615"))
             << r.err;
         EXPECT_FALSE(fs::exists(d / "m.gguf")) << bad;
     }
