@@ -78,7 +78,7 @@ TEST(DevicesCli, BadFlagExitsOne) {
 TEST(DevicesCli, RunsNeedsBench) {
     process_result r = run("devices --runs 5");
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("error: --runs needs --bench (got --runs 5 without it)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("error: tessera devices: --runs needs --bench (got --runs 5 without it) (see tessera devices --help)"), std::string::npos) << r.out;
     r = run("devices --bench --runs 3");
     EXPECT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("over 3 runs"), std::string::npos) << r.out;
