@@ -15,8 +15,21 @@ tessera_add_test_area(tools tessera_llm nlohmann_json::nlohmann_json)
 if(TARGET test_tools AND TARGET tessera)
   add_dependencies(test_tools tessera)
   # test_install_cli: installs the build with cmake, compiles the installed headers
+  # and builds a program against the installed package (tests/tools/consumer)
+  # with this build's compilers, generator and sanitizer
+  set(_san "")
+  if(TESSERA_SANITIZE STREQUAL "address")
+    set(_san "-fsanitize=address,undefined")
+  elseif(TESSERA_SANITIZE STREQUAL "thread")
+    set(_san "-fsanitize=thread")
+  endif()
   target_compile_definitions(test_tools PRIVATE TESSERA_CMAKE_COMMAND="${CMAKE_COMMAND}"
-                                                TESSERA_C_COMPILER="${CMAKE_C_COMPILER}")
+                                                TESSERA_C_COMPILER="${CMAKE_C_COMPILER}"
+                                                TESSERA_CXX_COMPILER="${CMAKE_CXX_COMPILER}"
+                                                TESSERA_CMAKE_GENERATOR="${CMAKE_GENERATOR}"
+                                                TESSERA_MAKE_PROGRAM="${CMAKE_MAKE_PROGRAM}"
+                                                TESSERA_SANITIZE_FLAGS="${_san}"
+                                                TESSERA_CONSUMER_DIR="${CMAKE_CURRENT_SOURCE_DIR}/tools/consumer")
 endif()
 
 # --- CPU kernels compiled per instruction-set variant (issue 6): the op

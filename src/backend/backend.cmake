@@ -5,7 +5,7 @@
 
 file(GLOB TESSERA_BACKEND_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cpp)
 add_library(tessera_backend STATIC ${TESSERA_BACKEND_SRC})
-target_include_directories(tessera_backend PUBLIC ${PROJECT_SOURCE_DIR}/include
+target_include_directories(tessera_backend PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
                                            PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(tessera_backend PRIVATE ${TESSERA_WARNINGS})
 target_compile_definitions(tessera_backend PRIVATE
@@ -25,7 +25,3 @@ endif()
 if(TARGET tessera_cpu_plugins)
   add_dependencies(tessera_backend tessera_cpu_plugins)
 endif()
-
-# The C ABI a backend plugin is written against.
-install(FILES ${PROJECT_SOURCE_DIR}/include/tessera/backend.h ${PROJECT_SOURCE_DIR}/include/tessera/tensor.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera)

@@ -1,7 +1,7 @@
 # llm: tokenizer, sampler, model loading, graph builders, KV cache, decode loop.
 file(GLOB TESSERA_LLM_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cpp)
 add_library(tessera_llm STATIC ${TESSERA_LLM_SRC})
-target_include_directories(tessera_llm PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_include_directories(tessera_llm PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}> PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(tessera_llm PRIVATE ${TESSERA_WARNINGS})
 target_link_libraries(tessera_llm PUBLIC tessera_gguf tessera_core fmt::fmt)
 if(TARGET tessera_backend)

@@ -126,4 +126,43 @@ TEST_F(InstallCli, AnInstalledAndMovedTreeFindsItsPluginsAndHelper) {
     EXPECT_EQ(cc.exit_code, 0) << cc.out << cc.err;
 }
 
+// A program built against the installed CMake package (find_package(tessera),
+// tessera::llm; tests/tools/consumer) loads the model through the API and
+// generates the same greedy text as `tessera run`, with the installed CPU
+// plugins (TESSERA_BACKEND_PATH: the program is not in the install tree).
+TEST_F(InstallCli, AProgramBuiltAgainstTheInstalledPackageGenerates) {
+    const fs::path prefix = dir / "prefix";
+    const auto inst = run_process(TESSERA_CMAKE_COMMAND, {"--install", build_dir, "--prefix", prefix.string()});
+    ASSERT_EQ(inst.exit_code, 0) << inst.out << inst.err;
+    for (const char * f : {"lib/cmake/tessera/tesseraConfig.cmake", "lib/cmake/tessera/tesseraConfigVersion.cmake",
+                           "lib/libtessera_llm.a", "include/tessera/llm/session.hpp"}) {
+        EXPECT_TRUE(fs::is_regular_file(prefix / f)) << f;
+    }
+    const fs::path cb = dir / "consumer-build";
+    const std::string flags = TESSERA_SANITIZE_FLAGS;
+    std::vector<std::string> configure = {"-S", TESSERA_CONSUMER_DIR, "-B", cb.string(), "-G", TESSERA_CMAKE_GENERATOR,
+                                          "-DCMAKE_PREFIX_PATH=" + prefix.string(),
+                                          "-DCMAKE_CXX_COMPILER=" + std::string(TESSERA_CXX_COMPILER),
+                                          "-DCMAKE_BUILD_TYPE=Release"};
+    if (!std::string(TESSERA_MAKE_PROGRAM).empty()) configure.push_back("-DCMAKE_MAKE_PROGRAM=" + std::string(TESSERA_MAKE_PROGRAM));
+    if (!flags.empty()) {
+        configure.push_back("-DCMAKE_CXX_FLAGS=" + flags);
+        configure.push_back("-DCMAKE_EXE_LINKER_FLAGS=" + flags);
+    }
+    const auto conf = run_process(TESSERA_CMAKE_COMMAND, configure);
+    ASSERT_EQ(conf.exit_code, 0) << conf.out << conf.err;
+    const auto build = run_process(TESSERA_CMAKE_COMMAND, {"--build", cb.string()});
+    ASSERT_EQ(build.exit_code, 0) << build.out << build.err;
+
+    const auto a = run_process("/usr/bin/env", {"-u", "TESSERA_PROBE_HELPER",
+                                                "TESSERA_BACKEND_PATH=" + (prefix / "lib" / "tessera").string(),
+                                                (cb / "consumer").string(), stories, "Once upon a time", "24"});
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    const auto b = run_process("/usr/bin/env", {"TESSERA_BACKEND_PATH=" + build_dir, exe, "run", "-m", stories, "-p",
+                                                "Once upon a time", "-n", "24", "--temp", "0", "-t", "1"});
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_GT(a.out.size(), std::string("Once upon a time").size());
+    EXPECT_EQ(a.out, b.out);
+}
+
 } // namespace
