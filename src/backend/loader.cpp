@@ -231,11 +231,18 @@ struct plugin_scan {
 
 } // namespace detail
 
-std::vector<fs::path> detail::plugin_install_dirs() {
+std::vector<fs::path> detail::plugin_install_dirs(bool all) {
     std::vector<fs::path> out;
     const auto add = [&](const fs::path & p) {
         std::error_code ec;
-        if (p.empty() || !fs::is_directory(p, ec)) return;
+        if (p.empty() || (!all && !fs::is_directory(p, ec))) return;
+        if (all) {
+            for (const auto & q : out) {
+                if (q == p) return;
+            }
+            out.push_back(p);
+            return;
+        }
         for (const auto & q : out) {
             if (same_file(p, q)) return;
         }
@@ -255,6 +262,15 @@ const std::vector<std::string> & registry::known_names() {
     static const std::vector<std::string> names = {"cpu",   "cuda", "hip", "sycl", "vulkan",
                                                    "opencl", "metal", "blas", "rpc"};
     return names;
+}
+
+std::vector<fs::path> registry::missing_install_paths() {
+    std::vector<fs::path> out;
+    for (const auto & p : detail::plugin_install_dirs(true)) {
+        std::error_code ec;
+        if (!fs::is_directory(p, ec)) out.push_back(p);
+    }
+    return out;
 }
 
 std::vector<fs::path> registry::search_paths(const fs::path & dir) const {

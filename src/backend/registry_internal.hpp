@@ -36,9 +36,9 @@ bool read_device_strings(tsr_device * d, const std::string & what, reg_entry::de
 // from the running program's folder (the same relative path as from the
 // install's bin/ folder, e.g. "<exe dir>/../lib/tessera", so a tree
 // installed with another prefix or moved still finds its own), then the
-// configured absolute one. Folders that do not exist are left out; the
-// same folder reached both ways is given once. (loader.cpp)
-std::vector<std::filesystem::path> plugin_install_dirs();
+// configured absolute one. Folders that do not exist are left out (unless
+// `all`); the same folder reached both ways is given once. (loader.cpp)
+std::vector<std::filesystem::path> plugin_install_dirs(bool all = false);
 
 // Registers the backends compiled into this program (static_backends.cpp).
 void register_static_backends(registry & r);

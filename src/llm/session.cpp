@@ -18,6 +18,7 @@
 #include "tessera/backend/registry.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/graph.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::llm {
 
@@ -34,10 +35,12 @@ device choose_device(registry & reg, const std::string & name) {
         auto best = reg.best_device();
         if (!best) {
             std::string dirs;
-            for (const auto & p : reg.search_paths()) dirs += fmt::format("{}{}", dirs.empty() ? "" : ", ", p.string());
+            for (const auto & p : reg.search_paths()) dirs += fmt::format("{}{}", dirs.empty() ? "" : ", ", printable_utf8(p.string()));
+            std::string missing;
+            for (const auto & p : registry::missing_install_paths()) missing += fmt::format(", {} (missing)", printable_utf8(p.string()));
             throw error(fmt::format("no compute device found (no CPU backend could be loaded; looked for libtessera-cpu-*.so "
-                                    "in: {}; set TESSERA_BACKEND_PATH to the folder that holds them)",
-                                    dirs.empty() ? "no existing folder" : dirs));
+                                    "in: {}{}; set TESSERA_BACKEND_PATH to the folder that holds them)",
+                                    dirs.empty() ? "no existing folder" : dirs, missing));
         }
         return *best;
     }

@@ -113,6 +113,17 @@ TEST_F(InstallCli, AnInstalledAndMovedTreeFindsItsPluginsAndHelper) {
     EXPECT_GT(a.out.size(), std::string("Once upon a time").size());
     EXPECT_EQ(a.out, b.out);
 
+    // Without its plugin folder it says where it looked, the missing
+    // install folder included.
+    fs::rename(plugins, root / "lib" / "tessera.off");
+    const auto none = run_clean(installed, {"devices"});
+    EXPECT_EQ(none.exit_code, 1);
+    EXPECT_NE(none.err.find(plugins.string() + " (missing)"), std::string::npos) << none.err;
+    const auto none_run = run_clean(installed, {"run", "-m", stories, "-p", "x", "-n", "1"});
+    EXPECT_EQ(none_run.exit_code, 1);
+    EXPECT_NE(none_run.err.find(plugins.string() + " (missing)"), std::string::npos) << none_run.err;
+    fs::rename(root / "lib" / "tessera.off", plugins);
+
     // The C ABI headers are installed and compile on their own as C.
     ASSERT_TRUE(fs::is_regular_file(root / "include" / "tessera" / "backend.h"));
     ASSERT_TRUE(fs::is_regular_file(root / "include" / "tessera" / "tensor.h"));
