@@ -13,7 +13,10 @@
 # their own install rules (tools.cmake, cpu.cmake).
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# (Not backend/cpu.hpp: the compiled-in CPU backend it declares is not
+# installed; installed programs load the CPU plugins.)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        PATTERN cpu.hpp EXCLUDE)
 
 # A build with the CPU backend compiled in (TESSERA_CPU_STATIC) links its
 # objects into tessera_backend's users: no package for it.
@@ -31,7 +34,8 @@ install(TARGETS ${_tessera_libs} EXPORT tesseraTargets ARCHIVE DESTINATION ${CMA
 set(_tessera_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/tessera)
 install(EXPORT tesseraTargets NAMESPACE tessera:: DESTINATION ${_tessera_cmake_dir})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/tesseraConfig.cmake.in
-                              ${CMAKE_CURRENT_BINARY_DIR}/tesseraConfig.cmake INSTALL_DESTINATION ${_tessera_cmake_dir})
+                              ${CMAKE_CURRENT_BINARY_DIR}/tesseraConfig.cmake INSTALL_DESTINATION ${_tessera_cmake_dir}
+                              PATH_VARS TESSERA_PLUGIN_INSTALL_DIR)
 # 0.x: a package of another minor version may differ in its API.
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/tesseraConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)

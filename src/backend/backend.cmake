@@ -11,7 +11,7 @@ target_compile_options(tessera_backend PRIVATE ${TESSERA_WARNINGS})
 target_compile_definitions(tessera_backend PRIVATE
                            TESSERA_PLUGIN_INSTALL_DIR="${TESSERA_PLUGIN_INSTALL_FULL_DIR}"
                            TESSERA_PLUGIN_DIR_FROM_BINDIR="${TESSERA_PLUGIN_DIR_FROM_BINDIR}")
-target_link_libraries(tessera_backend PUBLIC tessera_core fmt::fmt Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(tessera_backend PUBLIC tessera_core $<BUILD_INTERFACE:fmt::fmt> Threads::Threads ${CMAKE_DL_LIBS})
 
 # With TESSERA_CPU_STATIC the CPU backend is compiled in (cpu.cmake) and
 # registered by registry::global(); otherwise tessera loads its plugins.

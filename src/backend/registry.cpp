@@ -344,9 +344,16 @@ std::optional<device> registry::best_device() const { return pick_best_device(de
 backend registry::init_best(std::string_view params) const {
     auto d = best_device();
     if (!d) {
-        throw error(fmt::format("no GPU, integrated GPU or CPU device is available ({}; were the "
-                                "backends loaded with load_all?)",
-                                device_list(devices())));
+        // (Where load_all looks, the missing install folders included: an
+        // embedding program that called it sees why nothing was found.)
+        std::string dirs;
+        for (const auto & p : search_paths()) dirs += fmt::format("{}{}", dirs.empty() ? "" : ", ", printable_utf8(p.string()));
+        for (const auto & p : missing_install_paths()) {
+            dirs += fmt::format("{}{} (missing)", dirs.empty() ? "" : ", ", printable_utf8(p.string()));
+        }
+        throw error(fmt::format("no GPU, integrated GPU or CPU device is available ({}; load_all looks for backend "
+                                "plugins in: {}; TESSERA_BACKEND_PATH or load_all(dir) name another folder)",
+                                device_list(devices()), dirs.empty() ? "no existing folder" : dirs));
     }
     return d->init(params);
 }

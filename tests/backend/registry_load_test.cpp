@@ -63,9 +63,16 @@ TEST_F(RegistryLoad, LoadsGpuPluginAndInitBestPicksIt) {
 }
 
 TEST_F(RegistryLoad, InitBestPrefersGpuThenIntegratedGpuThenCpu) {
-    EXPECT_EQ(error_of([&] { reg.init_best(); }),
-              "no GPU, integrated GPU or CPU device is available (no devices are registered; "
-              "were the backends loaded with load_all?)");
+    // Nothing loaded: it says where load_all looks (the test program's own
+    // folder among them).
+    const std::string none = error_of([&] { reg.init_best(); });
+    const std::string head = "no GPU, integrated GPU or CPU device is available (no devices are registered; "
+                             "load_all looks for backend plugins in: ";
+    const std::string tail = "; TESSERA_BACKEND_PATH or load_all(dir) name another folder)";
+    EXPECT_EQ(none.rfind(head, 0), 0u) << none;
+    ASSERT_GT(none.size(), tail.size());
+    EXPECT_EQ(none.substr(none.size() - tail.size()), tail) << none;
+    EXPECT_NE(none.find(fs::read_symlink("/proc/self/exe").parent_path().string()), std::string::npos) << none;
     reg.load(fake_plugin("cpu", "libtessera-fakecpu"));
     EXPECT_STREQ(reg.init_best().get_device().name(), "FakeCPU0");
     reg.load(fake_plugin("igpu", "libtessera-fakeigpu"));

@@ -1,12 +1,14 @@
 // consumer MODEL PROMPT N: the prompt and N greedy tokens after it, as
 // `tessera run -m MODEL -p PROMPT -n N --temp 0` prints them; through the
-// installed tessera::llm API only (model, tokenizer, session, argmax).
+// installed tessera::llm API only (model, tokenizer, session, argmax),
+// with the CPU plugins loaded from the package's tessera_PLUGIN_DIR.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <span>
 #include <string>
 
+#include <tessera/backend/registry.hpp>
 #include <tessera/llm/model.hpp>
 #include <tessera/llm/sampler.hpp>
 #include <tessera/llm/session.hpp>
@@ -19,6 +21,7 @@ int main(int argc, char ** argv) {
     }
     namespace llm = tessera::llm;
     try {
+        tessera::registry::global().load_all(CONSUMER_PLUGIN_DIR);
         const auto m = llm::model::load(argv[1]);
         const llm::tokenizer tok = llm::tokenizer::from_gguf(m->file());
         llm::session_params p;
