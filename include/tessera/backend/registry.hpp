@@ -148,13 +148,13 @@ public:
     std::vector<device> devices() const;
     std::optional<device> find_device(std::string_view name) const;
     // The first device of that type.
-    std::optional<device> find_device(tsr_device_type type) const;
+    std::optional<device> find_device(tsr_device_type device_type) const;
 
     // --- backends ----------------------------------------------------------
-    // A backend on the named device / the first device of `type`; throws
+    // A backend on the named device / the first device of `device_type`; throws
     // tessera::error naming what was asked and listing the devices there are.
     backend init_by_name(std::string_view name, std::string_view params = {}) const;
-    backend init_by_type(tsr_device_type type, std::string_view params = {}) const;
+    backend init_by_type(tsr_device_type device_type, std::string_view params = {}) const;
     // A GPU if there is one, else an integrated GPU, else the CPU.
     backend init_best(std::string_view params = {}) const;
     // The device init_best would use (nullopt when there is none).
