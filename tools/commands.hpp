@@ -86,7 +86,7 @@ inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed
     const auto [at, ec] = std::from_chars(text.data(), end, v);
     if (text.empty() || ec != std::errc() || at != end) {
         throw option_error(fmt::format("{} '{}': expected a whole number from 0 to {}", flag, text,
-                                std::numeric_limits<uint64_t>::max()));
+                                       std::numeric_limits<uint64_t>::max()));
     }
     return v;
 }
@@ -249,7 +249,7 @@ inline std::string lower(std::string s) {
 
 // --device as given to run or bench: `given` = it was on the command line.
 // An empty name is refused (the library would read it as "the best
-// device"). Throws tessera::error naming --device.
+// device"). Throws option_error naming --device.
 inline void check_device_option(bool given, const std::string & name) {
     if (given && name.empty()) {
         throw option_error("--device '': expected a device name (see `tessera devices`); leave --device out for the best device");
