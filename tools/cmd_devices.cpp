@@ -111,8 +111,7 @@ size_t print_devices(std::FILE * out) {
     }
     if (devs.empty()) {
         std::string searched;
-        for (const auto & p : reg.search_paths()) searched += " " + printable_utf8(p.string());
-        for (const auto & p : registry::missing_install_paths()) searched += " " + printable_utf8(p.string()) + " (missing)";
+        for (const auto & f : reg.searched_folders()) searched += " " + f;
         fmt::print(out, "  none: no backend could be loaded (searched:{})\n", searched);
         eprint("error: no compute device found: no backend could be loaded (searched:{}; set TESSERA_BACKEND_PATH to "
                "the folder that holds libtessera-cpu-*.so)\n",

@@ -108,12 +108,6 @@ detail::probe_result score_in_process(const std::string & path) {
     return r;
 }
 
-fs::path exe_dir() {
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    return ec ? fs::path() : exe.parent_path();
-}
-
 std::string env_path() {
     const char * v = std::getenv(env_var);
     return v ? std::string(v) : std::string();
@@ -231,28 +225,20 @@ struct plugin_scan {
 
 } // namespace detail
 
-std::vector<fs::path> detail::plugin_install_dirs(bool all) {
+fs::path detail::exe_dir() {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : exe.parent_path();
+}
+
+std::vector<fs::path> detail::plugin_install_dirs() {
     std::vector<fs::path> out;
-    const auto add = [&](const fs::path & p) {
-        std::error_code ec;
-        if (p.empty() || (!all && !fs::is_directory(p, ec))) return;
-        if (all) {
-            for (const auto & q : out) {
-                if (q == p) return;
-            }
-            out.push_back(p);
-            return;
-        }
-        for (const auto & q : out) {
-            if (same_file(p, q)) return;
-        }
-        out.push_back(p);
-    };
     const fs::path exe = exe_dir();
     if (!exe.empty() && std::string_view(TESSERA_PLUGIN_DIR_FROM_BINDIR).size() > 0) {
-        add((exe / TESSERA_PLUGIN_DIR_FROM_BINDIR).lexically_normal());
+        out.push_back((exe / TESSERA_PLUGIN_DIR_FROM_BINDIR).lexically_normal());
     }
-    add(fs::path(TESSERA_PLUGIN_INSTALL_DIR));
+    const fs::path configured(TESSERA_PLUGIN_INSTALL_DIR);
+    if (!configured.empty() && (out.empty() || out[0] != configured)) out.push_back(configured);
     return out;
 }
 
@@ -264,11 +250,12 @@ const std::vector<std::string> & registry::known_names() {
     return names;
 }
 
-std::vector<fs::path> registry::missing_install_paths() {
-    std::vector<fs::path> out;
-    for (const auto & p : detail::plugin_install_dirs(true)) {
+std::vector<std::string> registry::searched_folders() const {
+    std::vector<std::string> out;
+    for (const auto & p : search_paths()) out.push_back(printable_utf8(p.string()));
+    for (const auto & p : detail::plugin_install_dirs()) {
         std::error_code ec;
-        if (!fs::is_directory(p, ec)) out.push_back(p);
+        if (!fs::is_directory(p, ec)) out.push_back(printable_utf8(p.string()) + " (missing)");
     }
     return out;
 }
@@ -285,8 +272,8 @@ std::vector<fs::path> registry::search_paths(const fs::path & dir) const {
     };
     add(dir);
     add(fs::path(env_path()));
-    add(exe_dir());
-    for (const auto & p : detail::plugin_install_dirs()) add(p);
+    add(detail::exe_dir());
+    for (const auto & p : detail::plugin_install_dirs()) add(p); // (add skips those that do not exist)
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "backend/abi.hpp"
 #include "backend/dynlib.hpp"
@@ -346,14 +347,11 @@ backend registry::init_best(std::string_view params) const {
     if (!d) {
         // (Where load_all looks, the missing install folders included: an
         // embedding program that called it sees why nothing was found.)
-        std::string dirs;
-        for (const auto & p : search_paths()) dirs += fmt::format("{}{}", dirs.empty() ? "" : ", ", printable_utf8(p.string()));
-        for (const auto & p : missing_install_paths()) {
-            dirs += fmt::format("{}{} (missing)", dirs.empty() ? "" : ", ", printable_utf8(p.string()));
-        }
+        const std::vector<std::string> dirs = searched_folders();
         throw error(fmt::format("no GPU, integrated GPU or CPU device is available ({}; load_all looks for backend "
                                 "plugins in: {}; TESSERA_BACKEND_PATH or load_all(dir) name another folder)",
-                                device_list(devices()), dirs.empty() ? "no existing folder" : dirs));
+                                device_list(devices()),
+                                dirs.empty() ? std::string("no existing folder") : fmt::format("{}", fmt::join(dirs, ", "))));
     }
     return d->init(params);
 }

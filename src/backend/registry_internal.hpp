@@ -31,14 +31,17 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
 bool read_device_strings(tsr_device * d, const std::string & what, reg_entry::device_rec & rec,
                          std::string & why);
 
-// The plugin install folder (CMake's TESSERA_PLUGIN_INSTALL_DIR), where
-// the backend plugins and tessera-probe are installed: first as found
-// from the running program's folder (the same relative path as from the
-// install's bin/ folder, e.g. "<exe dir>/../lib/tessera", so a tree
-// installed with another prefix or moved still finds its own), then the
-// configured absolute one. Folders that do not exist are left out (unless
-// `all`); the same folder reached both ways is given once. (loader.cpp)
-std::vector<std::filesystem::path> plugin_install_dirs(bool all = false);
+// The running program's folder (from /proc/self/exe), or an empty path
+// when it cannot be read. (loader.cpp)
+std::filesystem::path exe_dir();
+
+// Where the backend plugins and tessera-probe are installed (CMake's
+// TESSERA_PLUGIN_INSTALL_DIR): first as found from the running program's
+// folder (the same relative path as from the install's bin/ folder, e.g.
+// "<exe dir>/../lib/tessera", so a tree installed with another prefix or
+// moved still finds its own), then the configured absolute one. Whether
+// or not they exist. (loader.cpp)
+std::vector<std::filesystem::path> plugin_install_dirs();
 
 // Registers the backends compiled into this program (static_backends.cpp).
 void register_static_backends(registry & r);

@@ -351,17 +351,13 @@ std::string find_helper_path(std::string * skipped = nullptr) {
         if (helper_setting) return *helper_setting;
     }
     if (const char * env = std::getenv("TESSERA_PROBE_HELPER")) return env; // "" turns it off
-    std::error_code ec;
-    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        const std::string beside = (exe.parent_path() / "tessera-probe").string();
-        if (executable(beside)) return beside;
-        if (skipped != nullptr && skipped->empty() && ::access(beside.c_str(), F_OK) == 0) *skipped = beside;
-    }
-    for (const auto & dir : plugin_install_dirs()) {
-        const std::string installed = (dir / "tessera-probe").string();
-        if (executable(installed)) return installed;
-        if (skipped != nullptr && skipped->empty() && ::access(installed.c_str(), F_OK) == 0) *skipped = installed;
+    // Beside the running program, then in the plugin install folders.
+    std::vector<std::filesystem::path> dirs = plugin_install_dirs();
+    if (const std::filesystem::path exe = exe_dir(); !exe.empty()) dirs.insert(dirs.begin(), exe);
+    for (const auto & dir : dirs) {
+        const std::string candidate = (dir / "tessera-probe").string();
+        if (executable(candidate)) return candidate;
+        if (skipped != nullptr && skipped->empty() && ::access(candidate.c_str(), F_OK) == 0) *skipped = candidate;
     }
     return {};
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "finite.hpp"
 #include "llama_graph.hpp"
@@ -18,7 +19,6 @@
 #include "tessera/backend/registry.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/graph.hpp"
-#include "tessera/core/printable.hpp"
 
 namespace tessera::llm {
 
@@ -34,13 +34,10 @@ device choose_device(registry & reg, const std::string & name) {
     if (name.empty()) {
         auto best = reg.best_device();
         if (!best) {
-            std::string dirs;
-            for (const auto & p : reg.search_paths()) dirs += fmt::format("{}{}", dirs.empty() ? "" : ", ", printable_utf8(p.string()));
-            std::string missing;
-            for (const auto & p : registry::missing_install_paths()) missing += fmt::format(", {} (missing)", printable_utf8(p.string()));
+            const std::vector<std::string> dirs = reg.searched_folders();
             throw error(fmt::format("no compute device found (no CPU backend could be loaded; looked for libtessera-cpu-*.so "
-                                    "in: {}{}; set TESSERA_BACKEND_PATH to the folder that holds them)",
-                                    dirs.empty() ? "no existing folder" : dirs, missing));
+                                    "in: {}; set TESSERA_BACKEND_PATH to the folder that holds them)",
+                                    dirs.empty() ? std::string("no existing folder") : fmt::format("{}", fmt::join(dirs, ", "))));
         }
         return *best;
     }

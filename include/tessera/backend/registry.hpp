@@ -128,10 +128,11 @@ public:
     // absolute one: CMake's TESSERA_PLUGIN_INSTALL_DIR). The current working
     // directory is not searched unless one of these names it.
     std::vector<std::filesystem::path> search_paths(const std::filesystem::path & dir = {}) const;
-    // The install plugin directories search_paths leaves out because they
-    // do not exist (or are not directories), for messages that say where
-    // plugins were looked for and found nothing.
-    static std::vector<std::filesystem::path> missing_install_paths();
+    // For messages saying where plugins were looked for and none was
+    // found: search_paths() (without `dir`), then the install plugin
+    // directories it leaves out because they do not exist, marked
+    // " (missing)"; made printable (printable_utf8).
+    std::vector<std::string> searched_folders() const;
 
     // Family names load_all tries, in order.
     static const std::vector<std::string> & known_names();
