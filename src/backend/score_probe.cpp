@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -58,6 +59,12 @@ constexpr int k_stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
 // in a long folder name exceeded it and exec failed with E2BIG): the rest
 // go to the next helper.
 constexpr size_t k_helper_arg_bytes = size_t{128} << 10;
+// Most groups of libraries probe_scores probes at the same time, and how
+// long a child may be on one library before the libraries after it in its
+// group go to a new group (a probe takes milliseconds: the 9 CPU variants
+// of x86-64 take about 20 ms together, so normally one child probes all).
+constexpr size_t k_probe_groups = 8;
+constexpr std::chrono::milliseconds k_split_after{250};
 
 // Longest message a record may carry (an exception's text, a loader error).
 constexpr uint32_t k_max_message = 64u << 10;
@@ -450,205 +457,337 @@ void set_probe_helper(std::optional<std::string> path) {
 }
 
 
-std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s, std::string * note) {
-    using clock = std::chrono::steady_clock;
-    std::vector<probe_result> out(paths.size());
-    const auto limit = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
-    size_t next = 0; // the first library not yet probed
-    std::string skipped; // a tessera-probe that is not executable
-    std::string helper = find_helper(&skipped);
-    const bool may_fork = single_threaded();
-    if (helper.empty() && !skipped.empty() && note != nullptr) {
-        *note = helper_note(skipped, "is not executable", may_fork);
+namespace {
+
+using probe_clock = std::chrono::steady_clock;
+
+// What the groups of one probe_scores call share.
+struct probe_run {
+    const std::vector<std::string> & paths;
+    std::vector<probe_result> & out;
+    double timeout_s;
+    probe_clock::duration limit;
+    std::string helper; // "" once it failed (for every group: fork instead)
+    bool may_fork;      // this process is single-threaded
+    std::string * note;
+};
+
+// One group of consecutive libraries [next, last) of probe_scores, probed
+// in turn by one child at a time, the next going on after one that died;
+// the groups of a call run at the same time, driven by probe_scores' poll
+// loop (start, then pump with the child's pipe readiness until it is done).
+class probe_group {
+public:
+    probe_group(probe_run & run, size_t first, size_t last) : run_(run), next_(first), last_(last) {}
+
+    bool busy() const { return child_.has_value(); }
+
+    // When the child has been on one library for k_split_after and the
+    // group holds libraries after it: gives them up and returns them as
+    // [from, to) for a new group (this child stops after its library);
+    // else false.
+    bool split(probe_clock::time_point now, size_t & from, size_t & to) {
+        if (!child_ || current_ < 0 || now - began_ < k_split_after || static_cast<size_t>(current_) + 1 >= last_) return false;
+        from = static_cast<size_t>(current_) + 1;
+        to = last_;
+        last_ = from;
+        return true;
     }
-    if (helper.empty() && !may_fork) return out; // all not_probed: opened in-process, as before
-    while (next < paths.size()) {
-        const size_t start = next;
-        const bool with_helper = !helper.empty();
-        // The libraries this child probes: all the rest, or for a helper as
-        // many as its command line takes (at least one).
-        size_t end = paths.size();
-        if (with_helper) {
+    int fd() const { return child_ ? child_->fd : -1; }
+    probe_clock::time_point deadline() const { return deadline_; }
+    // Whether its child has ended (reaped) since the last call: then the
+    // poll loop drains the pipe without waiting.
+    bool child_ended() { return child_ && child_->reap(true); }
+
+    // Starts a child on the next library, unless none is left or none can
+    // run (those libraries stay not_probed). Returns busy().
+    bool start() {
+        while (!child_ && next_ < last_) {
+            if (!launch()) break;
+        }
+        return busy();
+    }
+
+    // One turn of the poll loop: `readable` when poll saw the pipe ready
+    // (data, end of file or an error), `ended` when the child was reaped
+    // before the poll. Ends the child and starts the next when it is over.
+    void pump(bool readable, bool ended) {
+        if (!child_) return;
+        if (!ended && probe_clock::now() >= deadline_) {
+            timed_out_ = true;
+            finish();
+            return;
+        }
+        if (!readable) {
+            if (ended) finish(); // drained
+            return;
+        }
+        char tmp[4096];
+        const ssize_t n = ::read(child_->fd, tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR) return;
+        if (n <= 0) { // end of file
+            eof_ = true;
+            finish();
+            return;
+        }
+        buf_.append(tmp, static_cast<size_t>(n));
+        parse();
+        if (!protocol_error_.empty() || done_) finish();
+    }
+
+private:
+    // Starts one child on [next_, ...): the helper, or a fork; false when
+    // no child can run (the rest stay not_probed).
+    bool launch() {
+        const size_t start = next_;
+        with_helper_ = !run_.helper.empty();
+        if (!with_helper_ && !run_.may_fork) return false; // not_probed: opened in-process, as before
+        // The libraries this child probes: all the rest of the group, or for
+        // a helper as many as its command line takes (at least one).
+        end_ = last_;
+        if (with_helper_) {
             size_t bytes = 0;
-            for (end = start; end < paths.size() && (end == start || bytes + paths[end].size() + 1 <= k_helper_arg_bytes); ++end) {
-                bytes += paths[end].size() + 1;
+            for (end_ = start; end_ < last_ && (end_ == start || bytes + run_.paths[end_].size() + 1 <= k_helper_arg_bytes); ++end_) {
+                bytes += run_.paths[end_].size() + 1;
             }
         }
-        child_process child;
         // (Close-on-exec: a program another thread starts meanwhile does
         // not inherit the pipe.)
         int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) return out; // the rest: not_probed, opened in-process
+        if (::pipe2(fds, O_CLOEXEC) != 0) return false;
         pid_t pid = -1;
         int spawn_error = 0;
-        if (with_helper) {
-            pid = spawn_helper(helper, fds[1], paths, start, end, spawn_error);
+        helper_ = run_.helper;
+        if (with_helper_) {
+            pid = spawn_helper(helper_, fds[1], run_.paths, start, end_, spawn_error);
         } else {
+            // The group's libraries up to its end (the child probes from
+            // `start` to the end of the list it is given), made before the
+            // fork (the child allocates nothing before its first record).
+            const std::vector<std::string> upto(run_.paths.begin(), run_.paths.begin() + static_cast<std::ptrdiff_t>(end_));
             std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
             pid = ::fork();
             if (pid == 0) {
                 ::close(fds[0]);
-                probe_child_main(fds[1], paths, start);
+                probe_child_main(fds[1], upto, start);
             }
         }
         ::close(fds[1]);
         if (pid < 0) {
             ::close(fds[0]);
-            if (with_helper) { // a helper that cannot be started: fork instead, or score in-process
-                helper_did_not_work(helper);
-                if (note != nullptr) {
-                    *note = helper_note(helper, fmt::format("could not be started ({})", std::strerror(spawn_error)), may_fork);
-                }
-                helper.clear();
-                if (may_fork) continue;
-            }
-            return out;
+            if (!with_helper_) return false;
+            // A helper that cannot be started: fork instead, or score in-process.
+            helper_failed(fmt::format("could not be started ({})", std::strerror(spawn_error)));
+            return run_.may_fork; // (the caller's loop forks next)
         }
-        child.pid = pid;
-        child.fd = fds[0];
-        child.own_group = with_helper;
-
-        int current = -1; // the library the child is on
-        int pending = -1; // a library whose result came, before the child moved on
-        size_t expected = start;
-        bool done = false, timed_out = false, eof = false;
-        bool greeted = false; // its first record was the greeting
-        std::string protocol_error;
+        child_first_ = start;
+        child_.emplace();
+        child_->pid = pid;
+        child_->fd = fds[0];
+        child_->own_group = with_helper_;
+        current_ = pending_ = -1;
+        expected_ = start;
+        done_ = timed_out_ = eof_ = greeted_ = false;
+        protocol_error_.clear();
+        buf_.clear();
         // Until the greeting: a few seconds (a helper that is another
         // program, or hangs, is given up on sooner).
-        auto deadline = clock::now() + std::min(limit, std::chrono::duration_cast<clock::duration>(k_greeting_limit));
-        std::string buf;
-        for (;;) {
-            const bool ended = child.reap(true);
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
-            if (!ended && left <= 0) {
-                timed_out = true;
+        deadline_ = probe_clock::now() + std::min(run_.limit, std::chrono::duration_cast<probe_clock::duration>(k_greeting_limit));
+        return true;
+    }
+
+    // The helper did not work: no group uses it again, and this one says so.
+    void helper_failed(const std::string & why) {
+        helper_did_not_work(helper_);
+        if (run_.note != nullptr) *run_.note = helper_note(helper_, why, run_.may_fork);
+        run_.helper.clear();
+    }
+
+    // Takes the whole records in buf_ (the protocol of probe_child_main).
+    void parse() {
+        size_t used = 0;
+        while (protocol_error_.empty() && !done_ && buf_.size() - used >= sizeof(record_header)) {
+            record_header h{};
+            std::memcpy(&h, buf_.data() + used, sizeof h);
+            if (h.length > k_max_message) {
+                protocol_error_ = "a record of " + std::to_string(h.length) + " bytes";
                 break;
             }
-            // Short waits: a grandchild the library forked may hold the
-            // write end open after the child ended, so no end-of-file comes.
-            pollfd pf{child.fd, POLLIN, 0};
-            const int r = ::poll(&pf, 1, ended ? 0 : static_cast<int>(std::clamp<long long>(left, 1, 50)));
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0) {
-                protocol_error = fmt::format("poll failed: {}", std::strerror(errno));
-                break;
-            }
-            if (r == 0) {
-                if (ended) break; // drained
+            if (buf_.size() - used - sizeof h < h.length) break;
+            std::string message = buf_.substr(used + sizeof h, h.length);
+            used += sizeof h + h.length;
+            if (!greeted_) {
+                greeted_ = h.kind == k_hello && h.index == -1 && h.score == k_protocol && h.length == 0;
+                if (!greeted_) protocol_error_ = "no greeting";
                 continue;
             }
-            char tmp[4096];
-            const ssize_t n = ::read(child.fd, tmp, sizeof tmp);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) { // end of file
-                eof = true;
-                break;
-            }
-            buf.append(tmp, static_cast<size_t>(n));
-            size_t used = 0;
-            while (protocol_error.empty() && !done && buf.size() - used >= sizeof(record_header)) {
-                record_header h{};
-                std::memcpy(&h, buf.data() + used, sizeof h);
-                if (h.length > k_max_message) {
-                    protocol_error = "a record of " + std::to_string(h.length) + " bytes";
+            if (h.kind == k_begin && current_ < 0 && h.index >= 0 && static_cast<size_t>(h.index) == expected_) {
+                pending_ = -1; // the one before is confirmed
+                if (expected_ >= last_) { // a library another group took (split): this child is done
+                    done_ = true;
                     break;
                 }
-                if (buf.size() - used - sizeof h < h.length) break;
-                std::string message = buf.substr(used + sizeof h, h.length);
-                used += sizeof h + h.length;
-                if (!greeted) {
-                    greeted = h.kind == k_hello && h.index == -1 && h.score == k_protocol && h.length == 0;
-                    if (!greeted) protocol_error = "no greeting";
-                    continue;
-                }
-                if (h.kind == k_begin && current < 0 && h.index >= 0 && static_cast<size_t>(h.index) == expected) {
-                    pending = -1; // the one before is confirmed
-                    current = h.index;
-                    deadline = clock::now() + limit;
-                } else if (h.kind == k_done && current < 0 && h.index == -1 && expected == end) {
-                    pending = -1;
-                    done = true;
-                } else if (h.kind == k_exited && current < 0 && pending >= 0 && h.index == pending) {
-                    // exit() in its destructors, after its result
-                    probe_result & res = out[static_cast<size_t>(pending)];
+                current_ = h.index;
+                began_ = probe_clock::now();
+                deadline_ = began_ + run_.limit;
+            } else if (h.kind == k_done && current_ < 0 && h.index == -1 && expected_ == end_) {
+                pending_ = -1;
+                done_ = true;
+            } else if (h.kind == k_exited && current_ < 0 && pending_ >= 0 && h.index == pending_) {
+                // exit() in its destructors, after its result
+                probe_result & res = run_.out[static_cast<size_t>(pending_)];
+                res.outcome = probe_outcome::died;
+                res.message = exit_refusal(message);
+                pending_ = -1;
+            } else if (h.kind >= k_scored && h.kind <= k_exited && current_ >= 0 && h.index == current_) {
+                probe_result & res = run_.out[static_cast<size_t>(current_)];
+                switch (h.kind) {
+                case k_scored:
+                    res.outcome = probe_outcome::scored;
+                    res.score = h.score;
+                    break;
+                case k_no_score: res.outcome = probe_outcome::no_score; break;
+                case k_not_opened: res.outcome = probe_outcome::not_opened; break;
+                case k_threw:
+                    res.outcome = probe_outcome::threw;
+                    message = as_printable(message);
+                    break;
+                default:
                     res.outcome = probe_outcome::died;
-                    res.message = exit_refusal(message);
-                    pending = -1;
-                } else if (h.kind >= k_scored && h.kind <= k_exited && current >= 0 && h.index == current) {
-                    probe_result & res = out[static_cast<size_t>(current)];
-                    switch (h.kind) {
-                    case k_scored:
-                        res.outcome = probe_outcome::scored;
-                        res.score = h.score;
-                        break;
-                    case k_no_score: res.outcome = probe_outcome::no_score; break;
-                    case k_not_opened: res.outcome = probe_outcome::not_opened; break;
-                    case k_threw:
-                        res.outcome = probe_outcome::threw;
-                        message = as_printable(message);
-                        break;
-                    default:
-                        res.outcome = probe_outcome::died;
-                        message = exit_refusal(message);
-                        break;
-                    }
-                    res.message = std::move(message); // (not_opened: the loader makes it printable)
-                    pending = res.outcome == probe_outcome::died ? -1 : current;
-                    next = static_cast<size_t>(current) + 1;
-                    expected = next;
-                    current = -1;
-                } else {
-                    protocol_error = "a record out of order";
+                    message = exit_refusal(message);
+                    break;
                 }
+                res.message = std::move(message); // (not_opened: the loader makes it printable)
+                pending_ = res.outcome == probe_outcome::died ? -1 : current_;
+                next_ = static_cast<size_t>(current_) + 1;
+                expected_ = next_;
+                current_ = -1;
+            } else {
+                protocol_error_ = "a record out of order";
             }
-            buf.erase(0, used);
-            if (!protocol_error.empty() || done) break;
         }
-        if (eof && !done) {
+        buf_.erase(0, used);
+    }
+
+    // The child is over (done, died, timed out, closed the pipe or broke
+    // the protocol): ends it, blames the library it was on, then starts the
+    // next child on what is left.
+    void finish() {
+        child_process & child = *child_;
+        if (eof_ && !done_) {
             // The pipe closed early: the child ended, or the library closed
             // (or replaced) the pipe's descriptor. Give it a second to end.
             for (int i = 0; i < 100 && !child.reap(true); ++i) ::usleep(10000);
-            if (!child.reaped && protocol_error.empty()) protocol_error = "it closed the pipe";
+            if (!child.reaped && protocol_error_.empty()) protocol_error_ = "it closed the pipe";
         }
         child.kill_and_reap(); // (done: it is ending by itself)
-        if (with_helper && !done && current < 0 && pending < 0 && next == start) {
+        const bool no_result = next_ == child_first_; // no library's result came from this child
+        if (with_helper_ && !done_ && current_ < 0 && pending_ < 0 && no_result) {
             // It never got to a library: not a probe child (TESSERA_PROBE_HELPER
             // names another program), or it failed before starting one (no
             // greeting; garbage, an exit or a hang after it). No library is
             // blamed; fork instead, or open the rest in-process.
-            helper_did_not_work(helper);
-            if (note != nullptr) {
-                std::string why;
-                if (!greeted) {
-                    why = timed_out ? fmt::format("did not greet as a probe helper within {} s",
-                                                  std::min(timeout_s, double(k_greeting_limit.count())))
-                          : protocol_error.empty() ? "ended without greeting as a probe helper"
-                                                   : "is not a probe helper (it wrote something else)";
-                } else {
-                    why = timed_out                ? "stopped answering before probing a library"
-                          : protocol_error.empty() ? "ended before probing a library"
-                                                   : fmt::format("broke the probe protocol before probing a library ({})",
-                                                                 protocol_error);
-                }
-                *note = helper_note(helper, why, may_fork);
+            std::string why;
+            if (!greeted_) {
+                why = timed_out_ ? fmt::format("did not greet as a probe helper within {} s",
+                                               std::min(run_.timeout_s, double(k_greeting_limit.count())))
+                      : protocol_error_.empty() ? "ended without greeting as a probe helper"
+                                                : "is not a probe helper (it wrote something else)";
+            } else {
+                why = timed_out_                ? "stopped answering before probing a library"
+                      : protocol_error_.empty() ? "ended before probing a library"
+                                                : fmt::format("broke the probe protocol before probing a library ({})",
+                                                              protocol_error_);
             }
-            helper.clear();
-            if (may_fork) continue;
-            return out;
+            // (Another group may have found it out already.)
+            if (!run_.helper.empty()) helper_failed(why);
+            child_.reset();
+            start();
+            return;
         }
-        const int blamed = current >= 0 ? current : pending;
-        if (blamed >= 0 && !done) {
-            probe_result & res = out[static_cast<size_t>(blamed)];
+        const int blamed = current_ >= 0 ? current_ : pending_;
+        if (blamed >= 0 && !done_) {
+            probe_result & res = run_.out[static_cast<size_t>(blamed)];
             res.outcome = probe_outcome::died;
-            res.message = death_message(child, timed_out, protocol_error, timeout_s, current < 0);
-            next = static_cast<size_t>(blamed) + 1;
-        } else if (next == start) {
+            res.message = death_message(child, timed_out_, protocol_error_, run_.timeout_s, current_ < 0);
+            next_ = static_cast<size_t>(blamed) + 1;
+        } else if (no_result) {
             // Ended before it began on this library (e.g. a handler another
             // library installed with pthread_atfork): it is not opened here.
-            out[start].outcome = probe_outcome::died;
-            out[start].message = "could not be probed: the probe process ended before opening it";
-            next = start + 1;
+            run_.out[next_].outcome = probe_outcome::died;
+            run_.out[next_].message = "could not be probed: the probe process ended before opening it";
+            next_ = next_ + 1;
+        }
+        child_.reset();
+        start();
+    }
+
+    probe_run & run_;
+    size_t next_, last_; // the libraries left: [next_, last_)
+    size_t end_ = 0;         // one past the last library of this child
+    size_t child_first_ = 0; // the first library of this child
+    std::optional<child_process> child_;
+    std::string helper_; // the child's helper (with_helper_)
+    bool with_helper_ = false;
+    int current_ = -1; // the library the child is on
+    int pending_ = -1; // a library whose result came, before the child moved on
+    size_t expected_ = 0;
+    bool done_ = false, timed_out_ = false, eof_ = false;
+    bool greeted_ = false; // its first record was the greeting
+    std::string protocol_error_;
+    probe_clock::time_point deadline_{};
+    probe_clock::time_point began_{}; // when it began on current_
+    std::string buf_;
+};
+
+} // namespace
+
+std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, double timeout_s, std::string * note) {
+    std::vector<probe_result> out(paths.size());
+    std::string skipped; // a tessera-probe that is not executable
+    probe_run run{paths, out, timeout_s,
+                  std::chrono::duration_cast<probe_clock::duration>(std::chrono::duration<double>(timeout_s)),
+                  find_helper(&skipped), single_threaded(), note};
+    if (run.helper.empty() && !skipped.empty() && note != nullptr) {
+        *note = helper_note(skipped, "is not executable", run.may_fork);
+    }
+    // One group at first; a child that stays on a library hands the
+    // libraries after it to a new group (probe_group::split), up to
+    // k_probe_groups at the same time.
+    std::vector<std::unique_ptr<probe_group>> groups;
+    groups.push_back(std::make_unique<probe_group>(run, 0, paths.size()));
+    groups.back()->start();
+    std::vector<pollfd> pf;
+    std::vector<char> ended;
+    for (;;) {
+        pf.clear();
+        ended.assign(groups.size(), 0);
+        bool any = false, drain = false;
+        auto wake = probe_clock::now() + std::chrono::milliseconds(50);
+        for (size_t i = 0; i < groups.size(); ++i) {
+            ended[i] = groups[i]->child_ended() ? 1 : 0;
+            pf.push_back({groups[i]->fd(), POLLIN, 0}); // (fd -1: ignored by poll)
+            if (!groups[i]->busy()) continue;
+            any = true;
+            drain = drain || ended[i] != 0;
+            wake = std::min(wake, groups[i]->deadline());
+        }
+        if (!any) break;
+        // Short waits: a grandchild the library forked may hold the write
+        // end open after the child ended, so no end-of-file comes.
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wake - probe_clock::now()).count();
+        const int r = ::poll(pf.data(), pf.size(), drain ? 0 : static_cast<int>(std::clamp<long long>(left, 0, 50)));
+        if (r < 0 && errno != EINTR) break; // (what is left stays not_probed: opened in-process)
+        for (size_t i = 0; i < pf.size(); ++i) {
+            const bool readable = r > 0 && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+            groups[i]->pump(readable, ended[i] != 0);
+        }
+        const auto now = probe_clock::now();
+        for (size_t i = 0, n = groups.size(); i < n && groups.size() < k_probe_groups; ++i) {
+            size_t from = 0, to = 0;
+            if (!groups[i]->split(now, from, to)) continue;
+            groups.push_back(std::make_unique<probe_group>(run, from, to));
+            groups.back()->start();
         }
     }
     return out;

@@ -36,7 +36,10 @@ struct probe_result {
 // multi-threaded process may block on a lock another thread held). The
 // child starts with the fatal signals at their default actions, and ends
 // on any exit() before the host's exit handlers could run. One child
-// probes them all unless one dies: the next child goes on after it. A
+// probes them all unless one dies: the next child goes on after it. Up to
+// 8 groups of consecutive libraries are probed so at the same time (this
+// thread polls their children's pipes), so that libraries that hang cost
+// about one time limit together, not one each. A
 // library is refused (died) when the child crashes, exits or is killed
 // while opening, scoring or closing it, when it writes records of its own
 // into the child's pipe, or when it does not finish within timeout_s

@@ -352,6 +352,40 @@ TEST_F(PluginExit, TheHelperHasItsOwnGroupAndStandardDescriptors) {
     EXPECT_EQ(fd1, std::string(target, static_cast<size_t>(n)));
 }
 
+// Libraries are probed in groups at the same time (score_probe.hpp): four
+// copies of the hanging variant beside the good one are refused after about
+// one time limit together, where in turn they took four (6 s at least
+// here), and the good variant is loaded; by helpers, and by forks.
+TEST_P(PluginProbe, HangingVariantsAreProbedAtTheSameTime) {
+    temp_dir tmp;
+    const fs::path hang = fake_plugin("crashy", "libtessera-crashy-hang");
+    for (int i = 0; i < 4; ++i) fs::copy_file(hang, tmp.path() / ("libtessera-crashy-hang" + std::to_string(i) + ".so"));
+    const fs::path ok = tmp.path() / "libtessera-crashy-ok.so";
+    fs::copy_file(fake_plugin("crashy", "libtessera-crashy-ok"), ok);
+    const double saved = detail::probe_timeout_s();
+    detail::set_probe_timeout_s(1.5);
+    registry reg;
+    const auto t0 = std::chrono::steady_clock::now();
+    const load_report rep = reg.load_best("crashy", tmp.path());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    detail::set_probe_timeout_s(saved);
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_EQ(rep.loaded.path(), ok.string());
+    ASSERT_EQ(rep.candidates.size(), 5u);
+    int refused = 0;
+    for (const load_candidate & c : rep.candidates) {
+        if (c.path == ok.string()) {
+            EXPECT_EQ(c.score, 1);
+            continue;
+        }
+        EXPECT_EQ(c.error, "did not finish opening and scoring within 1.5 s (in a probe process, killed)") << c.path;
+        ++refused;
+    }
+    EXPECT_EQ(refused, 4);
+    EXPECT_GE(seconds, 1.5);
+    EXPECT_LT(seconds, 4.5) << "the hanging variants were probed one after another";
+}
+
 // Paths beyond what one command line takes (here 300 copies of a variant
 // in a folder with a 600-byte name: 190 KiB of paths) are probed by
 // successive helpers: every copy is scored.
