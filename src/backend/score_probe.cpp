@@ -486,15 +486,35 @@ public:
     // group holds libraries after it: gives them up and returns them as
     // [from, to) for a new group (this child stops after its library);
     // else false.
+    // (On a library: opening and scoring it, current_, or closing it after
+    // its result, pending_.)
     bool split(probe_clock::time_point now, size_t & from, size_t & to) {
-        if (!child_ || current_ < 0 || now - began_ < k_split_after || static_cast<size_t>(current_) + 1 >= last_) return false;
-        from = static_cast<size_t>(current_) + 1;
+        const int on = current_ >= 0 ? current_ : pending_;
+        if (!child_ || closing_ || on < 0 || now - began_ < k_split_after || static_cast<size_t>(on) + 1 >= last_) return false;
+        from = static_cast<size_t>(on) + 1;
         to = last_;
         last_ = from;
         return true;
     }
-    int fd() const { return child_ ? child_->fd : -1; }
-    probe_clock::time_point deadline() const { return deadline_; }
+
+    // Takes back the libraries a split gave up, [.., to), when no child
+    // could be started for them (nothing was probed of them meanwhile:
+    // this group is not pumped in between).
+    void unsplit(size_t to) { last_ = to; }
+
+    // Refuses the library the child is on (a failure of this process's
+    // poll, `why`), as when it broke the protocol.
+    void fail(const std::string & why) {
+        if (!child_) return;
+        if (protocol_error_.empty()) protocol_error_ = why;
+        finish();
+    }
+    // The pipe to poll: -1 for none, or while waiting for a child that
+    // closed it early to end (its end of file would wake poll at once).
+    int fd() const { return child_ && !closing_ ? child_->fd : -1; }
+    probe_clock::time_point deadline() const {
+        return closing_ ? std::min(grace_end_, probe_clock::now() + std::chrono::milliseconds(10)) : deadline_;
+    }
     // Whether its child has ended (reaped) since the last call: then the
     // poll loop drains the pipe without waiting.
     bool child_ended() { return child_ && child_->reap(true); }
@@ -511,28 +531,45 @@ public:
     // One turn of the poll loop: `readable` when poll saw the pipe ready
     // (data, end of file or an error), `ended` when the child was reaped
     // before the poll. Ends the child and starts the next when it is over.
-    void pump(bool readable, bool ended) {
+    // What was in the pipe when poll returned at `polled` is read before
+    // the time limit is judged, against that time: a result that came in
+    // time counts, however long other groups' turns took.
+    void pump(bool readable, bool ended, probe_clock::time_point polled) {
         if (!child_) return;
-        if (!ended && probe_clock::now() >= deadline_) {
+        if (closing_) { // the pipe closed early: until the child ends, a second at most
+            if (ended || probe_clock::now() >= grace_end_) finish();
+            return;
+        }
+        if (readable) {
+            char tmp[4096];
+            const ssize_t n = ::read(child_->fd, tmp, sizeof tmp);
+            if (n < 0 && errno == EINTR) return;
+            if (n <= 0) { // end of file
+                eof_ = true;
+                if (done_ || ended) {
+                    finish();
+                } else {
+                    // The child ended, or the library closed (or replaced)
+                    // the pipe's descriptor. Give it a second to end.
+                    closing_ = true;
+                    grace_end_ = probe_clock::now() + std::chrono::seconds(1);
+                }
+                return;
+            }
+            buf_.append(tmp, static_cast<size_t>(n));
+            parse();
+            if (!protocol_error_.empty() || done_) {
+                finish();
+                return;
+            }
+        } else if (ended) {
+            finish(); // drained
+            return;
+        }
+        if (!ended && polled >= deadline_) { // (a child that keeps writing is judged too)
             timed_out_ = true;
             finish();
-            return;
         }
-        if (!readable) {
-            if (ended) finish(); // drained
-            return;
-        }
-        char tmp[4096];
-        const ssize_t n = ::read(child_->fd, tmp, sizeof tmp);
-        if (n < 0 && errno == EINTR) return;
-        if (n <= 0) { // end of file
-            eof_ = true;
-            finish();
-            return;
-        }
-        buf_.append(tmp, static_cast<size_t>(n));
-        parse();
-        if (!protocol_error_.empty() || done_) finish();
     }
 
 private:
@@ -551,20 +588,29 @@ private:
                 bytes += run_.paths[end_].size() + 1;
             }
         }
+        // A fork child's list: the group's libraries up to its end (the
+        // child probes from `start` to the end of the list it is given),
+        // made before the pipe (nothing to close should it throw).
+        std::vector<std::string> upto;
+        if (!with_helper_) upto.assign(run_.paths.begin(), run_.paths.begin() + static_cast<std::ptrdiff_t>(end_));
+        helper_ = run_.helper;
         // (Close-on-exec: a program another thread starts meanwhile does
         // not inherit the pipe.)
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+        struct close_both { // until the child holds the read end (spawn_helper may throw)
+            int * fd;
+            ~close_both() {
+                for (int i = 0; i < 2; ++i) {
+                    if (fd[i] >= 0) ::close(fd[i]);
+                }
+            }
+        } guard{fds};
         pid_t pid = -1;
         int spawn_error = 0;
-        helper_ = run_.helper;
         if (with_helper_) {
             pid = spawn_helper(helper_, fds[1], run_.paths, start, end_, spawn_error);
         } else {
-            // The group's libraries up to its end (the child probes from
-            // `start` to the end of the list it is given), made before the
-            // fork (the child allocates nothing before its first record).
-            const std::vector<std::string> upto(run_.paths.begin(), run_.paths.begin() + static_cast<std::ptrdiff_t>(end_));
             std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
             pid = ::fork();
             if (pid == 0) {
@@ -573,8 +619,8 @@ private:
             }
         }
         ::close(fds[1]);
+        fds[1] = -1;
         if (pid < 0) {
-            ::close(fds[0]);
             if (!with_helper_) return false;
             // A helper that cannot be started: fork instead, or score in-process.
             helper_failed(fmt::format("could not be started ({})", std::strerror(spawn_error)));
@@ -584,10 +630,11 @@ private:
         child_.emplace();
         child_->pid = pid;
         child_->fd = fds[0];
+        fds[0] = -1;
         child_->own_group = with_helper_;
         current_ = pending_ = -1;
         expected_ = start;
-        done_ = timed_out_ = eof_ = greeted_ = false;
+        done_ = timed_out_ = eof_ = greeted_ = closing_ = false;
         protocol_error_.clear();
         buf_.clear();
         // Until the greeting: a few seconds (a helper that is another
@@ -674,12 +721,7 @@ private:
     // next child on what is left.
     void finish() {
         child_process & child = *child_;
-        if (eof_ && !done_) {
-            // The pipe closed early: the child ended, or the library closed
-            // (or replaced) the pipe's descriptor. Give it a second to end.
-            for (int i = 0; i < 100 && !child.reap(true); ++i) ::usleep(10000);
-            if (!child.reaped && protocol_error_.empty()) protocol_error_ = "it closed the pipe";
-        }
+        if (eof_ && !done_ && !child.reap(true) && protocol_error_.empty()) protocol_error_ = "it closed the pipe";
         child.kill_and_reap(); // (done: it is ending by itself)
         const bool no_result = next_ == child_first_; // no library's result came from this child
         if (with_helper_ && !done_ && current_ < 0 && pending_ < 0 && no_result) {
@@ -736,7 +778,9 @@ private:
     bool greeted_ = false; // its first record was the greeting
     std::string protocol_error_;
     probe_clock::time_point deadline_{};
-    probe_clock::time_point began_{}; // when it began on current_
+    probe_clock::time_point began_{}; // when it began on current_ (or pending_'s)
+    bool closing_ = false;            // the pipe closed early: waiting until grace_end_ for the child to end
+    probe_clock::time_point grace_end_{};
     std::string buf_;
 };
 
@@ -776,18 +820,31 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
         // Short waits: a grandchild the library forked may hold the write
         // end open after the child ended, so no end-of-file comes.
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wake - probe_clock::now()).count();
-        const int r = ::poll(pf.data(), pf.size(), drain ? 0 : static_cast<int>(std::clamp<long long>(left, 0, 50)));
-        if (r < 0 && errno != EINTR) break; // (what is left stays not_probed: opened in-process)
+        const int r = ::poll(pf.data(), pf.size(), drain ? 0 : static_cast<int>(std::clamp<long long>(left, 1, 50)));
+        const int poll_error = r < 0 ? errno : 0;
+        const auto polled = probe_clock::now();
+        if (r < 0 && poll_error != EINTR) {
+            // Each child's library is refused (as a broken protocol), as
+            // before the groups; the next children go on.
+            for (const auto & g : groups) g->fail(fmt::format("poll failed: {}", std::strerror(poll_error)));
+            continue;
+        }
         for (size_t i = 0; i < pf.size(); ++i) {
             const bool readable = r > 0 && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-            groups[i]->pump(readable, ended[i] != 0);
+            groups[i]->pump(readable, ended[i] != 0, polled);
         }
-        const auto now = probe_clock::now();
-        for (size_t i = 0, n = groups.size(); i < n && groups.size() < k_probe_groups; ++i) {
+        // Splits, while fewer than k_probe_groups groups have a child.
+        const auto busy = [&] {
+            return static_cast<size_t>(std::count_if(groups.begin(), groups.end(), [](const auto & g) { return g->busy(); }));
+        };
+        for (size_t i = 0, n = groups.size(); i < n && busy() < k_probe_groups; ++i) {
             size_t from = 0, to = 0;
-            if (!groups[i]->split(now, from, to)) continue;
+            if (!groups[i]->split(polled, from, to)) continue;
             groups.push_back(std::make_unique<probe_group>(run, from, to));
-            groups.back()->start();
+            if (!groups.back()->start()) { // no child for them: the old one goes on with them
+                groups.pop_back();
+                groups[i]->unsplit(to);
+            }
         }
     }
     return out;

@@ -122,6 +122,12 @@ tessera_fake_plugin(crashy libtessera-crashy-hang ${_f} FAKE_FAMILY="crashy" FAK
 tessera_fake_plugin(crashy libtessera-crashy-forge ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=80 FAKE_FORGE_IN_SCORE)
 tessera_fake_plugin(crashy libtessera-crashy-ok ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=1 FAKE_VARIANT="ok"
                     FAKE_DEVICE_PREFIX="Crashy")
+# Variants that take their time: a score of 300 ms, a destructor that never
+# returns (plugin_exit_test.cpp: probed side by side; the tests copy them
+# into folders of their own).
+tessera_fake_plugin(slowprobe libtessera-slowprobe-slow ${_f} FAKE_FAMILY="slowprobe" FAKE_SCORE=3 FAKE_SLOW_SCORE=300)
+tessera_fake_plugin(slowprobe libtessera-slowprobe-unloadhang ${_f} FAKE_FAMILY="slowprobe" FAKE_SCORE=2 FAKE_HANG_AT_UNLOAD)
+tessera_fake_plugin(slowprobe libtessera-slowprobe-ok ${_f} FAKE_FAMILY="slowprobe" FAKE_SCORE=1 FAKE_DEVICE_PREFIX="Slow")
 
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).

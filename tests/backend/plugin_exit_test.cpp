@@ -386,6 +386,53 @@ TEST_P(PluginProbe, HangingVariantsAreProbedAtTheSameTime) {
     EXPECT_LT(seconds, 4.5) << "the hanging variants were probed one after another";
 }
 
+// The same for libraries that hang while being closed (a destructor that
+// never returns, after their score came), and behind libraries that are
+// slow but fine (300 ms each: each hands the rest on, and its group ends
+// after it, so the slow ones do not use up the groups that run at once).
+TEST_P(PluginProbe, SlowAndUnloadHangingVariantsAreProbedAtTheSameTime) {
+    const double saved = detail::probe_timeout_s();
+    detail::set_probe_timeout_s(1.5);
+    for (const int n_slow : {0, 9}) {
+        SCOPED_TRACE(std::to_string(n_slow) + " slow variants first");
+        temp_dir tmp;
+        // Named so that the folder lists them slow ones first (a, b), then the good one (z).
+        for (int i = 0; i < n_slow; ++i) {
+            fs::copy_file(fake_plugin("slowprobe", "libtessera-slowprobe-slow"), tmp.path() / ("libtessera-slowprobe-a" + std::to_string(i) + ".so"));
+        }
+        for (int i = 0; i < 4; ++i) {
+            fs::copy_file(fake_plugin("slowprobe", "libtessera-slowprobe-unloadhang"), tmp.path() / ("libtessera-slowprobe-b" + std::to_string(i) + ".so"));
+        }
+        const fs::path ok = tmp.path() / "libtessera-slowprobe-z.so";
+        fs::copy_file(fake_plugin("slowprobe", "libtessera-slowprobe-ok"), ok);
+        registry reg;
+        const auto t0 = std::chrono::steady_clock::now();
+        const load_report rep = reg.load_best("slowprobe", tmp.path());
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ASSERT_EQ(rep.candidates.size(), static_cast<size_t>(n_slow + 5));
+        int scored_slow = 0, refused = 0;
+        for (const load_candidate & c : rep.candidates) {
+            const std::string leaf = fs::path(c.path).filename().string();
+            if (leaf.find("-a") != std::string::npos) {
+                EXPECT_EQ(c.score, 3) << c.path << ": " << c.error;
+                ++scored_slow;
+            } else if (leaf.find("-b") != std::string::npos) {
+                EXPECT_NE(c.error.find("within 1.5 s"), std::string::npos) << c.path << ": " << c.error;
+                ++refused;
+            }
+        }
+        EXPECT_EQ(scored_slow, n_slow);
+        EXPECT_EQ(refused, 4);
+        // The slow ones are the best: one of them is loaded.
+        ASSERT_TRUE(rep.loaded);
+        EXPECT_EQ(rep.loaded.path(), n_slow > 0 ? rep.candidates[0].path : ok.string());
+        // In turn: 9 x 0.3 + 4 x 1.5 = 8.7 s; side by side about 4.5 s with
+        // the slow ones, 2.4 s without.
+        EXPECT_LT(seconds, n_slow > 0 ? 6.5 : 4.5) << "the hanging variants were probed one after another";
+    }
+    detail::set_probe_timeout_s(saved);
+}
+
 // Paths beyond what one command line takes (here 300 copies of a variant
 // in a folder with a 600-byte name: 190 KiB of paths) are probed by
 // successive helpers: every copy is scored.

@@ -25,6 +25,8 @@
  *   FAKE_CRASH_IN_SCORE       tessera_backend_score executes an illegal
  *                             instruction (SIGILL)
  *   FAKE_HANG_IN_SCORE        tessera_backend_score never returns
+ *   FAKE_SLOW_SCORE ms        tessera_backend_score sleeps ms milliseconds
+ *   FAKE_HANG_AT_UNLOAD       a destructor (run by dlclose) never returns
  *   FAKE_FORGE_IN_SCORE       tessera_backend_score writes bytes shaped like
  *                             a probe record to file descriptors 3..63
  *   FAKE_EXIT_AT_LOAD s       a constructor (run by dlopen) calls exit(s)
@@ -348,6 +350,11 @@ static const tsr_reg_i reg_iface = {
 #ifdef FAKE_EXIT_AT_LOAD
 __attribute__((constructor)) static void fake_exit_at_load(void) { exit(FAKE_EXIT_AT_LOAD); }
 #endif
+#ifdef FAKE_HANG_AT_UNLOAD
+__attribute__((destructor)) static void fake_hang_at_unload(void) {
+    for (;;) sleep(1);
+}
+#endif
 
 #ifdef FAKE_SCORE
 TSR_BACKEND_EXPORT int tessera_backend_score(void) {
@@ -359,6 +366,9 @@ TSR_BACKEND_EXPORT int tessera_backend_score(void) {
 #endif
 #ifdef FAKE_HANG_IN_SCORE
     for (;;) sleep(1);
+#endif
+#ifdef FAKE_SLOW_SCORE
+    usleep(FAKE_SLOW_SCORE * 1000);
 #endif
 #ifdef FAKE_FORGE_IN_SCORE
     {
