@@ -482,12 +482,11 @@ public:
 
     bool busy() const { return child_.has_value(); }
 
-    // When the child has been on one library for k_split_after and the
-    // group holds libraries after it: gives them up and returns them as
-    // [from, to) for a new group (this child stops after its library);
-    // else false.
-    // (On a library: opening and scoring it, current_, or closing it after
-    // its result, pending_.)
+    // When the child has been on one library (opening and scoring it,
+    // current_, or closing it after its result, pending_) for
+    // k_split_after and the group holds libraries after it: gives them up
+    // and returns them as [from, to) for a new group (this child stops
+    // after its library); else false.
     bool split(probe_clock::time_point now, size_t & from, size_t & to) {
         const int on = current_ >= 0 ? current_ : pending_;
         if (!child_ || closing_ || on < 0 || now - began_ < k_split_after || static_cast<size_t>(on) + 1 >= last_) return false;
@@ -509,6 +508,7 @@ public:
         if (protocol_error_.empty()) protocol_error_ = why;
         finish();
     }
+
     // The pipe to poll: -1 for none, or while waiting for a child that
     // closed it early to end (its end of file would wake poll at once).
     int fd() const { return child_ && !closing_ ? child_->fd : -1; }
