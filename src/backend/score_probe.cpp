@@ -577,12 +577,12 @@ private:
     // no child can run (the rest stay not_probed).
     bool launch() {
         const size_t start = next_;
-        with_helper_ = !run_.helper.empty();
-        if (!with_helper_ && !run_.may_fork) return false; // not_probed: opened in-process, as before
+        helper_ = run_.helper;
+        if (!with_helper() && !run_.may_fork) return false; // not_probed: opened in-process, as before
         // The libraries this child probes: all the rest of the group, or for
         // a helper as many as its command line takes (at least one).
         end_ = last_;
-        if (with_helper_) {
+        if (with_helper()) {
             size_t bytes = 0;
             for (end_ = start; end_ < last_ && (end_ == start || bytes + run_.paths[end_].size() + 1 <= k_helper_arg_bytes); ++end_) {
                 bytes += run_.paths[end_].size() + 1;
@@ -592,8 +592,7 @@ private:
         // child probes from `start` to the end of the list it is given),
         // made before the pipe (nothing to close should it throw).
         std::vector<std::string> upto;
-        if (!with_helper_) upto.assign(run_.paths.begin(), run_.paths.begin() + static_cast<std::ptrdiff_t>(end_));
-        helper_ = run_.helper;
+        if (!with_helper()) upto.assign(run_.paths.begin(), run_.paths.begin() + static_cast<std::ptrdiff_t>(end_));
         // (Close-on-exec: a program another thread starts meanwhile does
         // not inherit the pipe.)
         int fds[2];
@@ -608,7 +607,7 @@ private:
         } guard{fds};
         pid_t pid = -1;
         int spawn_error = 0;
-        if (with_helper_) {
+        if (with_helper()) {
             pid = spawn_helper(helper_, fds[1], run_.paths, start, end_, spawn_error);
         } else {
             std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
@@ -621,7 +620,7 @@ private:
         ::close(fds[1]);
         fds[1] = -1;
         if (pid < 0) {
-            if (!with_helper_) return false;
+            if (!with_helper()) return false;
             // A helper that cannot be started: fork instead, or score in-process.
             helper_failed(fmt::format("could not be started ({})", std::strerror(spawn_error)));
             return run_.may_fork; // (the caller's loop forks next)
@@ -631,9 +630,8 @@ private:
         child_->pid = pid;
         child_->fd = fds[0];
         fds[0] = -1;
-        child_->own_group = with_helper_;
+        child_->own_group = with_helper();
         current_ = pending_ = -1;
-        expected_ = start;
         done_ = timed_out_ = eof_ = greeted_ = closing_ = false;
         protocol_error_.clear();
         buf_.clear();
@@ -642,6 +640,8 @@ private:
         deadline_ = probe_clock::now() + std::min(run_.limit, std::chrono::duration_cast<probe_clock::duration>(k_greeting_limit));
         return true;
     }
+
+    bool with_helper() const { return !helper_.empty(); }
 
     // The helper did not work: no group uses it again, and this one says so.
     void helper_failed(const std::string & why) {
@@ -668,16 +668,16 @@ private:
                 if (!greeted_) protocol_error_ = "no greeting";
                 continue;
             }
-            if (h.kind == k_begin && current_ < 0 && h.index >= 0 && static_cast<size_t>(h.index) == expected_) {
+            if (h.kind == k_begin && current_ < 0 && h.index >= 0 && static_cast<size_t>(h.index) == next_) {
                 pending_ = -1; // the one before is confirmed
-                if (expected_ >= last_) { // a library another group took (split): this child is done
+                if (next_ >= last_) { // a library another group took (split): this child is done
                     done_ = true;
                     break;
                 }
                 current_ = h.index;
                 began_ = probe_clock::now();
                 deadline_ = began_ + run_.limit;
-            } else if (h.kind == k_done && current_ < 0 && h.index == -1 && expected_ == end_) {
+            } else if (h.kind == k_done && current_ < 0 && h.index == -1 && next_ == end_) {
                 pending_ = -1;
                 done_ = true;
             } else if (h.kind == k_exited && current_ < 0 && pending_ >= 0 && h.index == pending_) {
@@ -706,8 +706,7 @@ private:
                 }
                 res.message = std::move(message); // (not_opened: the loader makes it printable)
                 pending_ = res.outcome == probe_outcome::died ? -1 : current_;
-                next_ = static_cast<size_t>(current_) + 1;
-                expected_ = next_;
+                next_ = static_cast<size_t>(current_) + 1; // (the library the child begins next)
                 current_ = -1;
             } else {
                 protocol_error_ = "a record out of order";
@@ -724,7 +723,7 @@ private:
         if (eof_ && !done_ && !child.reap(true) && protocol_error_.empty()) protocol_error_ = "it closed the pipe";
         child.kill_and_reap(); // (done: it is ending by itself)
         const bool no_result = next_ == child_first_; // no library's result came from this child
-        if (with_helper_ && !done_ && current_ < 0 && pending_ < 0 && no_result) {
+        if (with_helper() && !done_ && current_ < 0 && pending_ < 0 && no_result) {
             // It never got to a library: not a probe child (TESSERA_PROBE_HELPER
             // names another program), or it failed before starting one (no
             // greeting; garbage, an exit or a hang after it). No library is
@@ -769,11 +768,9 @@ private:
     size_t end_ = 0;         // one past the last library of this child
     size_t child_first_ = 0; // the first library of this child
     std::optional<child_process> child_;
-    std::string helper_; // the child's helper (with_helper_)
-    bool with_helper_ = false;
+    std::string helper_; // the child's helper; empty: a fork
     int current_ = -1; // the library the child is on
     int pending_ = -1; // a library whose result came, before the child moved on
-    size_t expected_ = 0;
     bool done_ = false, timed_out_ = false, eof_ = false;
     bool greeted_ = false; // its first record was the greeting
     std::string protocol_error_;
