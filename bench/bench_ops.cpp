@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "tessera/backend.h"
 #include "backends/cpu/thread_pool.hpp"
@@ -457,6 +458,31 @@ void BM_rms_norm(benchmark::State & state) {
 // Args: rows N, threads (0 = all hardware threads). N = 1 on one thread vs
 // all threads shows the pool's per-graph overhead.
 BENCHMARK(BM_rms_norm)->Args({1, 1})->Args({1, 0})->Args({512, 1})->Args({512, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The quantization of activations to Q8_0 blocks (every quantized product
+// does it to its F32 columns): one prompt's 512 columns of 576 values (the
+// 135M preset's width) into the 8-column tiles of the repacked kernels, on
+// one thread. Counter: values per second.
+void BM_quantize_q8_act(benchmark::State & state) {
+    constexpr int64_t K = 576, N = 512, n_blocks = K / 32;
+    constexpr cpu::q8_tile tile{8};
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(K * N));
+    for (float & v : x) v = dist(rng);
+    std::vector<char> tiles(static_cast<size_t>(N / tile.cols) * tile.block_bytes() * n_blocks);
+    for (auto _ : state) {
+        for (int64_t n = 0; n < N; ++n) {
+            char * t = tiles.data() + static_cast<size_t>(n / tile.cols) * tile.block_bytes() * n_blocks;
+            cpu::quantize_q8_act(x.data() + n * K, n_blocks, tile.column(t, static_cast<int>(n % tile.cols)), 0);
+        }
+        benchmark::DoNotOptimize(tiles.data());
+        benchmark::ClobberMemory();
+    }
+    state.counters["values/s"] = benchmark::Counter(static_cast<double>(K * N), benchmark::Counter::kIsIterationInvariantRate,
+                                                    benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_quantize_q8_act)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One barrier of the thread pool between 2 threads: sync (thread 0 always
 // releases the others) against sync_any (the last to arrive releases), as

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/compute.hpp"
+#include "backends/cpu/ops/ops.hpp"
 #include "backends/cpu/ops/tensor_access.hpp"
 #include "tessera/core/tensor.hpp"
 #include "tessera/core/types.hpp"
@@ -73,19 +74,36 @@ bool overwrites_own_rows(const tsr_tensor * writer, const tsr_tensor * reader, c
 
 } // namespace
 
-std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_tensor *> & nodes) {
+std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_tensor *> & nodes, bool visible_only) {
     std::vector<std::array<byte_span, 2>> plan(nodes.size());
     size_t first = 0; // the first node of the current share
+    // The last node's visible keys, reused by a node with the same mask and
+    // shapes (every layer of a model shares one mask).
+    const tsr_tensor * memo_mask = nullptr;
+    int64_t memo_rows = -1, memo_n_kv = -1, memo_keys = 0;
     for (size_t i = 0; i < nodes.size(); ++i) {
         const tsr_tensor * n = nodes[i];
         if (n->op != TSR_OP_FLASH_ATTN_EXT) continue;
         const size_t from = first < i ? first : i; // nodes [from, to) share it
         const size_t to = first < i ? i : i + 1;
         first = i + 1;
+        int64_t keys = -1; // all of each view's keys
+        // A mask this graph computes has no values yet: all keys then.
+        if (const tsr_tensor * mask = n->src[3]; visible_only && mask != nullptr && mask->op == TSR_OP_NONE) {
+            if (mask != memo_mask || n->src[0]->ne[1] != memo_rows || n->src[1]->ne[1] != memo_n_kv) {
+                memo_mask = mask;
+                memo_rows = n->src[0]->ne[1];
+                memo_n_kv = n->src[1]->ne[1];
+                memo_keys = flash_attn_ext_visible_keys(n);
+            }
+            keys = memo_keys;
+        }
         for (int kv = 0; kv < 2; ++kv) {
             const tsr_tensor * view = n->src[1 + kv];
-            if (view == nullptr) continue;
-            const byte_span r = range_of(view);
+            if (view == nullptr || keys == 0) continue;
+            tsr_tensor seen = *view; // the keys [0, keys) of the view
+            if (keys > 0 && keys < seen.ne[1]) seen.ne[1] = keys;
+            const byte_span r = range_of(&seen);
             if (r.lo == 0 && r.hi == UINTPTR_MAX) continue; // does not fit in an address
             const uintptr_t lo = r.lo & ~uintptr_t{63};
             const uintptr_t hi = r.hi - r.lo > k_attn_prefetch_bytes ? r.lo + k_attn_prefetch_bytes : r.hi;
@@ -228,6 +246,9 @@ struct graph_run {
     const graph_analysis * a = nullptr;
     std::unique_ptr<work_slot[]> slots; // n_threads per node: compute_params::slots
     thread_pool * pool = nullptr;
+    // graph_analysis::attn_prefetch, or this run's plan of the keys the mask
+    // lets the attentions see.
+    const std::vector<std::array<byte_span, 2>> * attn_prefetch = nullptr;
     int n_threads = 1;
     tsr_abort_callback cb = nullptr;
     void * cb_data = nullptr;
@@ -289,8 +310,8 @@ void walk_nodes(int ith, void * ctx) {
             }
             if (run->stop) break;
         }
-        prefetch_span(a.attn_prefetch[i][0]);
-        prefetch_span(a.attn_prefetch[i][1]);
+        prefetch_span((*run->attn_prefetch)[i][0]);
+        prefetch_span((*run->attn_prefetch)[i][1]);
         p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];
         if (a.prepare[i] != 0) {
             // Fill the shared scratch, then wait until every thread has.
@@ -335,7 +356,10 @@ tsr_status analyze_graph(const tsr_graph_view & g, int n_threads, bool with_cb, 
         // The shared scratch is rewritten by a node's prepare call, so no
         // thread may still read it for an earlier node.
         for (size_t i = 0; i < n; ++i) a.sync[i] = a.sync[i] != 0 || a.prepare[i] != 0 ? 1 : 0;
-        a.attn_prefetch = attention_prefetch(a.nodes);
+        a.attn_prefetch = attention_prefetch(a.nodes, false);
+        a.attn_masked = std::any_of(a.nodes.begin(), a.nodes.end(), [](const tsr_tensor * n) {
+            return n->op == TSR_OP_FLASH_ATTN_EXT && n->src[3] != nullptr && n->src[3]->op == TSR_OP_NONE;
+        });
         a.prefetch.assign(n, byte_span{});
         if (!with_cb && a.n_threads > 1) {
             for (size_t i = 0; i < n; ++i) {
@@ -356,8 +380,14 @@ tsr_status run_analyzed(thread_pool & pool, const graph_analysis & a, tsr_abort_
     run.a = &a;
     run.pool = &pool;
     run.n_threads = a.n_threads;
+    run.attn_prefetch = &a.attn_prefetch;
+    std::vector<std::array<byte_span, 2>> visible_plan;
     try {
         run.slots.reset(new work_slot[a.nodes.size() * static_cast<size_t>(run.n_threads)]); // zero
+        if (a.attn_masked) {
+            visible_plan = attention_prefetch(a.nodes, true);
+            run.attn_prefetch = &visible_plan;
+        }
     } catch (const std::bad_alloc &) {
         return TSR_STATUS_ALLOC_FAILED;
     }

@@ -66,7 +66,12 @@ struct graph_analysis {
     // arrives early prefetches (its own share, split as the kernels split
     // rows), or an empty range.
     std::vector<byte_span> prefetch;
-    std::vector<std::array<byte_span, 2>> attn_prefetch; // per node: attention_prefetch
+    std::vector<std::array<byte_span, 2>> attn_prefetch; // per node: attention_prefetch of every key
+    // Some FLASH_ATTN_EXT node has a mask that is a leaf (an input, e.g.
+    // the causal mask of the decoded positions): each compute then plans
+    // its read-ahead again from the mask's values (attention_prefetch with
+    // visible_only).
+    bool attn_masked = false;
     size_t work = 0;   // per-thread scratch bytes (the largest node_work_size)
     size_t shared = 0; // shared scratch bytes (the largest node_scratch::shared)
     int n_threads = 1; // the threads it was made for (>= 1)
@@ -135,6 +140,16 @@ inline constexpr size_t k_attn_prefetch_bytes = size_t{256} << 10;
 // range does not fit in an address gets none. Prefetching never faults, so
 // the spans need not be mapped. (On Zen 4, synth 135M Q4_0 tg32 after 512
 // tokens: 1.28x on 1 thread, 1.06x on 2; graph_compute.cpp.)
-std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_tensor *> & nodes);
+// visible_only: a node whose mask is a leaf reads ahead only the keys
+// [0, flash_attn_ext_visible_keys) of its views (reading the mask's
+// values, so only when they are set, i.e. at compute time; should a node
+// of the graph write into the mask, only what is read ahead changes, never
+// a result), and nothing when every key is masked: a decoded token's views
+// are the cache rounded up to 256 positions, most of them masked (synth
+// 135M tg128 read 5.9 MB ahead a token, 1.5 MB on average clipped). (Zen
+// 5, 135M Q4_0, clipped against whole views computed alternately in one
+// process: tg128 1.015 and 1.020 on 1 thread, 1.003 and 1.005 on 2; after
+// 300 tokens 1.000 and 1.010.)
+std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_tensor *> & nodes, bool visible_only);
 
 } // namespace tessera::cpu

@@ -481,7 +481,7 @@ TEST(GraphCompute, AttentionKeysAndValuesAreReadAheadOverTheNodesBefore) {
     tsr_tensor * n4 = scale(ctx, n2, 2.0f, 0.0f);
     tsr_tensor * fa2 = attention(k2, v2, 1000);
     tsr_tensor * fa3 = attention(k1, v1, 5); // 1920 bytes, 30 lines
-    const auto plan = attention_prefetch({n0, n1, n2, fa1, n4, fa2, fa3});
+    const auto plan = attention_prefetch({n0, n1, n2, fa1, n4, fa2, fa3}, false);
     ASSERT_EQ(plan.size(), 7u);
     const auto at = [](const tsr_tensor * t, size_t off) { return reinterpret_cast<uintptr_t>(t->data) + off; };
     for (int kv = 0; kv < 2; ++kv) {
@@ -536,7 +536,7 @@ TEST(GraphCompute, AttentionReadAheadSharesWholeLinesFromTheFirst) {
     tsr_tensor * n3 = scale(ctx, n2, 1.0f, 0.0f);
     const auto base = reinterpret_cast<uintptr_t>(kc->data);
     ASSERT_EQ(base % 64, 0u);
-    const auto plan = attention_prefetch({n0, n1, n2, fa, n3});
+    const auto plan = attention_prefetch({n0, n1, n2, fa, n3}, false);
     ASSERT_EQ(plan.size(), 5u);
     EXPECT_EQ(plan[0][0], (byte_span{base + 64, base + 128}));
     EXPECT_EQ(plan[1][0], (byte_span{base + 128, base + 192}));
@@ -545,12 +545,82 @@ TEST(GraphCompute, AttentionReadAheadSharesWholeLinesFromTheFirst) {
     EXPECT_EQ(plan[3][0], byte_span{});
     EXPECT_EQ(plan[4][0], byte_span{}) << "nodes after the last attention read nothing ahead";
     // Four nodes for the same three lines: the last gets none.
-    const auto four = attention_prefetch({n0, n1, n2, n3, fa});
+    const auto four = attention_prefetch({n0, n1, n2, n3, fa}, false);
     EXPECT_EQ(four[2][0], (byte_span{base + 192, base + 228}));
     EXPECT_EQ(four[3][0], byte_span{});
     // A graph without attention reads nothing ahead.
-    for (const auto & spans : attention_prefetch({n0, n1})) EXPECT_EQ(spans, (std::array<byte_span, 2>{}));
-    EXPECT_TRUE(attention_prefetch({}).empty());
+    for (const auto & spans : attention_prefetch({n0, n1}, false)) EXPECT_EQ(spans, (std::array<byte_span, 2>{}));
+    EXPECT_TRUE(attention_prefetch({}, false).empty());
+}
+
+// visible_only: a leaf mask's visible keys bound the read-ahead (a decoded
+// token's view is the cache rounded up, its masked tail never read). Keys
+// of 384-byte rows (3 KV heads of 64 F16): 40 visible keys are 15360
+// bytes, 240 lines, 80 for each of the three nodes before the attention.
+TEST(GraphCompute, AttentionReadAheadStopsAtTheLastVisibleKey) {
+    context ctx(data_ctx());
+    constexpr int64_t D = 64, H = 9, H_kv = 3, n_kv = 256;
+    constexpr float ninf = -std::numeric_limits<float>::infinity();
+    tsr_tensor * kc = ctx.new_tensor(TSR_TYPE_F16, {D * H_kv, 300});
+    tsr_tensor * vc = ctx.new_tensor(TSR_TYPE_F16, {D * H_kv, 300});
+    const auto attention = [&](tsr_tensor * mask) {
+        tsr_tensor * q = ctx.new_tensor(TSR_TYPE_F32, {D, H, mask->ne[1]});
+        const uint64_t row = kc->nb[1], head = D * kc->nb[0];
+        return flash_attn_ext(ctx, permute(ctx, q, 0, 2, 1, 3), view_3d(ctx, kc, D, n_kv, H_kv, row, head, 0),
+                              view_3d(ctx, vc, D, n_kv, H_kv, row, head, 0), mask, 0.125f);
+    };
+    // Row i sees keys [0, ends[i]).
+    const auto causal = [&](std::initializer_list<int64_t> ends) {
+        tsr_tensor * mask = ctx.new_tensor(TSR_TYPE_F32, {n_kv, static_cast<int64_t>(ends.size())});
+        int64_t i1 = 0;
+        for (int64_t end : ends) {
+            for (int64_t i0 = 0; i0 < n_kv; ++i0) set_f32(mask, i0 < end ? 0.0f : ninf, i0, i1);
+            ++i1;
+        }
+        return mask;
+    };
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {64, 4});
+    tsr_tensor * n0 = scale(ctx, x, 1.0f, 0.0f);
+    tsr_tensor * n1 = scale(ctx, n0, 1.0f, 0.0f);
+    tsr_tensor * n2 = scale(ctx, n1, 1.0f, 0.0f);
+    const auto at = [](const tsr_tensor * t, size_t off) { return reinterpret_cast<uintptr_t>(t->data) + off; };
+    const auto check = [&](tsr_tensor * fa, size_t line_bytes_each, const char * what) {
+        SCOPED_TRACE(what);
+        const auto plan = attention_prefetch({n0, n1, n2, fa}, true);
+        for (int kv = 0; kv < 2; ++kv) {
+            const tsr_tensor * c = kv == 0 ? kc : vc;
+            for (size_t j = 0; j < 3; ++j) {
+                const byte_span want = line_bytes_each == 0 ? byte_span{}
+                                                            : byte_span{at(c, j * line_bytes_each), at(c, (j + 1) * line_bytes_each)};
+                EXPECT_EQ(plan[j][kv], want) << (kv == 0 ? "keys" : "values") << ", node " << j;
+            }
+            EXPECT_EQ(plan[3][kv], byte_span{});
+        }
+    };
+    tsr_tensor * one_row = attention(causal({40}));
+    check(one_row, 5120, "40 keys visible");
+    // Without visible_only the whole view: 256 rows, 1536 lines, 512 a node.
+    EXPECT_EQ(attention_prefetch({n0, n1, n2, one_row}, false)[0][0], (byte_span{at(kc, 0), at(kc, 32768)}));
+    // The row that sees the most counts (two query rows: 10 and 40 keys).
+    check(attention(causal({10, 40})), 5120, "rows seeing 10 and 40 keys");
+    check(attention(causal({40, 10})), 5120, "rows seeing 40 and 10 keys");
+    // A mask hiding every key: nothing to read ahead.
+    check(attention(causal({0})), 0, "every key masked");
+    // Every key visible: the whole view, as without visible_only.
+    check(attention(causal({n_kv})), 32768, "every key visible");
+    // A mask the graph computes (not a leaf) has no values before the
+    // compute: the whole view.
+    tsr_tensor * computed = scale(ctx, causal({40}), 1.0f, 0.0f);
+    check(attention(computed), 32768, "a computed mask");
+    // Two attentions, each with its own mask, the second right after the
+    // first (it reads its own ahead): the second's 4 keys (1536 bytes, 24
+    // lines) are not the first's 40.
+    tsr_tensor * fa_a = attention(causal({40}));
+    tsr_tensor * fa_b = attention(causal({4}));
+    const auto two = attention_prefetch({n0, n1, n2, fa_a, fa_b}, true);
+    EXPECT_EQ(two[2][0], (byte_span{at(kc, 10240), at(kc, 15360)}));
+    EXPECT_EQ(two[4][0], (byte_span{at(kc, 0), at(kc, 1536)}));
+    EXPECT_EQ(two[4][1], (byte_span{at(vc, 0), at(vc, 1536)}));
 }
 
 TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {

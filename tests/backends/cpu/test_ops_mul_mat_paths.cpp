@@ -336,7 +336,7 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
     // Block 1: quarter steps, block 2: tiny values (F16 subnormal scale),
     // block 3: zeros, block 4: a NaN and an infinity among ordinary values,
     // block 5: scale beyond F16 (infinite d), block 6: exact ties, block 7:
-    // one ulp either side of ties.
+    // one ulp either side of ties, block 8 below.
     for (int j = 0; j < 32; ++j) {
         x[32 + j] = 0.25f * static_cast<float>(j - 16);
         x[64 + j] = 1e-30f * static_cast<float>(j - 16);
@@ -354,6 +354,9 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
         x[224 + j] = j % 2 == 0 ? std::nextafter(half, 0.0f) : std::nextafter(half, 200.0f * (half > 0 ? 1.0f : -1.0f));
     }
     x[224] = 127.0f;
+    // Block 8: subnormal values, d subnormal and 1 / d infinite (the
+    // reference then quantizes every nonzero value to +-127).
+    for (int j = 0; j < 32; ++j) x[256 + j] = 1e-40f * static_cast<float>(j - 16);
 
     std::vector<block_q8_0> ref(static_cast<size_t>(n_blocks));
     quantize_row_q8_0_ref(x.data(), ref.data(), n_blocks * 32);
@@ -404,6 +407,44 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
         }
         EXPECT_EQ(col.sum[b], sum) << "block " << b;
         EXPECT_EQ(sum_tiled, sum * 128) << "block " << b;
+    }
+}
+
+// The same over 20,000 blocks of random values at random magnitudes (from
+// subnormal to 1e37, so scales that are subnormal, ordinary, and beyond
+// F16), with zeros and values of equal magnitude mixed in: the vector
+// paths' checks for when their shortcuts hold (AVX-512: finite values and
+// a finite 1 / d) against the reference, bit for bit.
+TEST(Q8Activations, MatchReferenceQuantizerAtEveryMagnitude) {
+    std::mt19937 rng(23);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> exponent(-44.0f, 37.0f);
+    constexpr int64_t n_blocks = 20000;
+    std::vector<float> x(static_cast<size_t>(n_blocks * 32));
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const float scale = std::pow(10.0f, exponent(rng));
+        for (int j = 0; j < 32; ++j) {
+            float & v = x[static_cast<size_t>(b * 32 + j)];
+            v = scale * normal(rng);
+            if (b % 7 == 0 && j % 5 == 0) v = 0.0f;
+            if (b % 11 == 0 && j % 3 == 0) v = (j % 2 == 0 ? 1.0f : -1.0f) * scale;
+        }
+    }
+    std::vector<block_q8_0> ref(static_cast<size_t>(n_blocks));
+    quantize_row_q8_0_ref(x.data(), ref.data(), n_blocks * 32);
+    std::vector<unsigned char> mem(q8_col_bytes(n_blocks) + 64);
+    void * base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
+    const q8_col col = q8_col_at(base, n_blocks);
+    quantize_q8_act(x.data(), n_blocks, col, 0);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const float d_ref = f16_to_f32(ref[b].d);
+        ASSERT_EQ(std::memcmp(&col.d[b], &d_ref, sizeof d_ref), 0) << "block " << b << ": " << col.d[b] << " vs " << d_ref;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            ASSERT_EQ(col.qs[b * 32 + j], ref[b].qs[j]) << "block " << b << " element " << j << " x=" << x[b * 32 + j];
+            sum += ref[b].qs[j];
+        }
+        ASSERT_EQ(col.sum[b], sum) << "block " << b;
     }
 }
 

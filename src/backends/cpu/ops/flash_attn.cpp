@@ -153,7 +153,6 @@ size_t kt_bytes(const tsr_tensor * node) {
 #endif
 }
 
-#ifdef TSR_CPU_AVX2
 // One past the last key any query row of the node can see (visible_end
 // over every mask row it uses).
 int64_t visible_keys(const tsr_tensor * dst) {
@@ -169,7 +168,6 @@ int64_t visible_keys(const tsr_tensor * dst) {
     }
     return end;
 }
-#endif
 
 // The online soft-max state of one (query row, head) pair.
 struct row_state {
@@ -456,6 +454,10 @@ size_t flash_attn_ext_work_size(const tsr_tensor * node) {
 
 size_t flash_attn_ext_shared_size(const tsr_tensor * node) {
     return kt_bytes(node);
+}
+
+int64_t flash_attn_ext_visible_keys(const tsr_tensor * node) {
+    return visible_keys(node);
 }
 
 bool compute_flash_attn_ext(const compute_params & p, tsr_tensor * dst) {

@@ -81,6 +81,12 @@ size_t flash_attn_ext_work_size(const tsr_tensor * node);
 // Shared scratch (compute_params::shared): the keys transposed per block
 // by the prepare call, read by every thread's scores; 0 on portable builds.
 size_t flash_attn_ext_shared_size(const tsr_tensor * node);
+// One past the last key (row of src[1] and src[2]) that any query row of
+// the node can see: the last entry of a mask row that is not -inf, the
+// largest over the mask rows the node uses; n_kv without a mask, 0 when
+// every key is masked. Reads the mask's values (a causal mask's masked tail
+// is skipped by the kernels, so none of those keys is read).
+int64_t flash_attn_ext_visible_keys(const tsr_tensor * node);
 bool compute_flash_attn_ext(const compute_params & p, tsr_tensor * node);
 
 } // namespace tessera::cpu

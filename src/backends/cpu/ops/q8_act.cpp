@@ -148,6 +148,45 @@ void quantize_super_block_avx2(const float * x, block_q8_k & y) {
 
 #endif
 
+#ifdef TSR_CPU_AVX512
+
+// quantize_block_avx2 on two 512-bit vectors, for a block whose values
+// and 1 / d are finite (false otherwise, nothing written): then |x * id|
+// <= 127 (1 + 2^-22), so trunc(v + copysign(0.49999997, v)) lies in
+// [-127, 127] and neither round_clamp's clamp nor its NaN test can change
+// a quant, and the truncating conversion does the rounding's truncation.
+// The same arithmetic, so the same bits; one block in about half the
+// instructions (no 256-bit halves, no clamp, one-instruction narrowing):
+// BM_quantize_q8_act (Zen 5) 2.29 -> 3.95 G values/s, synth 135M Q4_0
+// pp512 1.01-1.05x (the two quantizers alternated in one process).
+inline bool quantize_block_avx512(const float * x, int8_t * q, float * d_out, int32_t * sum_out) {
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    const __m512 a0 = _mm512_abs_ps(x0), a1 = _mm512_abs_ps(x1);
+    const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+    // Not less than infinity, or unordered: an infinity or a NaN.
+    if ((_mm512_cmp_ps_mask(a0, inf, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(a1, inf, _CMP_NLT_UQ)) != 0) return false;
+    const float d = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (!(id < std::numeric_limits<float>::infinity())) return false; // d subnormal
+    *d_out = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i half = _mm512_castps_si512(_mm512_set1_ps(0.49999997f));
+    const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+    __m512i i32[2];
+    const __m512 xs[2] = {x0, x1};
+    for (int i = 0; i < 2; ++i) {
+        const __m512 v = _mm512_mul_ps(xs[i], vid);
+        // (v & sign) | half: copysign(0.49999997, v) in one instruction.
+        const __m512 h = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(v), sign, half, 0xEA));
+        i32[i] = _mm512_cvttps_epi32(_mm512_add_ps(v, h));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(q + 16 * i), _mm512_cvtsepi32_epi8(i32[i]));
+    }
+    *sum_out = _mm512_reduce_add_epi32(_mm512_add_epi32(i32[0], i32[1]));
+    return true;
+}
+
+#endif
+
 } // namespace
 
 size_t q8_col_bytes(int64_t n_blocks) {
@@ -172,7 +211,11 @@ q8_col q8_col_at(void * base, int64_t n_blocks) {
 void quantize_q8_act(const float * x, int64_t n_blocks, const q8_col & col, int sum_shift) {
     for (int64_t b = 0; b < n_blocks; ++b) {
         int32_t sum = 0;
-#ifdef TSR_CPU_AVX2
+#if defined(TSR_CPU_AVX512)
+        if (!quantize_block_avx512(x + b * k_block, col.qs_of(b), col.d_of(b), &sum)) {
+            quantize_block_avx2(x + b * k_block, col.qs_of(b), col.d_of(b), &sum);
+        }
+#elif defined(TSR_CPU_AVX2)
         quantize_block_avx2(x + b * k_block, col.qs_of(b), col.d_of(b), &sum);
 #else
         quantize_block_scalar(x + b * k_block, col.qs_of(b), col.d_of(b), &sum);
