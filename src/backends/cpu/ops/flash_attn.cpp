@@ -56,20 +56,28 @@ constexpr int64_t k_tile = 12; // (query row, head) pairs of one KV head compute
 #ifdef TSR_CPU_AVX512
 // Query rows whose scores and accumulations share each load of K and V
 // (32 vector registers): transposed scores 6 rows x 4 key vectors,
-// dimension-lane scores 3 rows x 8 keys, accumulation 3 rows x 4 vectors.
+// dimension-lane scores 3 rows x 8 keys, their transposed form 3 rows x 2
+// key vectors x 2 unit classes (BM_attention 9 heads over 3, T = n_kv =
+// 512, F16, medians of 5 alternated runs on Zen 5: 1 thread 5.12 -> 3.08
+// ms with it, 2 threads 2.59 -> 2.13; 2 or 4 rows measured no better),
+// accumulation 3 rows x 4 vectors.
 constexpr int k_group = 6;
 constexpr int k_group_d = 3;
+constexpr int k_group_dt = 3;
 constexpr int k_group_acc = 3;
 #else
 // 16 registers: transposed scores 2 rows x 4 key vectors, dimension-lane
-// scores one row (8 keys), accumulation 2 rows (2 x 4 vectors; the same
-// bits as one at a time).
+// scores one row (8 keys), transposed 2 rows x 2 key vectors (haswell
+// build, as above: 7.97 -> 6.89 ms, 4.05 -> 3.51), accumulation 2 rows
+// (2 x 4 vectors; the same bits as one at a time).
 constexpr int k_group = 2;
 constexpr int k_group_d = 1;
+constexpr int k_group_dt = 2;
 constexpr int k_group_acc = 2;
 #endif
-// Heads a KV head from which the scores read transposed keys
-// (transposed_scores). The transposition costs about as much per key as
+// Heads a KV head from which the scores read transposed keys with
+// scores_rows' order of sums (transposed_scores; fewer: scores_rows_d's
+// order, read transposed by prompts, transposed_d_scores). The transposition costs about as much per key as
 // the dimension-lane kernel's folding costs per key and row, so decoding
 // gains only with many rows a key: bench_ops on Zen 4, one thread, F16
 // cache: 32 heads over 4 (BM_attn_decode) decode the same either way, 9
@@ -131,6 +139,18 @@ bool transposed_scores(const tsr_tensor * node) {
 #endif
 }
 
+// Whether a prompt's scores with dimension-lane bits (fewer heads a KV
+// head than transposed_scores takes) read transposed keys (scores_rows_dt,
+// the same bits as scores_rows_d): more than one tile reads each KV head,
+// so the keys are transposed once for all of them. Vector builds, D %
+// 8 == 0.
+#ifdef TSR_CPU_AVX2
+bool transposed_d_scores(const tsr_tensor * node) {
+    const fa_dims dm = dims_of(node);
+    return dm.D % 8 == 0 && dm.group < k_min_group_t && dm.T * dm.group > k_tile;
+}
+#endif
+
 // Bytes of the node's transposed keys, made once for all threads by the
 // prepare call (shared scratch, transpose_keys) when more than one tile
 // reads each KV head (prompts); 0 otherwise: decoding (one tile a KV head)
@@ -141,7 +161,7 @@ size_t kt_bytes(const tsr_tensor * node) {
     const tsr_tensor * k = node->src[1];
     const int64_t D = k->ne[0];
     const fa_dims dm = dims_of(node);
-    if (!transposed_scores(node) || dm.T * dm.group <= k_tile) return 0;
+    if (!(transposed_scores(node) || transposed_d_scores(node)) || dm.T * dm.group <= k_tile) return 0;
     size_t bytes = 0;
     const auto blocks = static_cast<size_t>(k->ne[2]) * static_cast<size_t>((k->ne[1] + k_block - 1) / k_block);
     const size_t per_block = static_cast<size_t>(D * k_block) * float_type_size(k->type);
@@ -215,6 +235,22 @@ void scores_group_d(int count, const float * const * q, const char * kb, size_t 
     });
 }
 
+// The same from the block's transposed keys kt (scores_rows_dt, the bits
+// of scores_group_d; at most k_group_dt rows).
+template <bool F16>
+void scores_group_dt(int count, const float * const * q, const char * kt, int64_t D, const int64_t * n, float scale,
+                     const float * const * mk, float * const * s, float * mx) {
+    with_group<k_group_dt>(count, [&](auto g) {
+#ifdef TSR_CPU_AVX512
+        if (D == 64) return scores_rows_dt<lanes16, F16, g(), 4>(q, kt, D, n, scale, mk, s, mx);
+        if (D == 128) return scores_rows_dt<lanes16, F16, g(), 8>(q, kt, D, n, scale, mk, s, mx);
+        if (D % 16 == 0) return scores_rows_dt<lanes16, F16, g()>(q, kt, D, n, scale, mk, s, mx);
+#endif
+        if (D == 64) return scores_rows_dt<lanes8, F16, g(), 8>(q, kt, D, n, scale, mk, s, mx);
+        scores_rows_dt<lanes8, F16, g()>(q, kt, D, n, scale, mk, s, mx);
+    });
+}
+
 // The accumulation of `count` rows (at most k_group_acc) of one key block.
 template <bool F16>
 void accumulate_group(int count, float * const * acc, const float * const * w, const char * vb, size_t v_row, int64_t D,
@@ -230,8 +266,8 @@ void accumulate_group(int count, float * const * acc, const float * const * w, c
 // share each V load); the steps in the header comment. A row whose keys
 // in the block are all masked is left unchanged.
 template <bool K16, bool V16>
-void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char * ktb, const char * kb, const char * vb,
-                size_t k_row, size_t v_row, int64_t D, int64_t j0, float scale, const fa_scratch & w) {
+void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char * ktb, bool d_bits, const char * kb,
+                const char * vb, size_t k_row, size_t v_row, int64_t D, int64_t j0, float scale, const fa_scratch & w) {
     const float * q[k_tile];
     const float * mk[k_tile]; // each row's mask entries for these keys
     float * s[k_tile];
@@ -263,7 +299,11 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
     }
 #ifdef TSR_CPU_AVX2
     const bool vec = D % 8 == 0;
-    if (ktb != nullptr) {
+    if (ktb != nullptr && d_bits) {
+        for (int g = 0; g < na; g += k_group_dt) {
+            scores_group_dt<K16>(std::min(k_group_dt, na - g), q + g, ktb, D, n + g, scale, mk + g, s + g, mx + g);
+        }
+    } else if (ktb != nullptr) {
         for (int g = 0; g < na; g += k_group) {
             scores_group<K16>(std::min(k_group, na - g), q + g, ktb, D, n + g, scale, mk + g, s + g, mx + g);
         }
@@ -378,8 +418,8 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
 #else
         (void)transposed;
 #endif
-        tile_block<K16, V16>(mask, st, np, ktb, k0 + static_cast<size_t>(j0) * k_row, v0 + static_cast<size_t>(j0) * v_row,
-                             k_row, v_row, D, j0, scale, w);
+        tile_block<K16, V16>(mask, st, np, ktb, !transposed, k0 + static_cast<size_t>(j0) * k_row,
+                             v0 + static_cast<size_t>(j0) * v_row, k_row, v_row, D, j0, scale, w);
     }
 
     for (int64_t r = 0; r < np; ++r) {
@@ -415,7 +455,7 @@ void attend_rows(const compute_params & p, const tsr_tensor * dst, const fa_dims
         }
         return;
     }
-    const int64_t step = transposed_scores(dst) ? k_group : k_group_d;
+    const int64_t step = transposed_scores(dst) ? k_group : kt != nullptr ? k_group_dt : k_group_d;
     int64_t tile = k_tile;
     while (tile > step && dm.H_kv * ((pairs + tile - 1) / tile) < 2 * p.nth) tile -= step;
     const int64_t tiles = (pairs + tile - 1) / tile;

@@ -13,16 +13,19 @@
 // code and bits), and no copy compiled for one instruction set can stand
 // in for another's at link time. Internal to the CPU kernels.
 //
-// Scores, two kernels, chosen by the node's shape alone (never by T, so a
-// prompt row and a decoded one take the same):
+// Scores, two orders of summation, chosen by the node's shape alone (never
+// by T, so a prompt row and a decoded one get the same bits):
 //   - with k_min_group_t or more heads a KV head, transposed keys
 //     (transpose_block: keys along the lanes, scores_rows): a score is two
 //     FMA chains, no horizontal sum; a prompt transposes the node's keys
 //     once for all threads (prepare call, shared scratch), decoding each
 //     block in the one tile that reads it;
-//   - with fewer, the dimensions along the lanes (scores_rows_d), eight
-//     keys' dot products folded and transposed: the transposition would
-//     cost decoding more than the folding does with few rows a key.
+//   - with fewer, the order of the dimensions along the lanes
+//     (scores_rows_d: eight keys' dot products folded and transposed), which
+//     decoding computes so: the transposition would cost it more than the
+//     folding does with few rows a key. A prompt transposes its keys once
+//     and computes the same sums with the keys along the lanes
+//     (scores_rows_dt), without the folding and transposing per row.
 // The accumulation has the dimensions along the lanes (512-bit vectors on
 // AVX-512, the same bits as 256-bit ones).
 // bench_ops BM_attention, D 64, F16 cache, GFLOP/s, medians of 5 interleaved
@@ -92,6 +95,10 @@ struct lanes8 {
         return _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_castsi256_ps(lanes_below(valid))));
     }
     static vec max(vec a, vec b) { return _mm256_max_ps(a, b); }
+    // a in the lanes < from, b in the others.
+    static vec blend_from(vec a, vec b, int64_t from) {
+        return from <= 0 ? b : _mm256_blendv_ps(b, a, _mm256_castsi256_ps(lanes_below(std::min<int64_t>(from, width))));
+    }
     static float hmax(vec v) {
         __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -122,6 +129,9 @@ struct lanes16 {
     }
     static int nan_bits(vec v, int64_t valid) { return _mm512_mask_cmp_ps_mask(lanes_below(valid), v, v, _CMP_UNORD_Q); }
     static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
+    static vec blend_from(vec a, vec b, int64_t from) {
+        return from <= 0 ? b : _mm512_mask_mov_ps(b, lanes_below(std::min<int64_t>(from, width)), a);
+    }
     static float hmax(vec v) { return _mm512_reduce_max_ps(v); }
 };
 #endif
@@ -268,17 +278,28 @@ void transpose_keys(const compute_params & p, const tsr_tensor * k, int64_t D, i
 }
 
 // Lane pairs (key r: lanes 2r, 2r + 1) of a and b (keys W/2 .. W-1)
-// added: key r of the W keys in lane r.
+// added, the W keys in the order key_order puts back (64-bit units hold
+// keys (0,1) (4,5) (2,3) (6,7) with 8 lanes, (0,1) (8,9) (2,3) (10,11) ...
+// with 16).
+inline __m256 add_lane_pairs_unordered(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xdd));
+}
+inline __m256 key_order(__m256 v) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
+}
+// The same with key r of the W keys in lane r.
 inline __m256 add_lane_pairs(__m256 a, __m256 b) {
-    const __m256 sum = _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xdd));
-    // 64-bit units now hold keys (0,1) (4,5) (2,3) (6,7)
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(sum), 0xd8));
+    return key_order(add_lane_pairs_unordered(a, b));
 }
 #ifdef TSR_CPU_AVX512
+inline __m512 add_lane_pairs_unordered(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd));
+}
+inline __m512 key_order(__m512 v) {
+    return _mm512_castpd_ps(_mm512_permutexvar_pd(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_castps_pd(v)));
+}
 inline __m512 add_lane_pairs(__m512 a, __m512 b) {
-    const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd));
-    // 64-bit units now hold keys (0,1) (8,9) (2,3) (10,11) ...
-    return _mm512_castpd_ps(_mm512_permutexvar_pd(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_castps_pd(sum)));
+    return key_order(add_lane_pairs_unordered(a, b));
 }
 #endif
 
@@ -348,6 +369,93 @@ void scores_rows(const float * const * q, const char * kt, int64_t D, const int6
         }
     }
     // A NaN score makes the maximum NaN (see tile_block); max_ps would drop it.
+    for (int i = 0; i < G; ++i) mx[i] = nan[i] != 0 ? std::numeric_limits<float>::quiet_NaN() : L::hmax(vmax[i]);
+}
+
+// scores_rows_d's scores, bit for bit, from the block's transposed keys kt
+// (transpose_block), for prompts whose heads are too few a KV head for
+// scores_rows (its sums are ordered differently): the same products summed
+// in the same order, with the keys along the lanes instead of folded and
+// transposed (BM_attention, see flash_attn.cpp). scores_rows_d<L>'s lane m
+// of a key's accumulator is an FMA chain over dimensions m, m + W, ...
+// (W = L::width); here unit c (dimensions 2c, 2c + 1, two lanes a key)
+// belongs to class c mod W/2, one accumulator per class and key vector.
+// L::half adds lanes m and m + 8 (classes u and u + 4 with 16 lanes), and
+// the eight folded lanes h_0 .. h_7 are summed as ((h0 + h1) + (h2 + h3))
+// + ((h4 + h5) + (h6 + h7)); the last n % 8 keys of a row, which
+// scores_rows_d takes one at a time, in hsum8's order ((h0 + h4) + (h2 +
+// h6)) + ((h1 + h5) + (h3 + h7)). Then times scale, plus the mask, as
+// there. D % W == 0 (as scores_rows_d<L>). S: D / W when known at compile
+// time (the chains unrolled), else 0.
+template <class L, bool F16, int G, int S = 0>
+void scores_rows_dt(const float * const * q, const char * kt, int64_t D, const int64_t * n, float scale,
+                    const float * const * mk, float * const * s, float * mx) {
+    using vec = typename L::vec;
+    constexpr int64_t W = L::width, KV = W / 2; // lanes, keys a vector
+    constexpr int64_t U = W / 2;                 // unit classes (lane pairs of scores_rows_d's accumulators)
+    constexpr bool fold = W == 16;               // L::half adds classes u and u + 4
+    constexpr size_t esz = F16 ? 2 : 4;
+    const int64_t steps = S > 0 ? S : D / W; // units of one class
+    int64_t n_max = n[0];
+    for (int i = 1; i < G; ++i) n_max = std::max(n_max, n[i]);
+    const vec vscale = L::set1(scale);
+    vec vmax[G];
+    int nan[G] = {};
+    for (auto & v : vmax) v = L::set1(k_neg_inf);
+    for (int64_t j0 = 0; j0 < n_max; j0 += W) {
+        vec part[G][2]; // per row: P0, then P0 + P1; P2, then P2 + P3
+        vec hs[G][4][2];  // per row, u and key vector: H_u (for the last keys' order)
+        for (int u = 0; u < 4; ++u) {
+            vec a[G][2][fold ? 2 : 1];
+            for (auto & row : a) {
+                for (auto & kv : row) {
+                    for (auto & x : kv) x = L::zero();
+                }
+            }
+            for (int64_t t = 0; t < steps; ++t) {
+                for (int f = 0; f < (fold ? 2 : 1); ++f) {
+                    const int64_t c = u + 4 * f + U * t;
+                    const char * col = kt + static_cast<size_t>((c * k_block + j0) * 2) * esz;
+                    const vec k0 = L::template loadk<F16>(col);
+                    const vec k1 = L::template loadk<F16>(col + static_cast<size_t>(KV * 2) * esz);
+                    for (int i = 0; i < G; ++i) {
+                        const vec qc = L::unit_bcast(q[i] + 2 * c);
+                        a[i][0][f] = L::fma(qc, k0, a[i][0][f]);
+                        a[i][1][f] = L::fma(qc, k1, a[i][1][f]);
+                    }
+                }
+            }
+            for (int i = 0; i < G; ++i) {
+                vec hv[2];
+                for (int v = 0; v < 2; ++v) {
+                    hv[v] = fold ? L::add(a[i][v][0], a[i][v][fold ? 1 : 0]) : a[i][v][0];
+                    hs[i][u][v] = hv[v];
+                }
+                const vec p = add_lane_pairs_unordered(hv[0], hv[1]); // the same order for every u
+
+                if (u == 0) part[i][0] = p;
+                if (u == 1) part[i][0] = L::add(part[i][0], p);
+                if (u == 2) part[i][1] = p;
+                if (u == 3) part[i][1] = L::add(part[i][1], p);
+            }
+        }
+        for (int i = 0; i < G; ++i) {
+            const int64_t valid = std::min<int64_t>(W, n[i] - j0);
+            if (valid <= 0) continue;
+            vec dot = key_order(L::add(part[i][0], part[i][1]));
+            const int64_t tail = n[i] - n[i] % 8 - j0; // keys from here on: hsum8's order
+            if (tail < valid) {
+                vec ev[2];
+                for (int v = 0; v < 2; ++v) ev[v] = L::add(L::add(hs[i][0][v], hs[i][2][v]), L::add(hs[i][1][v], hs[i][3][v]));
+                const vec e = add_lane_pairs(ev[0], ev[1]);
+                dot = L::blend_from(dot, e, std::max<int64_t>(tail, 0));
+            }
+            const vec sj = L::add(L::mul(dot, vscale), L::load_part(mk[i] + j0, valid));
+            L::store_part(s[i] + j0, sj, valid);
+            vmax[i] = L::max(vmax[i], valid == W ? sj : L::below_or_ninf(sj, valid));
+            nan[i] |= L::nan_bits(sj, valid);
+        }
+    }
     for (int i = 0; i < G; ++i) mx[i] = nan[i] != 0 ? std::numeric_limits<float>::quiet_NaN() : L::hmax(vmax[i]);
 }
 
