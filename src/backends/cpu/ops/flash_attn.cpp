@@ -76,13 +76,14 @@ constexpr int k_group_dt = 2;
 constexpr int k_group_acc = 2;
 #endif
 // Heads a KV head from which the scores read transposed keys with
-// scores_rows' order of sums (transposed_scores; fewer: scores_rows_d's
-// order, read transposed by prompts, transposed_d_scores). The transposition costs about as much per key as
-// the dimension-lane kernel's folding costs per key and row, so decoding
-// gains only with many rows a key: bench_ops on Zen 4, one thread, F16
-// cache: 32 heads over 4 (BM_attn_decode) decode the same either way, 9
-// over 3 (BM_attention T = 1, 2048 keys) 53.9 -> 41.3 GFLOP/s, while
-// prompts gain in both (T = n_kv = 512, 9 over 3: 43 -> 55).
+// scores_rows' order of sums (transposed_scores; with fewer, scores_rows_d's
+// order, which prompts read transposed: transposed_d_scores). The
+// transposition costs about as much per key as the dimension-lane
+// kernel's folding costs per key and row, so decoding gains only with many
+// rows a key: bench_ops on Zen 4, one thread, F16 cache: 32 heads over 4
+// (BM_attn_decode) decode the same either way, 9 over 3 (BM_attention T =
+// 1, 2048 keys) 53.9 -> 41.3 GFLOP/s, while prompts gain in both (T = n_kv
+// = 512, 9 over 3: 43 -> 55).
 constexpr int64_t k_min_group_t = 6;
 // The mask entries of a row without a mask.
 alignas(64) constexpr float k_zero_mask[k_block] = {};

@@ -403,8 +403,9 @@ void scores_rows_dt(const float * const * q, const char * kt, int64_t D, const i
     int nan[G] = {};
     for (auto & v : vmax) v = L::set1(k_neg_inf);
     for (int64_t j0 = 0; j0 < n_max; j0 += W) {
-        vec part[G][2]; // per row: P0, then P0 + P1; P2, then P2 + P3
-        vec hs[G][4][2];  // per row, u and key vector: H_u (for the last keys' order)
+        vec part[G][2];  // per row: P0, then P0 + P1; P2, then P2 + P3 (P_u: H_u's lane pairs added)
+        vec hs[G][4][2]; // per row, u and key vector: H_u (for the last keys' order)
+        // u: the folded lanes 2u, 2u + 1 (classes u, and u + 4 with 16 lanes).
         for (int u = 0; u < 4; ++u) {
             vec a[G][2][fold ? 2 : 1];
             for (auto & row : a) {
@@ -428,11 +429,14 @@ void scores_rows_dt(const float * const * q, const char * kt, int64_t D, const i
             for (int i = 0; i < G; ++i) {
                 vec hv[2];
                 for (int v = 0; v < 2; ++v) {
-                    hv[v] = fold ? L::add(a[i][v][0], a[i][v][fold ? 1 : 0]) : a[i][v][0];
+                    if constexpr (fold) {
+                        hv[v] = L::add(a[i][v][0], a[i][v][1]);
+                    } else {
+                        hv[v] = a[i][v][0];
+                    }
                     hs[i][u][v] = hv[v];
                 }
-                const vec p = add_lane_pairs_unordered(hv[0], hv[1]); // the same order for every u
-
+                const vec p = add_lane_pairs_unordered(hv[0], hv[1]); // the same key order for every u
                 if (u == 0) part[i][0] = p;
                 if (u == 1) part[i][0] = L::add(part[i][0], p);
                 if (u == 2) part[i][1] = p;
