@@ -322,6 +322,25 @@ TEST(MulMatQuantExtremes, ExtremeQuantsStayExact) {
     }
 }
 
+// x (n_blocks blocks of 32) quantized by the core's reference Q8_0
+// quantizer (ref) and by quantize_q8_act into a 64-byte aligned plain
+// column (col, in mem).
+struct q8_pair {
+    std::vector<block_q8_0> ref;
+    std::vector<unsigned char> mem;
+    q8_col col{};
+};
+q8_pair quantize_both(const std::vector<float> & x, int64_t n_blocks) {
+    q8_pair r;
+    r.ref.resize(static_cast<size_t>(n_blocks));
+    quantize_row_q8_0_ref(x.data(), r.ref.data(), n_blocks * 32);
+    r.mem.resize(q8_col_bytes(n_blocks) + 64);
+    void * base = r.mem.data() + (64 - reinterpret_cast<uintptr_t>(r.mem.data()) % 64) % 64;
+    r.col = q8_col_at(base, n_blocks);
+    quantize_q8_act(x.data(), n_blocks, r.col, 0);
+    return r;
+}
+
 // The activation quantizer of the integer kernels reproduces the core's
 // reference Q8_0 quantizer bit for bit: same F16 scale, same rounding
 // (half away from zero), same block sums; except a block holding a NaN,
@@ -358,13 +377,9 @@ TEST(Q8Activations, MatchReferenceQuantizerExactly) {
     // reference then quantizes every nonzero value to +-127).
     for (int j = 0; j < 32; ++j) x[256 + j] = 1e-40f * static_cast<float>(j - 16);
 
-    std::vector<block_q8_0> ref(static_cast<size_t>(n_blocks));
-    quantize_row_q8_0_ref(x.data(), ref.data(), n_blocks * 32);
-
-    std::vector<unsigned char> mem(q8_col_bytes(n_blocks) + 64);
-    void * base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
-    const q8_col col = q8_col_at(base, n_blocks);
-    quantize_q8_act(x.data(), n_blocks, col, 0);
+    const q8_pair q = quantize_both(x, n_blocks);
+    const std::vector<block_q8_0> & ref = q.ref;
+    const q8_col & col = q.col;
     // The same into an interleaved layout (blocks 100 bytes apart, scale and
     // sum after the quants), sums scaled by 2^7.
     std::vector<unsigned char> tiled(static_cast<size_t>(n_blocks) * 100);
@@ -430,12 +445,9 @@ TEST(Q8Activations, MatchReferenceQuantizerAtEveryMagnitude) {
             if (b % 11 == 0 && j % 3 == 0) v = (j % 2 == 0 ? 1.0f : -1.0f) * scale;
         }
     }
-    std::vector<block_q8_0> ref(static_cast<size_t>(n_blocks));
-    quantize_row_q8_0_ref(x.data(), ref.data(), n_blocks * 32);
-    std::vector<unsigned char> mem(q8_col_bytes(n_blocks) + 64);
-    void * base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
-    const q8_col col = q8_col_at(base, n_blocks);
-    quantize_q8_act(x.data(), n_blocks, col, 0);
+    const q8_pair q = quantize_both(x, n_blocks);
+    const std::vector<block_q8_0> & ref = q.ref;
+    const q8_col & col = q.col;
     for (int64_t b = 0; b < n_blocks; ++b) {
         const float d_ref = f16_to_f32(ref[b].d);
         ASSERT_EQ(std::memcmp(&col.d[b], &d_ref, sizeof d_ref), 0) << "block " << b << ": " << col.d[b] << " vs " << d_ref;
