@@ -72,6 +72,12 @@ bool overwrites_own_rows(const tsr_tensor * writer, const tsr_tensor * reader, c
            is_contiguous(writer) && is_contiguous(src);
 }
 
+// An attention whose mask is a leaf (an input the graph does not compute):
+// its visible keys can be read before the compute.
+bool reads_leaf_mask(const tsr_tensor * n) {
+    return n->op == TSR_OP_FLASH_ATTN_EXT && n->src[3] != nullptr && n->src[3]->op == TSR_OP_NONE;
+}
+
 } // namespace
 
 std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_tensor *> & nodes, bool visible_only) {
@@ -89,7 +95,7 @@ std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_t
         first = i + 1;
         int64_t keys = -1; // all of each view's keys
         // A mask this graph computes has no values yet: all keys then.
-        if (const tsr_tensor * mask = n->src[3]; visible_only && mask != nullptr && mask->op == TSR_OP_NONE) {
+        if (const tsr_tensor * mask = n->src[3]; visible_only && reads_leaf_mask(n)) {
             if (mask != memo_mask || n->src[0]->ne[1] != memo_rows || n->src[1]->ne[1] != memo_n_kv) {
                 memo_mask = mask;
                 memo_rows = n->src[0]->ne[1];
@@ -356,10 +362,9 @@ tsr_status analyze_graph(const tsr_graph_view & g, int n_threads, bool with_cb, 
         // The shared scratch is rewritten by a node's prepare call, so no
         // thread may still read it for an earlier node.
         for (size_t i = 0; i < n; ++i) a.sync[i] = a.sync[i] != 0 || a.prepare[i] != 0 ? 1 : 0;
-        a.attn_prefetch = attention_prefetch(a.nodes, false);
-        a.attn_masked = std::any_of(a.nodes.begin(), a.nodes.end(), [](const tsr_tensor * n) {
-            return n->op == TSR_OP_FLASH_ATTN_EXT && n->src[3] != nullptr && n->src[3]->op == TSR_OP_NONE;
-        });
+        // With a leaf mask every compute plans its own (run_analyzed).
+        a.attn_masked = std::any_of(a.nodes.begin(), a.nodes.end(), reads_leaf_mask);
+        if (!a.attn_masked) a.attn_prefetch = attention_prefetch(a.nodes, false);
         a.prefetch.assign(n, byte_span{});
         if (!with_cb && a.n_threads > 1) {
             for (size_t i = 0; i < n; ++i) {

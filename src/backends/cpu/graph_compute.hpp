@@ -66,7 +66,7 @@ struct graph_analysis {
     // arrives early prefetches (its own share, split as the kernels split
     // rows), or an empty range.
     std::vector<byte_span> prefetch;
-    std::vector<std::array<byte_span, 2>> attn_prefetch; // per node: attention_prefetch of every key
+    std::vector<std::array<byte_span, 2>> attn_prefetch; // per node: attention_prefetch of every key (empty when attn_masked)
     // Some FLASH_ATTN_EXT node has a mask that is a leaf (an input, e.g.
     // the causal mask of the decoded positions): each compute then plans
     // its read-ahead again from the mask's values (attention_prefetch with
