@@ -35,6 +35,7 @@
 #include <map>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -485,33 +486,49 @@ void BM_quantize_q8_act(benchmark::State & state) {
 BENCHMARK(BM_quantize_q8_act)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One barrier of the thread pool between 2 threads: sync (thread 0 always
-// releases the others) against sync_any (the last to arrive releases), as
-// the graph walk uses them with and without an abort callback. Args: 0 =
-// sync, 1 = sync_any. Counter: nanoseconds per barrier.
+// releases the others), sync_any (the last to arrive releases) and
+// sync_vote (a flag line per thread), as the graph walk uses them with an
+// abort callback, and without (more than 8 threads / up to 8). Args: mode
+// 0 = sync, 1 = sync_any, 2 = sync_vote; staggered 1 = before each barrier
+// one thread, in turn, first spins 24 pause steps (about half a microsecond on
+// Zen 5: one arrives well before the other, as between a graph's nodes).
+// Counter: nanoseconds per barrier (the spin included when staggered).
 void BM_barrier(benchmark::State & state) {
-    const bool any = state.range(0) != 0;
+    const int mode = static_cast<int>(state.range(0));
+    const bool staggered = state.range(1) != 0;
     constexpr int n_barriers = 100000;
     cpu::thread_pool pool(2);
     struct ctx_t {
         cpu::thread_pool * pool;
-        bool any;
-    } c{&pool, any};
+        int mode;
+        bool staggered;
+    } c{&pool, mode, staggered};
     for (auto _ : state) {
         pool.run(2, 0, [](int ith, void * p) {
             auto * c = static_cast<ctx_t *>(p);
             for (int i = 0; i < n_barriers; ++i) {
-                if (c->any) c->pool->sync_any(nullptr, nullptr);
+                if (c->staggered && (i & 1) == ith) {
+                    for (int k = 0; k < 24; ++k) {
+#if defined(__x86_64__) || defined(__i386__)
+                        __builtin_ia32_pause();
+#else
+                        benchmark::ClobberMemory();
+#endif
+                    }
+                }
+                if (c->mode == 2) c->pool->sync_vote(ith, false);
+                else if (c->mode == 1) c->pool->sync_any(nullptr, nullptr);
                 else c->pool->sync(ith, nullptr, nullptr);
             }
         }, &c);
     }
-    state.SetLabel(any ? "sync_any" : "sync");
+    state.SetLabel(std::string(mode == 2 ? "sync_vote" : mode == 1 ? "sync_any" : "sync") + (staggered ? " staggered" : ""));
     state.counters["ns_per_barrier"] = benchmark::Counter(static_cast<double>(n_barriers),
                                                           benchmark::Counter::kIsIterationInvariantRate |
                                                               benchmark::Counter::kInvert,
                                                           benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_barrier)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+BENCHMARK(BM_barrier)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 
 } // namespace
 

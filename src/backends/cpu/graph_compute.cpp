@@ -123,25 +123,54 @@ std::vector<std::array<byte_span, 2>> attention_prefetch(const std::vector<tsr_t
     return plan;
 }
 
+bool computed_by_thread_0(const tsr_tensor * node) {
+    const tsr_tensor * written = node;
+    switch (node->op) {
+    case TSR_OP_ADD:
+    case TSR_OP_MUL:
+    case TSR_OP_SCALE:
+    case TSR_OP_SILU:
+    case TSR_OP_GELU:
+    case TSR_OP_RMS_NORM:
+    case TSR_OP_ROPE:
+    case TSR_OP_GET_ROWS:
+    case TSR_OP_CPY: break;
+    case TSR_OP_SET_ROWS: written = node->src[1]; break; // dst is the whole cache; src[1] the rows stored
+    default: return false;
+    }
+    if (written == nullptr) return false;
+    const type_traits & tr = get_type_traits(written->type);
+    uint64_t bytes = tr.type_size;
+    for (int i = 0; i < TSR_MAX_DIMS; ++i) {
+        const uint64_t n = static_cast<uint64_t>(i == 0 ? written->ne[0] / tr.block_size : written->ne[i]);
+        if (__builtin_mul_overflow(bytes, n, &bytes)) return false;
+    }
+    return bytes <= k_thread_0_max_bytes;
+}
+
 // Threads split each node's output between them, so a node may start while
 // other threads still work on earlier ones only when it touches none of
 // their bytes (the graph allocator reuses memory of dead tensors, hence the
 // write-after-read check), or when what it reads of them each thread wrote
 // itself (reads_own_rows: a chain of element-wise ops and RMS_NORM over the
 // same rows, as a residual ADD, the RMS_NORM and the weight MUL after it),
-// or what it overwrites each thread read itself (overwrites_own_rows).
-// Quadratic only within one barrier's nodes.
-std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
+// or what it overwrites each thread read itself (overwrites_own_rows), or
+// when it and the nodes whose bytes it shares are all computed by thread 0
+// alone (serial). Quadratic only within one barrier's nodes.
+std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes, const std::vector<char> & serial) {
     std::vector<char> sync(nodes.size(), 1);
+    const auto on_thread_0 = [&](size_t i) { return i < serial.size() && serial[i] != 0; };
     struct write {
         byte_span bytes;
         const tsr_tensor * node;
+        bool serial;
     };
     std::vector<write> written; // since the last barrier
     struct read_of {
         byte_span bytes;
         const tsr_tensor * node; // the reader
         const tsr_tensor * src;  // what it read there
+        bool serial;             // the reader is computed by thread 0 alone
     };
     std::vector<read_of> read;
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -159,21 +188,26 @@ std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes) {
         // A barrier at least every k_max_nodes_between_barriers nodes keeps
         // this loop linear in the nodes (each node is checked against those
         // since the last barrier).
+        const bool mine = on_thread_0(i);
         bool hazard = i == 0 || written.size() >= k_max_nodes_between_barriers;
         for (const write & x : written) {
+            if (mine && x.serial) continue; // thread 0 wrote it, before this node
             hazard = hazard || x.bytes.overlaps(w);
             for (int j = 0; j < n_r && !hazard; ++j) {
                 hazard = x.bytes.overlaps(r[j]) && !(x.node == rs[j] && reads_own_rows(node, rs[j]));
             }
         }
-        for (const read_of & x : read) hazard = hazard || (x.bytes.overlaps(w) && !overwrites_own_rows(node, x.node, x.src));
+        for (const read_of & x : read) {
+            if (mine && x.serial) continue; // thread 0 read it, before this node
+            hazard = hazard || (x.bytes.overlaps(w) && !overwrites_own_rows(node, x.node, x.src));
+        }
         if (hazard) {
             written.clear();
             read.clear();
         }
         sync[i] = hazard ? 1 : 0;
-        written.push_back({w, node});
-        for (int j = 0; j < n_r; ++j) read.push_back({r[j], node, rs[j]});
+        written.push_back({w, node, mine});
+        for (int j = 0; j < n_r; ++j) read.push_back({r[j], node, rs[j], mine});
     }
     return sync;
 }
@@ -198,6 +232,11 @@ std::vector<char> prepared_before(const std::vector<tsr_tensor *> & nodes, const
 }
 
 namespace {
+
+// Most threads for which the walk's barriers are sync_vote (a flag line
+// per thread, each thread reading every other's: n^2 line reads a barrier)
+// rather than sync_any (one shared counter). Measured at 2 threads.
+constexpr int k_vote_barrier_max_threads = 8;
 
 // Bytes a thread may prefetch while it waits at one barrier (into L2).
 constexpr size_t k_wait_prefetch_bytes = size_t{256} << 10;
@@ -256,6 +295,9 @@ struct graph_run {
     // lets the attentions see.
     const std::vector<std::array<byte_span, 2>> * attn_prefetch = nullptr;
     int n_threads = 1;
+    // The barriers between nodes are thread_pool::sync_vote (no abort
+    // callback, few threads) rather than sync_any.
+    bool vote_barrier = false;
     tsr_abort_callback cb = nullptr;
     void * cb_data = nullptr;
     std::atomic<bool> failed{false}; // set by any thread on a data error
@@ -312,19 +354,40 @@ void walk_nodes(int ith, void * ctx) {
                     wp.next = reinterpret_cast<const char *>(r.lo) + share * static_cast<size_t>(ith);
                     wp.end = wp.next + std::min(share, k_wait_prefetch_bytes);
                 }
-                run->pool->sync_any(decide, run, wp.next != nullptr ? prefetch_step : nullptr, &wp);
+                bool (*step)(void *) = wp.next != nullptr ? prefetch_step : nullptr;
+                if (run->vote_barrier) {
+                    // Every thread's vote is whether it saw a data error
+                    // before arriving; the OR is the same on every thread.
+                    if (run->pool->sync_vote(ith, run->failed.load(std::memory_order_relaxed), step, &wp)) break;
+                } else {
+                    run->pool->sync_any(decide, run, step, &wp);
+                }
             }
             if (run->stop) break;
         }
         prefetch_span((*run->attn_prefetch)[i][0]);
         prefetch_span((*run->attn_prefetch)[i][1]);
         p.slots = &run->slots[i * static_cast<size_t>(run->n_threads)];
+        if (a.serial[i] != 0) {
+            // Not after a data error this thread has seen (others' are
+            // seen at the next barrier, as the contract says).
+            if (ith == 0 && !run->failed.load(std::memory_order_relaxed)) {
+                p.nth = 1;
+                if (!compute_checked_node(p, a.nodes[i])) run->failed.store(true, std::memory_order_relaxed);
+                p.nth = run->n_threads;
+            }
+            continue;
+        }
         if (a.prepare[i] != 0) {
             // Fill the shared scratch, then wait until every thread has.
             p.prepare = true;
             if (!compute_checked_node(p, a.nodes[i])) run->failed.store(true, std::memory_order_relaxed);
             p.prepare = false;
-            if (run->n_threads > 1) run->pool->sync_any(nullptr, nullptr);
+            if (run->vote_barrier) {
+                run->pool->sync_vote(ith, false);
+            } else if (run->n_threads > 1) {
+                run->pool->sync_any(nullptr, nullptr);
+            }
         }
         if (!compute_checked_node(p, a.nodes[i])) run->failed.store(true, std::memory_order_relaxed);
     }
@@ -352,9 +415,13 @@ tsr_status analyze_graph(const tsr_graph_view & g, int n_threads, bool with_cb, 
             a.prepare.push_back(need.shared > 0 ? 1 : 0);
         }
         const size_t n = a.nodes.size();
+        a.serial.assign(n, 0);
+        if (a.n_threads > 1) {
+            for (size_t i = 0; i < n; ++i) a.serial[i] = a.prepare[i] == 0 && computed_by_thread_0(a.nodes[i]) ? 1 : 0;
+        }
         // With an abort callback every node keeps its barrier: the callback
         // is documented to run before each node, with all threads stopped.
-        a.sync = with_cb || a.n_threads == 1 ? std::vector<char>(n, 1) : barriers_before(a.nodes);
+        a.sync = with_cb || a.n_threads == 1 ? std::vector<char>(n, 1) : barriers_before(a.nodes, a.serial);
         // A node whose shared scratch an earlier node filled alike skips
         // its prepare call.
         const std::vector<char> reuse = prepared_before(a.nodes, a.prepare);
@@ -398,6 +465,7 @@ tsr_status run_analyzed(thread_pool & pool, const graph_analysis & a, tsr_abort_
     }
     run.cb = cb;
     run.cb_data = cb_data;
+    run.vote_barrier = cb == nullptr && run.n_threads > 1 && run.n_threads <= k_vote_barrier_max_threads;
     try {
         pool.run(run.n_threads, a.work, a.shared, walk_nodes, &run);
     } catch (const std::bad_alloc &) {

@@ -41,6 +41,8 @@ struct byte_span {
 //     writes memory written since the last barrier, nor writes memory read
 //     since then, starts without a barrier (e.g. the Q, K and V products
 //     of one token share one).
+//   - On more than one thread, a small node of a cheap op
+//     (computed_by_thread_0) is computed by thread 0 alone.
 //   - A data error in a node (e.g. an index out of range) => the nodes after
 //     the next barrier are skipped and the result is TSR_STATUS_FAILED.
 // The pool stays usable after any outcome. Results are bit-identical for
@@ -62,6 +64,7 @@ struct graph_analysis {
     std::vector<tsr_tensor *> nodes; // the nodes that compute something, in order
     std::vector<char> sync;          // per node: wait at a barrier first
     std::vector<char> prepare;       // per node: a prepare call first (shared scratch, see compute_params)
+    std::vector<char> serial;        // per node: thread 0 computes it alone (computed_by_thread_0; several threads)
     // Per node with a barrier: the bytes of the weights a thread that
     // arrives early prefetches (its own share, split as the kernels split
     // rows), or an empty range.
@@ -104,7 +107,25 @@ tsr_status graph_compute(const tsr_graph_view & g, int n_threads, tsr_abort_call
 // than k_max_nodes_between_barriers nodes follow that barrier. The first
 // node always waits. Used by graph_compute on more than one thread without
 // an abort callback.
-std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes);
+// serial (optional, per node): 1 for a node that thread 0 computes alone
+// (computed_by_thread_0); two such nodes never need a barrier between them
+// (one thread, in order), whatever bytes they share.
+std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes, const std::vector<char> & serial = {});
+
+// Most bytes a node computed_by_thread_0 writes: 8 KiB, an RMS_NORM of
+// 2048 floats takes some 0.2 us, half a barrier (BM_barrier: about 0.4 us
+// on Zen 5, 2 threads).
+inline constexpr size_t k_thread_0_max_bytes = size_t{8} << 10;
+
+// True when the graph walk on several threads computes `node` on thread 0
+// alone rather than split between the threads: a cheap op per byte (ADD,
+// MUL, SCALE, SILU, GELU, RMS_NORM, ROPE, GET_ROWS, SET_ROWS, CPY) writing
+// at most k_thread_0_max_bytes (for SET_ROWS the rows it stores). A decoded
+// token's chain of such ops (rope of K and Q, the stores into the cache,
+// the residual ADD, RMS_NORM and weight MUL) then needs no barrier inside:
+// synth 135M has 9 barriers a layer instead of 10. The results are the
+// same bits (kernels do not depend on the split).
+bool computed_by_thread_0(const tsr_tensor * node);
 
 // Most nodes barriers_before lets follow one barrier: after that many a
 // node waits anyway, so that finding the barriers takes time linear in the

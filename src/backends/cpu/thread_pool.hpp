@@ -83,6 +83,23 @@ public:
     void sync_any(void (*on_all_arrived)(void * ctx), void * ctx, bool (*while_waiting)(void * wctx) = nullptr,
                   void * wctx = nullptr);
 
+    // A barrier that also agrees on a vote: every thread of the run calls
+    // sync_vote(ith, vote) and gets the OR of all threads' votes at this
+    // barrier (the same answer on every thread). Each thread announces its
+    // arrival in a cache line of its own and waits for the others' lines,
+    // so no line is shared by all: when one thread arrives well before the
+    // other, as between a graph's nodes, the last arriver's store is the
+    // only line the waiter must fetch. Everything a thread wrote before
+    // arriving is visible to every thread after sync_vote returns.
+    // while_waiting as in sync_any. Waits spin, then block in a futex
+    // (Linux) or std::atomic::wait. Like sync and sync_any, every thread of
+    // the run must reach each call; the three keep separate state, so one
+    // run may use all of them. Costs about what sync_any does when threads
+    // arrive together (bench_ops BM_barrier); between a decoded token's
+    // nodes it made synth 135M Q4_0 tg128 on 2 threads 1.012-1.037x faster
+    // (graph_compute.cpp). n^2 line reads a barrier: for few threads.
+    bool sync_vote(int ith, bool vote, bool (*while_waiting)(void * wctx) = nullptr, void * wctx = nullptr);
+
     // Thread ith's scratch during a run: 64-byte aligned, scratch_size(ith)
     // >= the run's scratch_bytes; kept and reused across runs.
     void * scratch(int ith) const { return scratch_[static_cast<size_t>(ith)].data.get(); }
@@ -120,6 +137,7 @@ private:
     int n_threads_;
     int spin_barrier_; // pause steps before a barrier waiter blocks
     int spin_idle_;    // pause steps before an idle worker sleeps
+    bool light_fence_; // sync_vote's store-load order comes from membarrier(2) (see wait_flag)
     std::vector<std::thread> workers_;
     std::vector<scratch_block> scratch_;
     scratch_block shared_;
@@ -144,6 +162,18 @@ private:
     // and the last one resets it and bumps release_ (sync_any).
     alignas(64) std::atomic<int> arrived_{0};
     alignas(64) std::atomic<uint32_t> release_{0};
+
+    // sync_vote: thread i's word is (barriers it reached in this run << 2)
+    // | its vote at the one before << 1 | its vote at the last; only thread
+    // i writes it (reset to 0 before each run). sleepers counts threads
+    // blocked on the word (futex).
+    struct alignas(64) vote_flag {
+        std::atomic<uint32_t> word{0};
+        std::atomic<uint32_t> sleepers{0};
+    };
+    std::unique_ptr<vote_flag[]> flags_;
+    // Blocks until flag.word differs from `seen` (after the spin budget).
+    void wait_flag(vote_flag & flag, uint32_t seen);
 };
 
 } // namespace tessera::cpu

@@ -265,6 +265,82 @@ TEST(GraphCompute, RowAlignedChainsSkipBarriers) {
     expect_same_bytes_on_1_2_3_7_threads(n10, n10, 32);
 }
 
+// On several threads a small node of a cheap op is computed by thread 0
+// alone (computed_by_thread_0), so a chain of them needs no barrier inside,
+// even where one reads another through a view of another shape or writes
+// over bytes another read; a node split between the threads still waits
+// for them, and they for it. Bytes as on one thread for every thread count
+// (TSan sees a missing barrier as a race).
+TEST(GraphCompute, SmallNodesRunOnThread0WithoutBarriersBetweenThem) {
+    context ctx(data_ctx());
+    std::mt19937 rng(21);
+    tsr_tensor * w = ctx.new_tensor(TSR_TYPE_F32, {64, 64});
+    tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {64, 1});
+    tsr_tensor * y = ctx.new_tensor(TSR_TYPE_F32, {32, 2});
+    tsr_tensor * big = ctx.new_tensor(TSR_TYPE_F32, {4096});
+    tsr_tensor * cache = ctx.new_tensor(TSR_TYPE_F16, {64, 4096}); // 512 KiB: only the rows stored count
+    tsr_tensor * idx = ctx.new_tensor(TSR_TYPE_I32, {1});
+    for (tsr_tensor * t : {w, x, y, big}) fill_uniform(t, rng);
+    set_i32(idx, 7, 0);
+    tsr_tensor * p = mul_mat(ctx, w, x);                          // split between the threads
+    tsr_tensor * s1 = scale(ctx, p, 0.5f, 0.25f);                 // reads p: waits
+    tsr_tensor * s2 = silu(ctx, reshape(ctx, s1, {32, 2}));       // s1 through a view of another shape
+    tsr_tensor * s3 = add(ctx, s2, y);                            // written over p, which s1 read
+    s3->data = p->data;                                           // (before the views of s3 are made)
+    tsr_tensor * st = set_rows(ctx, cache, reshape(ctx, s3, {64, 1}), idx); // into a large cache
+    tsr_tensor * q = mul_mat(ctx, w, reshape(ctx, s3, {64, 1}));  // split again: waits
+    tsr_tensor * b = scale(ctx, big, 2.0f, 0.0f);                 // 16 KiB: split
+    EXPECT_FALSE(computed_by_thread_0(p));
+    EXPECT_TRUE(computed_by_thread_0(s1));
+    EXPECT_TRUE(computed_by_thread_0(s2));
+    EXPECT_TRUE(computed_by_thread_0(st)) << "64 floats stored, whatever the cache's size";
+    EXPECT_FALSE(computed_by_thread_0(b)) << nbytes(b) << " bytes > " << k_thread_0_max_bytes;
+    const std::vector<tsr_tensor *> nodes{p, s1, s2, s3, st, q};
+    const std::vector<char> serial{0, 1, 1, 1, 1, 0};
+    EXPECT_EQ(barriers_before(nodes, serial), (std::vector<char>{1, 1, 0, 0, 0, 1}));
+    EXPECT_EQ(barriers_before(nodes), (std::vector<char>{1, 1, 1, 0, 1, 0})) << "split: s2 reads s1 through another shape, st reads s3";
+    graph g;
+    g.build_forward(st);
+    g.build_forward(q);
+    for (int nth : {1, 2}) {
+        graph_analysis a;
+        ASSERT_EQ(analyze_graph(g.view(), nth, false, a), TSR_STATUS_SUCCESS);
+        ASSERT_EQ(a.nodes.size(), 6u);
+        EXPECT_EQ(a.serial, (nth == 1 ? std::vector<char>(6, 0) : serial)) << nth << " threads";
+    }
+    thread_pool pool(7);
+    std::vector<char> ref_q, ref_row;
+    const size_t row = static_cast<size_t>(cache->nb[1]);
+    for (int nth : {1, 2, 3, 7}) {
+        std::memset(cache->data, 0, nbytes(cache));
+        std::memset(q->data, 0xff, nbytes(q));
+        ASSERT_EQ(pool.compute(g.view(), nth), TSR_STATUS_SUCCESS);
+        const std::vector<char> got_q(static_cast<char *>(q->data), static_cast<char *>(q->data) + nbytes(q));
+        const std::vector<char> got_row(static_cast<char *>(cache->data) + 7 * row, static_cast<char *>(cache->data) + 8 * row);
+        if (ref_q.empty()) {
+            ref_q = got_q;
+            ref_row = got_row;
+            // s3 = silu(0.5 p + 0.25) + y elementwise; q = w s3 (one thread, double reference).
+            std::vector<double> s(64);
+            for (int64_t i = 0; i < 64; ++i) {
+                double pi = 0;
+                for (int64_t k = 0; k < 64; ++k) pi += static_cast<double>(get(w, k, i)) * get(x, k, 0);
+                const double v = 0.5 * pi + 0.25;
+                s[static_cast<size_t>(i)] = v / (1.0 + std::exp(-v)) + get(y, i % 32, i / 32);
+            }
+            for (int64_t i = 0; i < 64; ++i) {
+                double qi = 0;
+                for (int64_t k = 0; k < 64; ++k) qi += static_cast<double>(get(w, k, i)) * s[static_cast<size_t>(k)];
+                EXPECT_NEAR(get(q, i, 0), qi, 1e-3 * (1.0 + std::abs(qi))) << i;
+                EXPECT_NEAR(get(cache, i, 7), s[static_cast<size_t>(i)], 2e-3 * (1.0 + std::abs(s[static_cast<size_t>(i)]))) << i;
+            }
+        } else {
+            EXPECT_EQ(got_q, ref_q) << nth << " threads differ from 1";
+            EXPECT_EQ(got_row, ref_row) << nth << " threads differ from 1";
+        }
+    }
+}
+
 // Independent nodes share a barrier, but at most k_max_nodes_between_barriers
 // of them: finding the barriers stays linear in the graph's size. The
 // values are those of each node alone on every thread count.
@@ -925,44 +1001,120 @@ TEST(ThreadPool, SyncAnyRunsTheCallbackOnceWithEveryThreadArrived) {
     }
 }
 
-TEST(ThreadPool, SyncAnyGivesAnEarlyThreadWorkUntilItSaysDone) {
+TEST(ThreadPool, SyncVoteOrdersWritesAndEveryThreadGetsTheSameOr) {
+    // Each round every thread writes its slot and votes (thread r % nth
+    // votes yes in rounds divisible by 5); after sync_vote every slot of the
+    // round is visible and every thread got yes exactly in those rounds.
+    // Runs with fewer threads than the pool, then more, check that each run
+    // starts its count afresh (a thread left out of a run is not behind).
+    thread_pool pool(7);
+    for (int nth : {1, 2, 3, 7, 2, 7}) {
+        constexpr int rounds = 2000;
+        struct ctx_t {
+            thread_pool * pool;
+            int nth;
+            int slot[8] = {};
+            std::atomic<int> bad_slots{0};
+            std::atomic<int> bad_votes{0};
+        } c{&pool, nth};
+        pool.run(nth, 0, [](int ith, void * p) {
+            auto * c = static_cast<ctx_t *>(p);
+            for (int r = 1; r <= rounds; ++r) {
+                c->slot[ith] = r;
+                const bool yes = r % 5 == 0;
+                const bool got = c->pool->sync_vote(ith, yes && r % c->nth == ith);
+                if (got != yes) c->bad_votes.fetch_add(1);
+                for (int i = 0; i < c->nth; ++i) {
+                    if (c->slot[i] != r) c->bad_slots.fetch_add(1);
+                }
+                c->pool->sync_vote(ith, false); // nobody writes round r + 1 before all have read round r
+            }
+        }, &c);
+        EXPECT_EQ(c.bad_slots.load(), 0) << nth << " threads";
+        EXPECT_EQ(c.bad_votes.load(), 0) << nth << " threads";
+    }
+}
+
+TEST(ThreadPool, SyncVoteWakesThreadsThatSlept) {
+    // Arrivals staggered by random delays of 0-400 us around the barrier's
+    // spin budget (100 us), so waiters often block in the futex and the
+    // last arriver's store must wake them: a lost wake-up hangs this test
+    // (ctest's timeout). Votes and slots checked as above. 3 threads: a
+    // waiter may sleep on either other thread's word.
+    for (int nth : {2, 3}) {
+        thread_pool pool(nth);
+        constexpr int rounds = 400;
+        struct ctx_t {
+            thread_pool * pool;
+            int nth;
+            int slot[4] = {};
+            std::atomic<int> bad{0};
+        } c{&pool, nth};
+        pool.run(nth, 0, [](int ith, void * p) {
+            auto * c = static_cast<ctx_t *>(p);
+            std::mt19937 rng(static_cast<unsigned>(1234 + ith));
+            std::uniform_int_distribution<int> delay_us(0, 400);
+            for (int r = 1; r <= rounds; ++r) {
+                std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+                c->slot[ith] = r;
+                const bool yes = r % 7 == 0;
+                if (c->pool->sync_vote(ith, yes && ith == c->nth - 1) != yes) c->bad.fetch_add(1);
+                for (int i = 0; i < c->nth; ++i) {
+                    if (c->slot[i] != r) c->bad.fetch_add(1);
+                }
+                c->pool->sync_vote(ith, false);
+            }
+        }, &c);
+        EXPECT_EQ(c.bad.load(), 0) << nth << " threads";
+    }
+}
+
+TEST(ThreadPool, SyncAnyAndSyncVoteGiveAnEarlyThreadWorkUntilItSaysDone) {
     // Thread 1 arrives first; thread 0 arrives only after thread 1's
     // while_waiting has run three times (no timing involved). while_waiting
     // says "done" on its fifth call, so it runs 3 to 5 times, never again
-    // after that, and only on the thread that waited.
-    thread_pool pool(2);
-    struct ctx_t {
-        thread_pool * pool;
-        std::atomic<int> calls{0};
-        std::atomic<int> calls_after_done{0};
-        std::atomic<int> wrong_thread{0};
-        std::atomic<bool> done{false};
-        int waiter = -1;
-    } c{&pool};
-    struct wctx_t {
-        ctx_t * c;
-        int ith;
-    };
-    pool.run(2, 0, [](int ith, void * p) {
-        auto * c = static_cast<ctx_t *>(p);
-        wctx_t w{c, ith};
-        const auto hook = [](void * q) {
-            auto * w = static_cast<wctx_t *>(q);
-            if (w->ith != 1) w->c->wrong_thread.fetch_add(1);
-            if (w->c->done.load()) w->c->calls_after_done.fetch_add(1);
-            const int n = w->c->calls.fetch_add(1) + 1;
-            if (n == 5) w->c->done.store(true);
-            return n < 5;
+    // after that, and only on the thread that waited. The same for both
+    // barriers that take such work (vote = 0: sync_any, 1: sync_vote).
+    for (int vote = 0; vote < 2; ++vote) {
+        thread_pool pool(2);
+        struct ctx_t {
+            thread_pool * pool;
+            std::atomic<int> calls{0};
+            std::atomic<int> calls_after_done{0};
+            std::atomic<int> wrong_thread{0};
+            std::atomic<bool> done{false};
+            bool vote;
+        } c{&pool};
+        c.vote = vote != 0;
+        struct wctx_t {
+            ctx_t * c;
+            int ith;
         };
-        if (ith == 0) {
-            while (c->calls.load() < 3) std::this_thread::yield();
-        }
-        c->pool->sync_any(nullptr, nullptr, hook, &w);
-    }, &c);
-    EXPECT_GE(c.calls.load(), 3);
-    EXPECT_LE(c.calls.load(), 5);
-    EXPECT_EQ(c.calls_after_done.load(), 0);
-    EXPECT_EQ(c.wrong_thread.load(), 0);
+        pool.run(2, 0, [](int ith, void * p) {
+            auto * c = static_cast<ctx_t *>(p);
+            wctx_t w{c, ith};
+            const auto hook = [](void * q) {
+                auto * w = static_cast<wctx_t *>(q);
+                if (w->ith != 1) w->c->wrong_thread.fetch_add(1);
+                if (w->c->done.load()) w->c->calls_after_done.fetch_add(1);
+                const int n = w->c->calls.fetch_add(1) + 1;
+                if (n == 5) w->c->done.store(true);
+                return n < 5;
+            };
+            if (ith == 0) {
+                while (c->calls.load() < 3) std::this_thread::yield();
+            }
+            if (c->vote) {
+                c->pool->sync_vote(ith, false, hook, &w);
+            } else {
+                c->pool->sync_any(nullptr, nullptr, hook, &w);
+            }
+        }, &c);
+        EXPECT_GE(c.calls.load(), 3) << (vote ? "sync_vote" : "sync_any");
+        EXPECT_LE(c.calls.load(), 5);
+        EXPECT_EQ(c.calls_after_done.load(), 0);
+        EXPECT_EQ(c.wrong_thread.load(), 0);
+    }
 }
 
 TEST(ThreadPool, RejectsBadThreadCounts) {
