@@ -1001,71 +1001,54 @@ TEST(ThreadPool, SyncAnyRunsTheCallbackOnceWithEveryThreadArrived) {
     }
 }
 
+// Runs `rounds` rounds of sync_vote on nth threads of `pool`: in each,
+// every thread sleeps a random 0..max_delay_us (0: not at all), writes its
+// slot and votes (thread r % nth votes yes in rounds divisible by
+// yes_every); after the barrier it checks that every slot of the round is
+// visible and that it got yes exactly in those rounds, then meets the
+// others at a second barrier (nobody writes round r + 1 before all have
+// read round r). Returns the wrong slots and votes seen.
+int vote_rounds(thread_pool & pool, int nth, int rounds, int yes_every, int max_delay_us) {
+    struct ctx_t {
+        thread_pool * pool;
+        int nth, rounds, yes_every, max_delay_us;
+        int slot[8] = {};
+        std::atomic<int> bad{0};
+    } c{&pool, nth, rounds, yes_every, max_delay_us};
+    pool.run(nth, 0, [](int ith, void * p) {
+        auto * c = static_cast<ctx_t *>(p);
+        std::mt19937 rng(static_cast<unsigned>(1234 + ith));
+        std::uniform_int_distribution<int> delay_us(0, c->max_delay_us);
+        for (int r = 1; r <= c->rounds; ++r) {
+            if (c->max_delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+            c->slot[ith] = r;
+            const bool yes = r % c->yes_every == 0;
+            if (c->pool->sync_vote(ith, yes && r % c->nth == ith) != yes) c->bad.fetch_add(1);
+            for (int i = 0; i < c->nth; ++i) {
+                if (c->slot[i] != r) c->bad.fetch_add(1);
+            }
+            c->pool->sync_vote(ith, false);
+        }
+    }, &c);
+    return c.bad.load();
+}
+
 TEST(ThreadPool, SyncVoteOrdersWritesAndEveryThreadGetsTheSameOr) {
-    // Each round every thread writes its slot and votes (thread r % nth
-    // votes yes in rounds divisible by 5); after sync_vote every slot of the
-    // round is visible and every thread got yes exactly in those rounds.
     // Runs with fewer threads than the pool, then more, check that each run
     // starts its count afresh (a thread left out of a run is not behind).
     thread_pool pool(7);
-    for (int nth : {1, 2, 3, 7, 2, 7}) {
-        constexpr int rounds = 2000;
-        struct ctx_t {
-            thread_pool * pool;
-            int nth;
-            int slot[8] = {};
-            std::atomic<int> bad_slots{0};
-            std::atomic<int> bad_votes{0};
-        } c{&pool, nth};
-        pool.run(nth, 0, [](int ith, void * p) {
-            auto * c = static_cast<ctx_t *>(p);
-            for (int r = 1; r <= rounds; ++r) {
-                c->slot[ith] = r;
-                const bool yes = r % 5 == 0;
-                const bool got = c->pool->sync_vote(ith, yes && r % c->nth == ith);
-                if (got != yes) c->bad_votes.fetch_add(1);
-                for (int i = 0; i < c->nth; ++i) {
-                    if (c->slot[i] != r) c->bad_slots.fetch_add(1);
-                }
-                c->pool->sync_vote(ith, false); // nobody writes round r + 1 before all have read round r
-            }
-        }, &c);
-        EXPECT_EQ(c.bad_slots.load(), 0) << nth << " threads";
-        EXPECT_EQ(c.bad_votes.load(), 0) << nth << " threads";
-    }
+    for (int nth : {1, 2, 3, 7, 2, 7}) EXPECT_EQ(vote_rounds(pool, nth, 2000, 5, 0), 0) << nth << " threads";
 }
 
 TEST(ThreadPool, SyncVoteWakesThreadsThatSlept) {
     // Arrivals staggered by random delays of 0-400 us around the barrier's
     // spin budget (100 us), so waiters often block in the futex and the
     // last arriver's store must wake them: a lost wake-up hangs this test
-    // (ctest's timeout). Votes and slots checked as above. 3 threads: a
-    // waiter may sleep on either other thread's word.
+    // (ctest's timeout). 3 threads: a waiter may sleep on either other
+    // thread's word.
     for (int nth : {2, 3}) {
         thread_pool pool(nth);
-        constexpr int rounds = 400;
-        struct ctx_t {
-            thread_pool * pool;
-            int nth;
-            int slot[4] = {};
-            std::atomic<int> bad{0};
-        } c{&pool, nth};
-        pool.run(nth, 0, [](int ith, void * p) {
-            auto * c = static_cast<ctx_t *>(p);
-            std::mt19937 rng(static_cast<unsigned>(1234 + ith));
-            std::uniform_int_distribution<int> delay_us(0, 400);
-            for (int r = 1; r <= rounds; ++r) {
-                std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
-                c->slot[ith] = r;
-                const bool yes = r % 7 == 0;
-                if (c->pool->sync_vote(ith, yes && ith == c->nth - 1) != yes) c->bad.fetch_add(1);
-                for (int i = 0; i < c->nth; ++i) {
-                    if (c->slot[i] != r) c->bad.fetch_add(1);
-                }
-                c->pool->sync_vote(ith, false);
-            }
-        }, &c);
-        EXPECT_EQ(c.bad.load(), 0) << nth << " threads";
+        EXPECT_EQ(vote_rounds(pool, nth, 400, 7, 400), 0) << nth << " threads";
     }
 }
 
