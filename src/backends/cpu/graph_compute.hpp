@@ -113,8 +113,8 @@ tsr_status graph_compute(const tsr_graph_view & g, int n_threads, tsr_abort_call
 std::vector<char> barriers_before(const std::vector<tsr_tensor *> & nodes, const std::vector<char> & serial = {});
 
 // Most bytes a node computed_by_thread_0 writes: 8 KiB, an RMS_NORM of
-// 2048 floats takes some 0.2 us, half a barrier (BM_barrier: about 0.4 us
-// on Zen 5, 2 threads).
+// 2048 floats takes some 0.2 us, about what a barrier costs (BM_barrier on
+// Zen 5, 2 threads: 0.1-0.4 us, varying between sessions of the VM).
 inline constexpr size_t k_thread_0_max_bytes = size_t{8} << 10;
 
 // True when the graph walk on several threads computes `node` on thread 0

@@ -172,7 +172,8 @@ private:
         std::atomic<uint32_t> sleepers{0};
     };
     std::unique_ptr<vote_flag[]> flags_;
-    // Blocks until flag.word differs from `seen` (after the spin budget).
+    // Blocks until flag.word may differ from `seen` (called after the spin
+    // budget; may return early: the caller checks again).
     void wait_flag(vote_flag & flag, uint32_t seen);
 };
 
