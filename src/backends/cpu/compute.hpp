@@ -36,11 +36,12 @@ struct compute_params {
     int nth = 1;            // threads working on this node
     void * wdata = nullptr; // this thread's scratch, wsize bytes, 64-byte aligned
     size_t wsize = 0;
-    // nth slots shared by the node's threads, all zero when the node starts:
-    // the work items each thread has left (ops/work_queue.hpp; a kernel
-    // makes at most one work_queue per node). Null: each thread computes a
-    // fixed share.
+    // nth slots shared by the node's threads, thread v's at
+    // slots[v * slot_stride], all zero when the node starts: the work items
+    // each thread has left (ops/work_queue.hpp; a kernel makes at most one
+    // work_queue per node). Null: each thread computes a fixed share.
     work_slot * slots = nullptr;
+    size_t slot_stride = 1;
     // Scratch shared by the node's threads (shared_size bytes, 64-byte
     // aligned), for a node with node_scratch::shared > 0. Such a node is
     // computed in two calls per thread: first with prepare true (each

@@ -699,12 +699,16 @@ TEST(GraphCompute, AttentionReadAheadStopsAtTheLastVisibleKey) {
     EXPECT_EQ(two[4][1], (byte_span{at(vc, 0), at(vc, 1536)}));
 }
 
+// Every item once, on 2, 3 and 8 threads; with the slots side by side or
+// slot_stride apart (the graph walk's layout: a row of slots per thread),
+// the slots between them untouched.
 TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {
     for (int nth : {2, 3, 8}) {
         for (int64_t n : {0, 1, 5, 1000}) {
             for (int64_t chunk : {1, 7}) {
-                SCOPED_TRACE(testing::Message() << nth << " threads, " << n << " items, chunk " << chunk);
-                std::unique_ptr<work_slot[]> slots(new work_slot[static_cast<size_t>(nth)]);
+              for (size_t stride : {size_t{1}, size_t{3}}) {
+                SCOPED_TRACE(testing::Message() << nth << " threads, " << n << " items, chunk " << chunk << ", stride " << stride);
+                std::unique_ptr<work_slot[]> slots(new work_slot[static_cast<size_t>(nth) * stride]);
                 std::vector<std::atomic<int>> taken(static_cast<size_t>(n));
                 std::vector<std::thread> threads;
                 for (int ith = 0; ith < nth; ++ith) {
@@ -713,6 +717,7 @@ TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {
                         p.ith = ith;
                         p.nth = nth;
                         p.slots = slots.get();
+                        p.slot_stride = stride;
                         work_queue q(p, n, chunk);
                         for (item_range r{}; q.next(r);) {
                             for (int64_t i = r.begin; i < r.end; ++i) taken[static_cast<size_t>(i)].fetch_add(1);
@@ -721,6 +726,10 @@ TEST(WorkQueue, EveryItemIsTakenExactlyOnce) {
                 }
                 for (std::thread & t : threads) t.join();
                 for (int64_t i = 0; i < n; ++i) ASSERT_EQ(taken[static_cast<size_t>(i)].load(), 1) << "item " << i;
+                for (size_t s = 0; s < static_cast<size_t>(nth) * stride; ++s) {
+                    if (s % stride != 0) EXPECT_EQ(slots[s].range.load(), 0u) << "slot " << s << " is no thread's";
+                }
+              }
             }
         }
     }
