@@ -290,7 +290,7 @@ byte_span upcoming_weights(const std::vector<tsr_tensor *> & nodes, size_t i, si
 struct graph_run {
     const graph_analysis * a = nullptr;
     // compute_params::slots of every node: thread t's slot of node i at
-    // slots[t * n_nodes + i], each thread's row zeroed by that thread before
+    // slots[t * a->nodes.size() + i], each thread's row zeroed by that thread before
     // the first node's barrier (walk_nodes), so that a thread's first take
     // of its own share in a product finds the line in its own cache rather
     // than in that of the calling thread, which zeroed every slot before.
@@ -300,7 +300,6 @@ struct graph_run {
         void operator()(work_slot * s) const { ::operator delete(s, std::align_val_t{alignof(work_slot)}); }
     };
     std::unique_ptr<work_slot, slot_memory> slots;
-    size_t n_nodes = 0;
     thread_pool * pool = nullptr;
     // graph_analysis::attn_prefetch, or this run's plan of the keys the mask
     // lets the attentions see.
@@ -351,12 +350,12 @@ void walk_nodes(int ith, void * ctx) {
     p.shared_size = run->pool->shared_scratch_size();
     scratch_memo memo;
     p.memo = &memo;
-    p.slot_stride = run->n_nodes;
+    p.slot_stride = a.nodes.size();
     // This thread's slots, zero before the first node's barrier (every
     // graph's first node waits at one), so no thread takes from a share
     // before it is reset.
-    work_slot * mine = run->slots.get() + static_cast<size_t>(ith) * run->n_nodes;
-    for (size_t i = 0; i < run->n_nodes; ++i) new (mine + i) work_slot{};
+    work_slot * mine = run->slots.get() + static_cast<size_t>(ith) * a.nodes.size();
+    for (size_t i = 0; i < a.nodes.size(); ++i) new (mine + i) work_slot{};
     for (size_t i = 0; i < a.nodes.size(); ++i) {
         p.prev = i > 0 ? a.nodes[i - 1] : nullptr;
         if (a.sync[i] != 0) {
@@ -473,8 +472,7 @@ tsr_status run_analyzed(thread_pool & pool, const graph_analysis & a, tsr_abort_
     run.attn_prefetch = &a.attn_prefetch;
     std::vector<std::array<byte_span, 2>> visible_plan;
     try {
-        run.n_nodes = a.nodes.size();
-        const size_t n_slots = run.n_nodes * static_cast<size_t>(run.n_threads);
+        const size_t n_slots = a.nodes.size() * static_cast<size_t>(run.n_threads);
         run.slots.reset(static_cast<work_slot *>(::operator new(n_slots * sizeof(work_slot), std::align_val_t{alignof(work_slot)})));
         if (a.attn_masked) {
             visible_plan = attention_prefetch(a.nodes, true);
