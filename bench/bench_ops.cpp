@@ -306,6 +306,11 @@ BENCHMARK(BM_mul_mat_repack)
     // Q5_K the same, against BM_mul_mat_shape's plain Q5_K cases.
     ->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 2, 0})
     ->Args({TSR_TYPE_Q5_K, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q5_K, 2048, 2048, 512, 1, 0})
+    // Prompt GEMMs of Q4_0/Q8_0/Q5_0 (on AMX where the build and the
+    // processor have it; TESSERA_CPU_AMX=0 for the AVX-512 kernels).
+    ->Args({TSR_TYPE_Q4_0, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_Q4_0, 2048, 2048, 512, 2, 0})
+    ->Args({TSR_TYPE_Q8_0, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 2048, 512, 2, 0})
+    ->Args({TSR_TYPE_Q5_0, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_Q4_0, 5632, 2048, 512, 2, 3})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One decode step's attention products over an F16 KV cache of n_kv

@@ -47,6 +47,13 @@ endif()
 # mat-vec kernels' software prefetch) and TESSERA_CPU_GEMM_FLOAT_IN_PLACE
 # (the AVX-512 GEMM reading repacked F16/BF16 groups in place) set:
 # tuning_a = no prefetch, in place; tuning_b = prefetch, packed.
+# The AMX build's repack tests once more with the tiles off
+# (TESSERA_CPU_AMX=0): the AVX-512 kernels of the same copy.
+if(TARGET test_backends_cpu_sapphirerapids AND TESSERA_BUILD_MACHINE_RUNS_sapphirerapids)
+  add_test(NAME test_backends_cpu_sapphirerapids.amx_off
+           COMMAND test_backends_cpu_sapphirerapids "--gtest_filter=CpuTuning.*:*RepackMulMat.*")
+  set_tests_properties(test_backends_cpu_sapphirerapids.amx_off PROPERTIES TIMEOUT 600 ENVIRONMENT "TESSERA_CPU_AMX=0")
+endif()
 foreach(_isa haswell zen4)
   set(_t test_backends_cpu_${_isa})
   if(NOT TARGET ${_t} OR NOT TESSERA_BUILD_MACHINE_RUNS_${_isa})

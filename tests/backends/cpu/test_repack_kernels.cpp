@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <tuple>
@@ -370,6 +371,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                              return std::string(type_name(info.param.type)) + "_K" + std::to_string(info.param.K) +
                                     "_M" + std::to_string(info.param.M);
                          });
+
+// The kernels built with AMX (the sapphirerapids copy) compute their GEMMs
+// on tiles unless TESSERA_CPU_AMX=0 turns that off (tuning.hpp), so the
+// tests above compare the tile products with the one-column kernel's and
+// the expected values; other builds never do.
+TEST(RepackMulMat, TheGemmRunsOnAmxExactlyWhereTheBuildHasIt) {
+    bool want = false;
+#ifdef TESSERA_REQUIRE_ISA
+    const char * off = std::getenv("TESSERA_CPU_AMX");
+    want = std::string(TESSERA_REQUIRE_ISA).find("amx-int8") != std::string::npos && (off == nullptr || std::string(off) != "0");
+#endif
+    EXPECT_EQ(mul_mat_repack_uses_amx(), want);
+}
 
 // Q5_0 quants at the ends of their range against activations that quantize
 // to +-127: every block's products have the largest magnitude the format

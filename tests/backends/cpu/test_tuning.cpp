@@ -80,7 +80,10 @@ TEST(CpuTuning, DefaultsPerVendorAndFamily) {
     EXPECT_EQ(tuning_for({cpu_vendor::amd, 0x1B, 0}, {}, warning).stream_prefetch, 4096u);
     EXPECT_EQ(tuning_for({cpu_vendor::amd, 0x17, 0x31}, {}, warning).stream_prefetch, 0u); // Zen 2
     EXPECT_TRUE(tuning_for(k_zen5, {}, warning).gemm_float_in_place);
-    for (const cpu_model & m : {k_intel, k_zen4, k_zen5, k_other}) EXPECT_TRUE(tuning_for(m, {}, warning).huge_pages);
+    for (const cpu_model & m : {k_intel, k_zen4, k_zen5, k_other}) {
+        EXPECT_TRUE(tuning_for(m, {}, warning).huge_pages);
+        EXPECT_TRUE(tuning_for(m, {}, warning).amx);
+    }
     // Family 0x1A of another vendor (none exists) is not Zen 5.
     EXPECT_EQ(tuning_for({cpu_vendor::other, 0x1A, 0}, {}, warning).stream_prefetch, 0u);
     EXPECT_TRUE(warning.empty());
@@ -96,10 +99,13 @@ TEST(CpuTuning, TheEnvironmentOverridesTheDefault) {
     EXPECT_FALSE(tuning_for(k_zen4, {nullptr, "0"}, warning).gemm_float_in_place);
     EXPECT_FALSE(tuning_for(k_intel, {nullptr, nullptr, "0"}, warning).huge_pages);
     EXPECT_TRUE(tuning_for(k_zen4, {nullptr, nullptr, "1"}, warning).huge_pages);
-    const cpu_tuning all = tuning_for(k_zen4, {"128", "0", "0"}, warning);
+    EXPECT_FALSE(tuning_for(k_intel, {nullptr, nullptr, nullptr, "0"}, warning).amx);
+    EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, "1"}, warning).amx);
+    const cpu_tuning all = tuning_for(k_zen4, {"128", "0", "0", "0"}, warning);
     EXPECT_EQ(all.stream_prefetch, 128u);
     EXPECT_FALSE(all.gemm_float_in_place);
     EXPECT_FALSE(all.huge_pages);
+    EXPECT_FALSE(all.amx);
     EXPECT_TRUE(warning.empty()) << warning;
 }
 
@@ -119,17 +125,20 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
         EXPECT_NE(warning.find(std::string("'") + bad + "' is not 0 or 1; using 1"), std::string::npos) << warning;
         EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, bad}, warning).huge_pages) << "'" << bad << "'";
         EXPECT_EQ(warning, std::string(k_huge_pages_env) + "='" + bad + "' is not 0 or 1; using 1");
+        EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, bad}, warning).amx) << "'" << bad << "'";
+        EXPECT_EQ(warning, std::string(k_amx_env) + "='" + bad + "' is not 0 or 1; using 1");
     }
     // All bad: one line each, every default kept.
     std::string warning;
-    const cpu_tuning t = tuning_for(k_intel, {"x", "y", "z"}, warning);
+    const cpu_tuning t = tuning_for(k_intel, {"x", "y", "z", "w"}, warning);
     EXPECT_EQ(t.stream_prefetch, 4096u);
     EXPECT_FALSE(t.gemm_float_in_place);
     EXPECT_TRUE(t.huge_pages);
+    EXPECT_TRUE(t.amx);
     EXPECT_EQ(warning, std::string(k_stream_prefetch_env) +
                            "='x' is not a byte count that is a multiple of 64 in [0, 65536]; using 4096\n" +
                            k_gemm_float_in_place_env + "='y' is not 0 or 1; using 0\n" + k_huge_pages_env +
-                           "='z' is not 0 or 1; using 1");
+                           "='z' is not 0 or 1; using 1\n" + k_amx_env + "='w' is not 0 or 1; using 1");
 }
 
 // The process's tuning is the vendor default, or the variable's value when
@@ -140,6 +149,7 @@ TEST(CpuTuning, TheProcessTuningFollowsTheEnvironment) {
     EXPECT_EQ(tuning().stream_prefetch, expect.stream_prefetch);
     EXPECT_EQ(tuning().gemm_float_in_place, expect.gemm_float_in_place);
     EXPECT_EQ(tuning().huge_pages, expect.huge_pages);
+    EXPECT_EQ(tuning().amx, expect.amx);
     if (const char * env = std::getenv(k_stream_prefetch_env); env != nullptr && warning.empty()) {
         EXPECT_EQ(tuning().stream_prefetch, std::strtoul(env, nullptr, 10));
     }

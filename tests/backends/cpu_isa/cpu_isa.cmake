@@ -5,6 +5,10 @@
 #   test_backends_cpu_alderlake  + AVX-VNNI (256-bit vpdpbusd)
 #   test_backends_cpu_skylakex   AVX-512 F/BW/DQ/VL without VNNI
 #   test_backends_cpu_zen4       AVX-512 F/BW/DQ/VL/VNNI/VBMI/BF16 (the zen4 plugin's)
+#   test_backends_cpu_sapphirerapids  + AMX-TILE/AMX-INT8 (the repacked
+#                                Q8_0/Q4_0/Q5_0/Q5_1 GEMM on tiles): the
+#                                MUL_MAT, repack and tuning tests only, and
+#                                built only where the build machine has AMX
 # Each is a distinct set of kernel paths (simd.hpp).
 # Each test program skips all its tests on a processor without those
 # features (require_isa.cpp); on such a build machine they are also left out
@@ -18,17 +22,11 @@ set(_isa_haswell_features "avx2,fma,f16c,bmi2")
 set(_isa_alderlake_features "avx2,fma,f16c,bmi2,avxvnni")
 set(_isa_skylakex_features "avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512dq,avx512vl")
 set(_isa_zen4_features "avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx512bf16")
+set(_isa_sapphirerapids_features "${_isa_zen4_features},amx-tile,amx-int8")
 file(GLOB _cpu_test_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/*.cpp)
-foreach(_isa haswell alderlake skylakex zen4)
-  tessera_cpu_isa_lib(${_isa} ${TESSERA_ISA_FLAGS_${_isa}})
-
-  add_executable(test_backends_cpu_${_isa} ${_cpu_test_src} ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/require_isa.cpp)
-  target_link_libraries(test_backends_cpu_${_isa} PRIVATE tessera_cpu_static_${_isa} GTest::gtest GTest::gtest_main
-                        Threads::Threads)
-  target_include_directories(test_backends_cpu_${_isa} PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
-  target_compile_definitions(test_backends_cpu_${_isa} PRIVATE TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}"
-                             TESSERA_BINARY_DIR="${PROJECT_BINARY_DIR}" TESSERA_REQUIRE_ISA="${_isa_${_isa}_features}")
-
+file(GLOB _cpu_mul_mat_test_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_ops_mul_mat*.cpp
+     ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_repack_kernels.cpp ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_tuning.cpp)
+foreach(_isa haswell alderlake skylakex zen4 sapphirerapids)
   # Register with ctest only when this build machine can run the kernels.
   string(REPLACE "," ";" _feats "${_isa_${_isa}_features}")
   set(_probe "int main() { __builtin_cpu_init(); return 0")
@@ -37,6 +35,23 @@ foreach(_isa haswell alderlake skylakex zen4)
   endforeach()
   string(APPEND _probe "; }")
   check_cxx_source_runs("${_probe}" TESSERA_BUILD_MACHINE_RUNS_${_isa})
+  if(_isa STREQUAL "sapphirerapids" AND NOT TESSERA_BUILD_MACHINE_RUNS_${_isa})
+    continue()
+  endif()
+  tessera_cpu_isa_lib(${_isa} ${TESSERA_ISA_FLAGS_${_isa}})
+
+  set(_src ${_cpu_test_src})
+  if(_isa STREQUAL "sapphirerapids")
+    # AMX changes only the repacked GEMM: its tests and the other products'
+    set(_src ${_cpu_mul_mat_test_src})
+  endif()
+  add_executable(test_backends_cpu_${_isa} ${_src} ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/require_isa.cpp)
+  target_link_libraries(test_backends_cpu_${_isa} PRIVATE tessera_cpu_static_${_isa} GTest::gtest GTest::gtest_main
+                        Threads::Threads)
+  target_include_directories(test_backends_cpu_${_isa} PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(test_backends_cpu_${_isa} PRIVATE TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}"
+                             TESSERA_BINARY_DIR="${PROJECT_BINARY_DIR}" TESSERA_REQUIRE_ISA="${_isa_${_isa}_features}")
+
   if(TESSERA_BUILD_MACHINE_RUNS_${_isa})
     gtest_discover_tests(test_backends_cpu_${_isa} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600
                          ENVIRONMENT "TESSERA_TEST_AREA=backends/cpu_${_isa}")

@@ -30,6 +30,8 @@ bool cpu_has(const std::string & f) {
     if (f == "avx512bf16") return __builtin_cpu_supports("avx512bf16");
     if (f == "avx512vbmi") return __builtin_cpu_supports("avx512vbmi");
     if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
+    if (f == "amx-tile") return __builtin_cpu_supports("amx-tile");
+    if (f == "amx-int8") return __builtin_cpu_supports("amx-int8");
 #endif
     return false;
 }

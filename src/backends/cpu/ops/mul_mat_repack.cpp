@@ -54,6 +54,11 @@
 #include <algorithm>
 #include <type_traits>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
@@ -608,6 +613,269 @@ void tile16(int cols, const char * w0, const char * w1, int64_t n_blocks, const 
     micro_kernel16<T, C>(w0, w1, n_blocks, xt, out);
 }
 
+#ifdef TSR_CPU_AMX
+
+// --- AMX (Intel SDM vol. 1 ch. 18 "Intel AMX"; instruction reference:
+// LDTILECFG, TILELOADD, TILESTORED, TILEZERO, TDPBSSD, TILERELEASE) ---
+//
+// TDPBSSD adds to C (M x N int32) the products A (M x K int8) . B (K x N
+// int8), B stored as K/4 rows of N dwords, dword n of row i holding B's
+// elements 4i..4i+3 of column n. With K = 32 (one block) and N = 16 weight
+// rows, B row i is step i of a 16-row block with the quants as signed
+// values: Q8_0's steps as they are; Q4_0/Q5_0/Q5_1 steps 0..3 give rows
+// 0..3 (low nibbles: elements 4i..) and rows 4..7 (high nibbles: 16 + 4i..)
+// minus the offset (8, 16; Q5_1: none, its offset term is added apart).
+// A is M = 16 columns quantized together (q8_tile{16}: per block their 16
+// x 32 quants 32 bytes apart, then the 16 scales and sums), so C row c
+// holds the exact block dot products of column c with the 16 rows, the
+// integers micro_kernel16 gets in is[c]. Each block's C is stored and added
+// with micro_kernel16's operations (float(isum) * (d_w * d_x) by FMA into
+// one accumulator per element, blocks in order), so the bits are those of
+// the AVX-512 kernels.
+namespace amx {
+
+constexpr int k_cols = 16;                               // columns per tile
+constexpr q8_tile k_xtile16{k_cols};                     // their quantized activations
+constexpr size_t k_b_bytes = 8 * 64;                     // a block's B tile
+constexpr size_t k_group_block = k_b_bytes + 64 + 64;    // per block: B, the 16 scales d (F32), Q5_1's m (F32)
+
+// Palette 1 (SDM vol. 1, 18.2: the 64-byte LDTILECFG operand).
+struct alignas(64) tile_config {
+    uint8_t palette = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
+// B (8 rows x 64 bytes) in tmm0, A (16 columns x 32 bytes) in tmm1, C (16
+// x 16 int32) of k_depth blocks in tmm2.. in turn, so that the tile unit
+// multiplies k_depth - 1 blocks ahead of the block being added.
+constexpr int k_depth = 4;
+tile_config make_config() {
+    tile_config c;
+    for (int t = 0; t < 2 + k_depth; ++t) {
+        c.rows[t] = t == 0 ? 8 : 16;
+        c.colsb[t] = t == 1 ? 32 : 64;
+    }
+    return c;
+}
+
+// Whether this process may use the tile data state: Linux grants it on
+// request (arch_prctl ARCH_REQ_XCOMP_PERM 0x1023 for XFEATURE_XTILEDATA 18,
+// checked with ARCH_GET_XCOMP_PERM 0x1022: uapi asm/prctl.h); without the
+// grant the first tile instruction faults. (features.cpp asks the same for
+// the variant's score; the kernels ask again, as test programs call them
+// directly.)
+bool permitted() {
+    static const bool ok = [] {
+        if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return false;
+        unsigned long mask = 0;
+        return syscall(SYS_arch_prctl, 0x1022, &mask) == 0 && ((mask >> 18) & 1ul) != 0;
+    }();
+    return ok;
+}
+
+// AMX for a product of N columns (tuning().amx, granted, a GEMM).
+bool use(const mm_dims & d) {
+    return d.N >= k_gemm_min_n && tuning().amx && permitted();
+}
+
+// Columns per work item: cols_max_of's, in whole tiles.
+int64_t cols_max(int64_t n_blocks) {
+    return cols_max_of(n_blocks) / k_cols * k_cols;
+}
+
+// The B tiles and scales of the 16 rows at w0, w1 (as micro_kernel16; w1 =
+// w0 for 8-row groups repeats rows 0..7), every block: out + b *
+// k_group_block.
+template <int32_t T>
+void unpack_rows16(const char * w0, const char * w1, int64_t n_blocks, char * out) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const size_t off = static_cast<size_t>(b) * group_block<T>();
+        const char * p0 = w0 + off;
+        const char * p1 = w1 + off;
+        const rows16<T> rows{p0, p1};
+        char * o = out + static_cast<size_t>(b) * k_group_block;
+        if constexpr (nibbles<T>()) {
+            const __m512i m = _mm512_set1_epi8(0x0f);
+            const __m512i bias = _mm512_set1_epi8(T == TSR_TYPE_Q4_0 ? 8 : T == TSR_TYPE_Q5_0 ? 16 : 0);
+            __m512i h = _mm512_setzero_si512();
+            if constexpr (five_bits<T>()) h = step2(p0 + qh_at<T>(), p1 + qh_at<T>());
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                const __m512i v = rows.step(j);
+                __m512i lo = _mm512_and_si512(v, m);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+                if constexpr (five_bits<T>()) {
+                    const __m512i bit = _mm512_set1_epi32(j % 2 == 0 ? 0x08040201 : static_cast<int>(0x80402010u));
+                    lo = q5_add_fifth512(lo, h, q5_pick512(j / 2), bit);
+                    hi = q5_add_fifth512(hi, h, q5_pick512(2 + j / 2), bit);
+                }
+                _mm512_store_si512(o + 64 * j, _mm512_sub_epi8(lo, bias));
+                _mm512_store_si512(o + 64 * (4 + j), _mm512_sub_epi8(hi, bias));
+            }
+        } else {
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) _mm512_store_si512(o + 64 * j, rows.step(j));
+        }
+        _mm512_store_ps(o + k_b_bytes, rows.scales());
+        if constexpr (T == TSR_TYPE_Q5_1) {
+            const __m256i mh = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p0 + k_q5_1_m_at))),
+                _mm_loadu_si128(reinterpret_cast<const __m128i *>(p1 + k_q5_1_m_at)), 1);
+            _mm512_store_ps(o + k_b_bytes + 64, _mm512_cvtph_ps(mh));
+        }
+    }
+}
+
+// A block's products into C tile 2 + slot (the tile numbers are
+// immediates: the intrinsics paste them into the instruction, hence the
+// cases; slot is a constant where this is inlined), and that C to c (16
+// rows of 16 int32, row = column of the tile).
+inline void products(int slot, const char * bt, const char * xt) {
+    _tile_loadd(0, bt, 64);
+    _tile_loadd(1, xt, 32);
+    switch (slot) {
+    case 0: _tile_zero(2); _tile_dpbssd(2, 1, 0); break;
+    case 1: _tile_zero(3); _tile_dpbssd(3, 1, 0); break;
+    case 2: _tile_zero(4); _tile_dpbssd(4, 1, 0); break;
+    default: _tile_zero(5); _tile_dpbssd(5, 1, 0); break;
+    }
+}
+inline void store(int slot, int32_t * c) {
+    switch (slot) {
+    case 0: _tile_stored(2, c, 64); break;
+    case 1: _tile_stored(3, c, 64); break;
+    case 2: _tile_stored(4, c, 64); break;
+    default: _tile_stored(5, c, 64); break;
+    }
+}
+
+// acc[c] += the block's terms (c: its stored products; bb: its unpacked
+// rows; xp: its quantized columns), micro_kernel16's operations per lane.
+template <int32_t T>
+inline void add_block(__m512 * acc, const int32_t * c, const char * bb, const char * xp) {
+    const __m512 dw = _mm512_load_ps(bb + k_b_bytes);
+    #pragma GCC unroll 16
+    for (int j = 0; j < k_cols; ++j) {
+        const __m512 dx = _mm512_set1_ps(read_f32(xp + k_xtile16.d_offset() + j * 4));
+        const __m512i is = _mm512_load_si512(c + j * 16);
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, dx), acc[j]);
+        if constexpr (T == TSR_TYPE_Q5_1) {
+            const __m512 xsum = _mm512_set1_ps(static_cast<float>(load_i32(xp + k_xtile16.sum_offset() + j * 4)));
+            acc[j] = _mm512_fmadd_ps(xsum, _mm512_mul_ps(_mm512_load_ps(bb + k_b_bytes + 64), dx), acc[j]);
+        }
+    }
+}
+
+// out[c * 16 + r] = row r of the unpacked 16 rows at bt (unpack_rows16) .
+// column c of the tile at xt (k_xtile16), as micro_kernel16 computes them.
+// The tile configuration must be loaded (make_config). The next block's
+// products are issued before a block's C is stored, so the tile unit
+// multiplies while the stored block is added.
+template <int32_t T>
+__attribute__((optimize("no-tree-reassoc"))) void kernel(const char * bt, int64_t n_blocks, const char * xt, float * out) {
+    alignas(64) int32_t cbuf[2][k_cols * 16];
+    __m512 acc[k_cols];
+    #pragma GCC unroll 16
+    for (int c = 0; c < k_cols; ++c) acc[c] = _mm512_setzero_ps();
+    const auto bb = [&](int64_t b) { return bt + static_cast<size_t>(b) * k_group_block; };
+    const auto xb = [&](int64_t b) { return xt + static_cast<size_t>(b) * k_xtile16.block_bytes(); };
+    if (n_blocks <= 0) { // no terms (K = 0)
+        for (int c = 0; c < k_cols; ++c) _mm512_store_ps(out + c * 16, acc[c]);
+        return;
+    }
+    for (int64_t b = 0; b < std::min<int64_t>(k_depth - 1, n_blocks); ++b) products(static_cast<int>(b), bb(b), xb(b));
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += k_depth) {
+        #pragma GCC unroll 4
+        for (int s = 0; s < k_depth; ++s) {
+            const int64_t b = b0 + s;
+            if (b >= n_blocks) break;
+            if (b + k_depth - 1 < n_blocks) products((s + k_depth - 1) % k_depth, bb(b + k_depth - 1), xb(b + k_depth - 1));
+            // Block b's C is stored a block before it is added.
+            store(s, cbuf[s % 2]);
+            if (b > 0) add_block<T>(acc, cbuf[(s + 1) % 2], bb(b - 1), xb(b - 1));
+        }
+    }
+    add_block<T>(acc, cbuf[(n_blocks - 1) % 2], bb(n_blocks - 1), xb(n_blocks - 1));
+    #pragma GCC unroll 16
+    for (int c = 0; c < k_cols; ++c) _mm512_store_ps(out + c * 16, acc[c]);
+}
+
+// layout ids of the quantized columns (memo_holds): distinct from
+// act_layout's, the tiles being 16 columns wide.
+template <int32_t T>
+constexpr int act_layout() {
+    return 0x200 | sum_shift<T>();
+}
+
+// run<T> on AMX: items of 16-row steps x whole tiles of 16 columns; the
+// columns quantized in tiles of 16 (the unused ones of the last tile
+// zero), each item's rows unpacked once (unpack_rows16) for all its tiles.
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+    const int64_t n_blocks = d.K / k_qblock;
+    const size_t tile_bytes = align64(static_cast<size_t>(n_blocks) * k_xtile16.block_bytes());
+    char * tiles = static_cast<char *>(p.wdata);
+    const int64_t n_cols = cols_max(n_blocks);
+    // The same scratch as the other kernels' (work_size): their tiles of 8
+    // columns take at least as many bytes.
+    auto * xbuf = reinterpret_cast<float *>(tiles + static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks));
+    char * bt = reinterpret_cast<char *>(xbuf) + align64(static_cast<size_t>(d.K) * sizeof(float));
+    const bool in_place = b_in_place(d);
+    const auto * a = static_cast<const char *>(d.a->data);
+    constexpr int G = group_rows<T>();
+    const size_t group_bytes = static_cast<size_t>(n_blocks) * group_block<T>();
+    const mm_grid g = make_mm_grid(d, p.nth, G, 2 * k_rows, k_cols, n_cols);
+    work_queue queue(p, g.n_items, 1);
+    alignas(64) float otile[k_cols * 16];
+    int64_t have_cols = -1;
+    constexpr int layout = act_layout<T>();
+    static const tile_config config = make_config();
+    _tile_loadconfig(&config);
+    for (item_range items{}; queue.next(items);) {
+        for (int64_t it = items.begin; it < items.end; ++it) {
+            const mm_item item = item_of(g, d, it);
+            const int64_t batch = item.batch, m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
+            if (item.bc != have_cols) {
+                if (!memo_holds(p, d.b, layout, batch, n0, n1)) {
+                    quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile16, tiles, tile_bytes, xbuf, sum_shift<T>());
+                    if (const int used = static_cast<int>((n1 - n0) % k_cols); used != 0) {
+                        char * last = tiles + static_cast<size_t>((n1 - n0) / k_cols) * tile_bytes;
+                        for (int64_t b = 0; b < n_blocks; ++b) {
+                            char * blk = last + static_cast<size_t>(b) * k_xtile16.block_bytes();
+                            std::memset(blk + used * 32, 0, static_cast<size_t>(k_cols - used) * 32);
+                            std::memset(blk + k_xtile16.d_offset() + used * 4, 0, static_cast<size_t>(k_cols - used) * 4);
+                            std::memset(blk + k_xtile16.sum_offset() + used * 4, 0, static_cast<size_t>(k_cols - used) * 4);
+                        }
+                    }
+                }
+                have_cols = item.bc;
+                memo_record(p, d.dst, d.b, layout, batch, n0, n1);
+            }
+            for (int64_t mg = m0; mg < m1;) {
+                const char * w = a + static_cast<size_t>(mg / G) * group_bytes;
+                // 16 rows: one group, or two of 8; a last group of 8 alone
+                // (unpacked twice over, the repeat not copied out).
+                const int rows = static_cast<int>(std::min<int64_t>(2 * k_rows, m1 - mg));
+                unpack_rows16<T>(w, G == k_rows && rows == 2 * k_rows ? w + group_bytes : w, n_blocks, bt);
+                for (int64_t n = n0; n < n1; n += k_cols) {
+                    kernel<T>(bt, n_blocks, tiles + static_cast<size_t>((n - n0) / k_cols) * tile_bytes, otile);
+                    const int ncols = static_cast<int>(std::min<int64_t>(k_cols, n1 - n));
+                    for (int c = 0; c < ncols; ++c) std::copy(otile + c * 16, otile + c * 16 + rows, dst_column(d, batch, n + c) + mg);
+                }
+                mg += rows;
+            }
+        }
+    }
+    _tile_release(); // back to the init state: no tile data for the OS to save
+}
+
+} // namespace amx
+
+#endif // TSR_CPU_AMX
+
 #endif // TSR_CPU_AVX512
 
 #else
@@ -755,18 +1023,36 @@ bool mul_mat_repack_supported(const tsr_tensor * node) {
             repack_group_rows(node->src[0]->type) == group_rows_of(node->src[0]->type)); // these kernels read that layout
 }
 
+bool mul_mat_repack_uses_amx() {
+#ifdef TSR_CPU_AMX
+    return tuning().amx && amx::permitted();
+#else
+    return false;
+#endif
+}
+
 int repack_act_layout(int32_t type) {
     return for_type(type, 0, [](auto t) { return act_layout<decltype(t)::value>(); });
 }
 
 size_t mul_mat_repack_work_size(const mm_dims & d) {
     const int64_t n_blocks = d.K / k_qblock;
-    return static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks) +
-           align64(static_cast<size_t>(d.K) * sizeof(float));
+    size_t bytes = static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks) +
+                   align64(static_cast<size_t>(d.K) * sizeof(float));
+#ifdef TSR_CPU_AMX
+    if (amx::use(d)) bytes += static_cast<size_t>(n_blocks) * amx::k_group_block; // the unpacked rows
+#endif
+    return bytes;
 }
 
 bool mul_mat_repack(const compute_params & p, const mm_dims & d) {
     return for_type(d.a->type, false, [&](auto t) {
+#ifdef TSR_CPU_AMX
+        if (amx::use(d)) {
+            amx::run<decltype(t)::value>(p, d);
+            return true;
+        }
+#endif
         run<decltype(t)::value>(p, d);
         return true;
     });

@@ -1,7 +1,8 @@
 // backends/cpu/ops/mul_mat_repack.hpp — MUL_MAT whose weights (src[0]) are
 // repacked (row-interleaved, ops/repack.hpp): both token generation (few
 // columns) and prompt processing (GEMM) read the interleaved groups of 8
-// rows (Q4_0 in AVX512-VNNI builds: 16) directly. mul_mat.cpp dispatches here exactly when is_repacked(a).
+// rows (Q4_0 in AVX512-VNNI builds: 16) directly; the GEMM on AMX tiles
+// where the build and the processor have them. mul_mat.cpp dispatches here exactly when is_repacked(a).
 // Internal to the CPU kernels.
 #pragma once
 
@@ -24,8 +25,15 @@ size_t mul_mat_repack_work_size(const mm_dims & d);
 // block terms float(isum_b) * (d_w * d_x) are added in block order into one
 // F32 accumulator, the same arithmetic for any split of the work, any
 // number of columns and every instruction set. Returns false for another
-// weight type.
+// weight type. With N >= k_gemm_min_n columns in builds with AMX
+// (TSR_CPU_AMX, where Linux grants the tile state and tuning().amx) the
+// integer block products are computed on AMX tiles: the same bits.
 bool mul_mat_repack(const compute_params & p, const mm_dims & d);
+
+// Whether mul_mat_repack computes GEMMs (N >= k_gemm_min_n) of Q8_0/Q4_0/
+// Q5_0/Q5_1 on AMX tiles in this process (the build, the OS grant,
+// tuning().amx).
+bool mul_mat_repack_uses_amx();
 
 // The format of the quantized activation columns these kernels leave in a
 // thread's scratch for weights of type `type` (scratch_memo::layout, so

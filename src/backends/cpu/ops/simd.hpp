@@ -14,6 +14,10 @@
 //   TSR_CPU_BF16DOT    vdpbf16ps (AVX512-BF16: zen4, sapphirerapids): BF16
 //                      weights times activations rounded to BF16
 //                      (bf16_dot.hpp)
+//   TSR_CPU_AMX        AMX tiles with int8 products (AMX-TILE + AMX-INT8 on
+//                      top of AVX512-VNNI: sapphirerapids): the repacked
+//                      Q8_0/Q4_0/Q5_0/Q5_1 GEMM (mul_mat_repack.cpp), used
+//                      only where Linux grants the tile state at run time
 // Without TSR_CPU_AVX2 the portable kernels are used.
 //
 // Nothing here has static storage or runs at load time. Internal to the
@@ -49,6 +53,10 @@
 
 #if defined(TSR_CPU_AVX512) && defined(__AVX512BF16__)
 #define TSR_CPU_BF16DOT 1
+#endif
+
+#if defined(TSR_CPU_VNNI512) && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
+#define TSR_CPU_AMX 1
 #endif
 
 #include <cstdint>

@@ -92,11 +92,13 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
     };
     switch_var(k_gemm_float_in_place_env, env.gemm_float_in_place, t.gemm_float_in_place);
     switch_var(k_huge_pages_env, env.huge_pages, t.huge_pages);
+    switch_var(k_amx_env, env.amx, t.amx);
     return t;
 }
 
 tuning_env process_tuning_env() {
-    return {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env), std::getenv(k_huge_pages_env)};
+    return {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env), std::getenv(k_huge_pages_env),
+            std::getenv(k_amx_env)};
 }
 
 const cpu_tuning & tuning() {

@@ -48,20 +48,29 @@ struct cpu_tuning {
     // (see tuning.cpp for the measurements). Without the advice they get
     // huge pages only where the system's THP mode is "always".
     bool huge_pages = true;
+    // The GEMM of repacked Q8_0/Q4_0/Q5_0/Q5_1 weights (N >= k_gemm_min_n
+    // columns) multiplies on AMX tiles (TDPBSSD) where the build has them
+    // (TSR_CPU_AMX) and Linux grants this process the tile state; the same
+    // bits as the AVX-512 kernels (mul_mat_repack.cpp). Every vendor: true;
+    // false is for measuring against the AVX-512 kernels.
+    bool amx = true;
 };
 
 // Environment variables overriding the defaults: cpu_tuning::stream_prefetch
 // (a byte count, a multiple of 64 in [0, 65536]),
-// cpu_tuning::gemm_float_in_place and cpu_tuning::huge_pages (0 or 1).
+// cpu_tuning::gemm_float_in_place, cpu_tuning::huge_pages and cpu_tuning::amx
+// (0 or 1).
 inline constexpr const char * k_stream_prefetch_env = "TESSERA_CPU_STREAM_PREFETCH";
 inline constexpr const char * k_gemm_float_in_place_env = "TESSERA_CPU_GEMM_FLOAT_IN_PLACE";
 inline constexpr const char * k_huge_pages_env = "TESSERA_CPU_HUGE_PAGES";
+inline constexpr const char * k_amx_env = "TESSERA_CPU_AMX";
 
 // The variables' values (null: not set).
 struct tuning_env {
     const char * stream_prefetch = nullptr;
     const char * gemm_float_in_place = nullptr;
     const char * huge_pages = nullptr;
+    const char * amx = nullptr;
 };
 
 // The variables as this process's environment has them (getenv).
