@@ -13,6 +13,7 @@
 #include "backends/cpu/compute.hpp"
 #include "backends/cpu/cpu_adapter.hpp"
 #include "backends/cpu/features.hpp"
+#include "backends/cpu/ops/mul_mat_repack.hpp"
 #include "backends/cpu/ops/tuning.hpp"
 #include "tessera/backend/cpu.hpp"
 
@@ -134,8 +135,9 @@ tsr_device * reg_device(tsr_reg *, size_t i) { return i == 0 ? &cpu_device_objec
 
 // (name, value) pairs: each feature, "1" when this processor has it and
 // this build's code uses it; then the variant, the processor's family and
-// model, the mat-vec kernels' software prefetch distance, the huge-page
-// advice for weights and the threading.
+// model, the mat-vec kernels' software prefetch distance, whether the
+// quantized GEMM runs on AMX tiles, the huge-page advice for weights and
+// the threading.
 const tsr_feature * reg_features(tsr_reg *) {
     static std::vector<std::string> storage;
     static std::vector<tsr_feature> list;
@@ -171,6 +173,8 @@ const tsr_feature * reg_features(tsr_reg *) {
         storage.emplace_back(hex);
         storage.emplace_back("STREAM_PREFETCH"); // ops/tuning.hpp: bytes, 0 = none
         storage.emplace_back(std::to_string(tuning().stream_prefetch));
+        storage.emplace_back("AMX_GEMM"); // ops/mul_mat_repack.hpp: the quantized prompt GEMM on AMX tiles
+        storage.emplace_back(mul_mat_repack_uses_amx() ? "1" : "0");
         storage.emplace_back("HUGE_PAGES"); // ops/tuning.hpp: weight buffers advised onto huge pages
         storage.emplace_back(huge_page_advice() ? "1" : "0");
         storage.emplace_back("OPENMP");

@@ -67,6 +67,28 @@ TEST(DevicesCli, ListDevicesFlagOnAnotherCommandExitsZero) {
     EXPECT_GE(checked, 1);
 }
 
+// The value of feature `name` in a listing ("" when absent).
+std::string feature_value(const std::string & out, const std::string & name) {
+    const size_t at = out.find(" " + name + "=");
+    if (at == std::string::npos) return "";
+    const size_t v = at + name.size() + 2;
+    return out.substr(v, out.find_first_of(" \n", v) - v);
+}
+
+// The quantized GEMM runs on AMX tiles exactly where the chosen build has
+// AMX-INT8 and the processor grants it (AMX_INT8=1), unless
+// TESSERA_CPU_AMX=0 turns it off.
+TEST(DevicesCli, AmxGemmFollowsTheProcessorAndTheSwitch) {
+    const process_result on = run("devices");
+    ASSERT_EQ(on.exit_code, 0) << on.out;
+    const std::string amx = feature_value(on.out, "AMX_INT8");
+    ASSERT_TRUE(amx == "0" || amx == "1") << on.out;
+    EXPECT_EQ(feature_value(on.out, "AMX_GEMM"), amx) << on.out;
+    const process_result off = run("devices", {"TESSERA_CPU_AMX=0"});
+    ASSERT_EQ(off.exit_code, 0) << off.out;
+    EXPECT_EQ(feature_value(off.out, "AMX_GEMM"), "0") << off.out;
+}
+
 TEST(DevicesCli, BadFlagExitsOne) {
     const process_result r = run("devices --no-such-flag");
     EXPECT_EQ(r.exit_code, 1) << r.out;
