@@ -78,10 +78,12 @@ enum record_kind : int32_t {
     k_threw,      // message = the exception's text
     k_exited,     // message = "exit(3) during <call>"
     k_done,       // every library probed (index: -1)
+    k_init,       // the child calls its tessera_backend_init (before its k_scored or k_no_score)
 };
 
-// The greeting's score: "tsr" and the record layout's version, 1.
-constexpr int32_t k_protocol = 0x74737201;
+// The greeting's score: "tsr" and the protocol's version, 2 (1 had no
+// k_init; a helper of another version is not taken for a probe child).
+constexpr int32_t k_protocol = 0x74737202;
 
 struct record_header {
     int32_t index;
@@ -183,19 +185,33 @@ void reset_signals() {
             }
             auto fn = reinterpret_cast<tsr_backend_score_fn>(dynlib_symbol(h, TSR_BACKEND_SCORE_SYMBOL));
             child_call = "tessera_backend_score()";
-            if (fn == nullptr) {
-                send(k_no_score, 0, {});
-            } else {
-                int score = -1;
-                bool threw = false;
+            int32_t kind = k_no_score;
+            int score = -1;
+            std::string thrown;
+            if (fn != nullptr) {
                 try {
                     score = fn();
+                    kind = k_scored;
                 } catch (...) {
-                    threw = true;
-                    send(k_threw, 0, current_exception_text());
+                    kind = k_threw;
+                    thrown = current_exception_text();
                 }
-                if (!threw) send(k_scored, score, {});
             }
+            // A library the host may load (it runs here: no score, or a
+            // score above 0) is initialized here first, so that a crash,
+            // hang or exit() in its tessera_backend_init is the probe's
+            // and not the host's. What init returns or throws the host sees
+            // again in its own call.
+            auto init = reinterpret_cast<tsr_backend_init_fn>(dynlib_symbol(h, TSR_BACKEND_INIT_SYMBOL));
+            if (init != nullptr && (kind == k_no_score || (kind == k_scored && score > 0))) {
+                send(k_init, 0, {});
+                child_call = "tessera_backend_init()";
+                try {
+                    (void)init();
+                } catch (...) {
+                }
+            }
+            send(kind, kind == k_scored ? score : 0, thrown);
             // Closed before the next library opens, as the host would (its
             // dependencies are not shared with the next): its destructors
             // run here, and a crash in them is blamed on it.
@@ -297,14 +313,17 @@ std::string exit_refusal(const std::string & called) {
 }
 
 // Why the child ended while on a library: while it was opened and scored
-// (`closing` false) or closed after its result.
+// (`closing` false; `initializing`: in its tessera_backend_init) or closed
+// after its result.
 std::string death_message(const child_process & c, bool timed_out, const std::string & protocol_error, double timeout_s,
-                          bool closing) {
-    const char * when = closing ? "after being scored, while being closed" : "while being opened and scored";
+                          bool closing, bool initializing) {
+    const char * when = closing        ? "after being scored, while being closed"
+                        : initializing ? "in tessera_backend_init()"
+                                       : "while being opened and scored";
     if (!protocol_error.empty()) return fmt::format("broke the probe process's report pipe ({}; killed)", protocol_error);
     if (timed_out) {
         return fmt::format("did not finish {} within {} s (in a probe process, killed)",
-                           closing ? "closing" : "opening and scoring", timeout_s);
+                           closing ? "closing" : initializing ? "tessera_backend_init()" : "opening and scoring", timeout_s);
     }
     if (!c.status_known) return fmt::format("ended the probe process {} (its status is unknown)", when);
     if (WIFSIGNALED(c.status)) {
@@ -632,7 +651,7 @@ private:
         fds[0] = -1;
         child_->own_group = with_helper();
         current_ = pending_ = -1;
-        done_ = timed_out_ = eof_ = greeted_ = closing_ = false;
+        done_ = timed_out_ = eof_ = greeted_ = closing_ = initializing_ = false;
         protocol_error_.clear();
         buf_.clear();
         // Until the greeting: a few seconds (a helper that is another
@@ -675,8 +694,11 @@ private:
                     break;
                 }
                 current_ = h.index;
+                initializing_ = false;
                 began_ = probe_clock::now();
                 deadline_ = began_ + run_.limit;
+            } else if (h.kind == k_init && current_ >= 0 && h.index == current_ && !initializing_) {
+                initializing_ = true;
             } else if (h.kind == k_done && current_ < 0 && h.index == -1 && next_ == end_) {
                 pending_ = -1;
                 done_ = true;
@@ -750,7 +772,7 @@ private:
         if (blamed >= 0 && !done_) {
             probe_result & res = run_.out[static_cast<size_t>(blamed)];
             res.outcome = probe_outcome::died;
-            res.message = death_message(child, timed_out_, protocol_error_, run_.timeout_s, current_ < 0);
+            res.message = death_message(child, timed_out_, protocol_error_, run_.timeout_s, current_ < 0, initializing_);
             next_ = static_cast<size_t>(blamed) + 1;
         } else if (no_result) {
             // Ended before it began on this library (e.g. a handler another
@@ -773,6 +795,7 @@ private:
     int pending_ = -1; // a library whose result came, before the child moved on
     bool done_ = false, timed_out_ = false, eof_ = false;
     bool greeted_ = false; // its first record was the greeting
+    bool initializing_ = false; // the child is in current_'s tessera_backend_init
     std::string protocol_error_;
     probe_clock::time_point deadline_{};
     probe_clock::time_point began_{}; // when it began on current_ (or pending_'s)

@@ -26,22 +26,23 @@ struct probe_result {
 };
 
 // Opens each library of `paths` (dynlib_open: the ELF checks, then its
-// initializers), calls its tessera_backend_score() and closes it again, in
-// order, in a child process; the host calls nothing in them. The child is
-// the helper program tessera-probe (found as below) started with
-// posix_spawn: a fresh process, safe whatever threads the host runs. Where
-// there is no helper, or it cannot be started, or it does not greet as a
-// probe child within 5 s, the child is a fork() of this process instead,
-// but only while this process is single-threaded (a fork child of a
-// multi-threaded process may block on a lock another thread held). The
+// initializers), calls its tessera_backend_score(), then, when the host may
+// load it (no score, or a score above 0), its tessera_backend_init(), and
+// closes it again, in order, in a child process; the host calls nothing in
+// them. The child is the helper program tessera-probe (found as below)
+// started with posix_spawn: a fresh process, safe whatever threads the host
+// runs. Where there is no helper, or it cannot be started, or it does not
+// greet as a probe child within 5 s, the child is a fork() of this process
+// instead, but only while this process is single-threaded (a fork child of
+// a multi-threaded process may block on a lock another thread held). The
 // child starts with the fatal signals at their default actions, and ends
 // on any exit() before the host's exit handlers could run. One child
 // probes them all unless one dies: the next child goes on after it. Up to
 // 8 groups of consecutive libraries are probed so at the same time (this
 // thread polls their children's pipes), so that libraries that hang cost
-// about one time limit together, not one each. A
-// library is refused (died) when the child crashes, exits or is killed
-// while opening, scoring or closing it, when it writes records of its own
+// about one time limit together, not one each. A library is refused
+// (died) when the child crashes, exits or is killed while opening,
+// scoring, initializing or closing it, when it writes records of its own
 // into the child's pipe, or when it does not finish within timeout_s
 // seconds (the child is then killed). The libraries are never opened in
 // the calling process. Results are in the order of `paths`; the rest are

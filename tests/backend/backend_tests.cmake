@@ -116,10 +116,13 @@ tessera_fake_plugin(exitscore libtessera-fakeexitscore-v ${_f} FAKE_FAMILY="fake
                     FAKE_EXIT_IN_SCORE=3)
 tessera_fake_plugin(exitctor libtessera-fakeexitctor ${_f} FAKE_FAMILY="fakeexitctor" FAKE_EXIT_AT_LOAD=4)
 # Variants of family crashy whose score crashes (SIGILL), never returns, or
-# writes into the probe's pipe, above a good one (plugin_exit_test.cpp: refused in the probe process).
+# writes into the probe's pipe, or whose init crashes or never returns,
+# above a good one (plugin_exit_test.cpp: refused in the probe process).
 tessera_fake_plugin(crashy libtessera-crashy-trap ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=100 FAKE_CRASH_IN_SCORE)
 tessera_fake_plugin(crashy libtessera-crashy-hang ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=90 FAKE_HANG_IN_SCORE)
 tessera_fake_plugin(crashy libtessera-crashy-forge ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=80 FAKE_FORGE_IN_SCORE)
+tessera_fake_plugin(crashy libtessera-crashy-inittrap ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=70 FAKE_CRASH_IN_INIT)
+tessera_fake_plugin(crashy libtessera-crashy-inithang ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=60 FAKE_HANG_IN_INIT)
 tessera_fake_plugin(crashy libtessera-crashy-ok ${_f} FAKE_FAMILY="crashy" FAKE_SCORE=1 FAKE_VARIANT="ok"
                     FAKE_DEVICE_PREFIX="Crashy")
 # Variants that take their time: a score of 300 ms, a destructor that never

@@ -68,15 +68,42 @@ protected:
     bool with_helper() const { return std::string_view(GetParam()) == "helper"; }
 };
 
+// Where the probe cannot run (no helper, another thread running: no
+// fork), init runs in this process: its exit(0) ends the program with
+// status 70 and the message.
 TEST_F(PluginExit, ExitZeroInInitIsAnError) {
     const fs::path lib = fake_plugin("exitinit", "libtessera-fakeexit");
     EXPECT_EXIT(
         {
+            detail::set_probe_helper(std::string());
+            std::atomic<bool> stop{false};
+            std::thread other([&] {
+                while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            });
             registry reg;
             reg.load(lib);
+            stop = true;
+            other.join();
         },
         ::testing::ExitedWithCode(detail::plugin_exit_status),
         regex_quote(exit_message(lib, "exit(0)", "tessera_backend_init()")));
+}
+
+// With the probe, an exit() in init happens in the probe process: the
+// library is refused, and the program goes on.
+TEST_P(PluginProbe, ExitInInitRefusesTheLibrary) {
+    const fs::path lib = fake_plugin("exitinit", "libtessera-fakeexit");
+    registry reg;
+    try {
+        reg.load(lib);
+        FAIL() << "loaded";
+    } catch (const error & e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "backend library '" + lib.string() +
+                      "': called exit(0) during tessera_backend_init() (in a probe process); a backend must report a "
+                      "failure by returning, not end the program; not loaded");
+    }
+    EXPECT_TRUE(reg.regs().empty());
 }
 
 // While variants are scored by load_best: in the probe process, so the
@@ -111,9 +138,10 @@ TEST_P(PluginProbe, ExitInAConstructorRefusesTheLibrary) {
 }
 
 // A variant whose score crashes (an illegal instruction, as a broken
-// build's machine code), never returns, or writes into the probe's pipe is
-// refused from the probe process, and load_best loads the good variant below them; the host never
-// ran their code. load on the crashing one throws.
+// build's machine code), never returns, or writes into the probe's pipe,
+// or whose tessera_backend_init crashes or never returns, is refused from
+// the probe process, and load_best loads the good variant below them; the
+// host never ran their code. load on the crashing ones throws.
 TEST_P(PluginProbe, CrashingAndHangingVariantsAreRefused) {
     const double saved = detail::probe_timeout_s();
     detail::set_probe_timeout_s(1.5);
@@ -122,7 +150,7 @@ TEST_P(PluginProbe, CrashingAndHangingVariantsAreRefused) {
     detail::set_probe_timeout_s(saved);
     ASSERT_TRUE(rep.loaded);
     EXPECT_EQ(rep.loaded.path(), fake_plugin("crashy", "libtessera-crashy-ok").string());
-    ASSERT_EQ(rep.candidates.size(), 4u);
+    ASSERT_EQ(rep.candidates.size(), 6u);
     for (const load_candidate & c : rep.candidates) {
         SCOPED_TRACE(c.path);
         if (c.path == fake_plugin("crashy", "libtessera-crashy-trap").string()) {
@@ -130,6 +158,11 @@ TEST_P(PluginProbe, CrashingAndHangingVariantsAreRefused) {
                 << c.error;
         } else if (c.path == fake_plugin("crashy", "libtessera-crashy-hang").string()) {
             EXPECT_EQ(c.error, "did not finish opening and scoring within 1.5 s (in a probe process, killed)");
+        } else if (c.path == fake_plugin("crashy", "libtessera-crashy-inittrap").string()) {
+            EXPECT_EQ(c.error.rfind("crashed in tessera_backend_init() (in a probe process: signal 4, ", 0), 0u)
+                << c.error;
+        } else if (c.path == fake_plugin("crashy", "libtessera-crashy-inithang").string()) {
+            EXPECT_EQ(c.error, "did not finish tessera_backend_init() within 1.5 s (in a probe process, killed)");
         } else if (c.path == fake_plugin("crashy", "libtessera-crashy-forge").string()) {
             // Its bytes look like a result for it; the child's own result then
             // comes out of order.
@@ -138,16 +171,21 @@ TEST_P(PluginProbe, CrashingAndHangingVariantsAreRefused) {
             EXPECT_EQ(c.score, 1);
         }
     }
-    registry other;
-    const fs::path trap = fake_plugin("crashy", "libtessera-crashy-trap");
-    try {
-        other.load(trap);
-        FAIL() << "loaded";
-    } catch (const error & e) {
-        const std::string want = "backend library '" + trap.string() +
-                                 "': crashed while being opened and scored (in a probe process: signal 4, ";
-        EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
-        EXPECT_TRUE(std::string(e.what()).ends_with("); not loaded")) << e.what();
+    for (const char * stem : {"libtessera-crashy-trap", "libtessera-crashy-inittrap"}) {
+        registry other;
+        const fs::path trap = fake_plugin("crashy", stem);
+        try {
+            other.load(trap);
+            FAIL() << "loaded " << stem;
+        } catch (const error & e) {
+            const std::string want = "backend library '" + trap.string() + "': crashed " +
+                                     (std::string(stem).ends_with("inittrap") ? "in tessera_backend_init()"
+                                                                              : "while being opened and scored") +
+                                     " (in a probe process: signal 4, ";
+            EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
+            EXPECT_TRUE(std::string(e.what()).ends_with("); not loaded")) << e.what();
+        }
+        EXPECT_TRUE(other.regs().empty());
     }
 }
 
@@ -261,12 +299,18 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
     fs::permissions(chatty, fs::perms::owner_all);
     const fs::path plain = tmp.path() / "plain";
     std::ofstream(plain) << "not a program\n";
-    // A greeting (index -1, kind 0, protocol 0x74737201, length 0), then
+    // A greeting (index -1, kind 0, protocol 0x74737202, length 0), then
     // bytes that are no record: it never starts on a library.
     const fs::path greets = tmp.path() / "greets";
-    std::ofstream(greets) << "#!/bin/sh\nprintf '\\377\\377\\377\\377\\000\\000\\000\\000\\001\\162\\163\\164"
+    std::ofstream(greets) << "#!/bin/sh\nprintf '\\377\\377\\377\\377\\000\\000\\000\\000\\002\\162\\163\\164"
                              "\\000\\000\\000\\000garbage garbage garbage ' >&3\nsleep 1\n";
     fs::permissions(greets, fs::perms::owner_all);
+    // A helper of protocol 1 (from another build: no init records), taken
+    // for another program.
+    const fs::path old_helper = tmp.path() / "old";
+    std::ofstream(old_helper) << "#!/bin/sh\nprintf '\\377\\377\\377\\377\\000\\000\\000\\000\\001\\162\\163\\164"
+                                 "\\000\\000\\000\\000' >&3\nsleep 1\n";
+    fs::permissions(old_helper, fs::perms::owner_all);
     const fs::path mute = tmp.path() / "mute";
     const fs::path mute_child = tmp.path() / "mute-child";
     std::ofstream(mute) << "#!/bin/sh\nsleep 30 &\necho $! > '" << mute_child.string() << "'\nwait\n";
@@ -281,6 +325,7 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
         {plain.string(), "could not be started (Permission denied)"},
         {(tmp.path() / "none").string(), "could not be started (No such file or directory)"},
         {greets.string(), "broke the probe protocol before probing a library (a record of "},
+        {old_helper.string(), "is not a probe helper (it wrote something else)"},
         {mute.string(), "did not greet as a probe helper within 1.5 s"},
     };
     for (const auto & [helper, why] : cases) {
@@ -298,7 +343,7 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
         EXPECT_EQ(std::count_if(logged.begin(), logged.end(), [](const std::string & m) { return m.rfind("plugin probe helper", 0) == 0; }), 1);
         ASSERT_TRUE(rep.loaded);
         EXPECT_EQ(rep.loaded.path(), fake_plugin("crashy", "libtessera-crashy-ok").string());
-        ASSERT_EQ(rep.candidates.size(), 4u);
+        ASSERT_EQ(rep.candidates.size(), 6u);
         for (const load_candidate & c : rep.candidates) {
             if (c.path == fake_plugin("crashy", "libtessera-crashy-trap").string()) {
                 EXPECT_EQ(c.error.rfind("crashed while being opened and scored (in a probe process: signal 4, ", 0), 0u)

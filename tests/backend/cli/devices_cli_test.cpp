@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/run_process.hpp"
@@ -251,33 +252,22 @@ TEST(DevicesCli, PluginStringsAndPathsArePrintedEscaped) {
     EXPECT_NE(r.out.find("    features: X\\x1b[31mRED=a\\x0afake line \\xc0\n"), std::string::npos) << r.out;
 }
 
-// A plugin that calls exit() while it is loaded (exit(0) in its init) ends
-// `devices` with status 70 and a message naming the library and the call,
-// before any listing: exit(0) ended the command with status 0 and no word.
-// (exit(3) in its score happens in the probe process: refused, listed.)
-TEST(DevicesCli, APluginCallingExitWhileLoadedIsAnError) {
+// A plugin that calls exit() in its score (exit(3)) or its init (exit(0))
+// does so in the probe process: it is refused with a message naming the
+// call, and `devices` lists the rest with status 0. (Where no probe can
+// run, the in-process guard ends the program with status 70 instead:
+// plugin_exit_test.cpp.)
+TEST(DevicesCli, APluginCallingExitWhileProbedIsRefusedAndTheRestListed) {
     namespace fs = std::filesystem;
-    struct exit_case {
-        const char * dir, * stem, * called, * during;
-    };
-    {
-        const fs::path dir = fs::path(TESSERA_FAKE_PLUGIN_DIR) / "exitscore";
+    for (const auto & [dir_name, message] :
+         {std::pair<std::string, std::string>{"exitscore", "called exit(3) during tessera_backend_score() (in a probe process)"},
+          {"exitinit", "called exit(0) during tessera_backend_init() (in a probe process)"}}) {
+        SCOPED_TRACE(dir_name);
+        const fs::path dir = fs::path(TESSERA_FAKE_PLUGIN_DIR) / dir_name;
         const process_result r = run("devices", {"TESSERA_BACKEND_PATH=" + dir.string()});
         EXPECT_EQ(r.exit_code, 0) << r.out;
-        EXPECT_NE(r.out.find("called exit(3) during tessera_backend_score() (in a probe process)"), std::string::npos)
-            << r.out;
-    }
-    for (const exit_case & c : {exit_case{"exitinit", "libtessera-fakeexit", "exit(0)", "tessera_backend_init()"}}) {
-        SCOPED_TRACE(c.stem);
-        const fs::path dir = fs::path(TESSERA_FAKE_PLUGIN_DIR) / c.dir;
-        const fs::path lib = dir / (std::string(c.stem) + ".so");
-        const process_result r = run("devices", {"TESSERA_BACKEND_PATH=" + dir.string()});
-        EXPECT_EQ(r.exit_code, 70) << r.out;
-        EXPECT_NE(r.out.find("error: backend library '" + lib.string() + "' called " + c.called + " during " +
-                             c.during + "; a backend must report a failure by returning, not end the program\n"),
-                  std::string::npos)
-            << r.out;
-        EXPECT_EQ(r.out.find("devices ("), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("devices ("), std::string::npos) << r.out;
     }
 }
 

@@ -21,6 +21,9 @@
  *   FAKE_NO_INIT              does not export tessera_backend_init
  *   FAKE_INIT_NULL            tessera_backend_init returns NULL
  *   FAKE_EXIT_IN_INIT s       tessera_backend_init calls exit(s)
+ *   FAKE_CRASH_IN_INIT        tessera_backend_init executes an illegal
+ *                             instruction (SIGILL)
+ *   FAKE_HANG_IN_INIT         tessera_backend_init never returns
  *   FAKE_EXIT_IN_SCORE s      tessera_backend_score calls exit(s)
  *   FAKE_CRASH_IN_SCORE       tessera_backend_score executes an illegal
  *                             instruction (SIGILL)
@@ -386,6 +389,12 @@ TSR_BACKEND_EXPORT int tessera_backend_score(void) {
 TSR_BACKEND_EXPORT tsr_reg * tessera_backend_init(void) {
 #ifdef FAKE_EXIT_IN_INIT
     exit(FAKE_EXIT_IN_INIT);
+#endif
+#ifdef FAKE_CRASH_IN_INIT
+    __builtin_trap();
+#endif
+#ifdef FAKE_HANG_IN_INIT
+    for (;;) sleep(1);
 #endif
 #ifdef FAKE_INIT_NULL
     return NULL;
