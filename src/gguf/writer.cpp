@@ -17,16 +17,22 @@
 #include <unordered_set>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
 
 #include "printable.hpp"
+#include "writer_hooks.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/gguf/reader.hpp"
 
 namespace tessera::gguf {
+
+namespace detail {
+void (*after_temp_created)() = nullptr;
+} // namespace detail
 
 namespace {
 
@@ -155,6 +161,21 @@ void remove_temp_and_reraise(int sig, siginfo_t * info, void *) {
     if (sig == SIGBUS && info != nullptr && info->si_code > 0) return;
     ::raise(sig); // the previous disposition now runs (by default: the process ends)
 }
+
+// Blocks the cleanup signals in this thread while it lives (the mask
+// before is restored after).
+struct signals_held {
+    sigset_t before;
+    signals_held() {
+        sigset_t set;
+        sigemptyset(&set);
+        for (int sig : k_cleanup_signals) sigaddset(&set, sig);
+        ::pthread_sigmask(SIG_BLOCK, &set, &before);
+    }
+    ~signals_held() { ::pthread_sigmask(SIG_SETMASK, &before, nullptr); }
+    signals_held(const signals_held &) = delete;
+    signals_held & operator=(const signals_held &) = delete;
+};
 
 // Closes a descriptor and removes the temporary file unless released.
 struct temp_guard {
@@ -559,13 +580,21 @@ void writer::write(const std::filesystem::path & path) const {
     constexpr size_t k_suffix = sizeof(".tmp.XXXXXX") - 1;
     if (base.size() + k_suffix > name_max) base.resize(name_max > k_suffix ? name_max - k_suffix : 1);
     std::string templ = (dir / (base + ".tmp.XXXXXX")).string();
-    tmp.fd = ::mkstemp(templ.data());
-    if (tmp.fd < 0) {
-        throw error(fmt::format("gguf writer: {}: cannot create a temporary file in {}: {}", final_path, dir.string(),
-                                std::strerror(errno)));
-    }
-    tmp.path = templ;
-    tmp.guard_signals();
+    {
+        // The cleanup signals wait (blocked in this thread) until the
+        // temporary is guarded: one that came while it was being created
+        // ended the process and left it behind, empty (1 run in 240 of
+        // `timeout -s TERM 0.005 tessera gguf synth ...`).
+        const signals_held held;
+        tmp.fd = ::mkstemp(templ.data());
+        if (tmp.fd < 0) {
+            throw error(fmt::format("gguf writer: {}: cannot create a temporary file in {}: {}", final_path, dir.string(),
+                                    std::strerror(errno)));
+        }
+        tmp.path = templ;
+        if (detail::after_temp_created != nullptr) detail::after_temp_created();
+        tmp.guard_signals();
+    } // (a signal held meanwhile is taken here: the handler removes the file)
     // A replaced file keeps its owner and group where this process may give
     // them (root; a group it is in), else it becomes this user's, as with
     // `sed -i`; then its permissions (after the chown, which may clear

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf_bytes.hpp"
+#include "gguf/writer_hooks.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
@@ -577,6 +578,35 @@ TEST(GgufWriter, SignalMidWriteLeavesNoTemporary) {
         EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == sig) ||
                     (sig == SIGBUS && WIFEXITED(status) && WEXITSTATUS(status) != 0))
             << "signal " << sig << " status " << status;
+        EXPECT_EQ(dir.n_entries(), 0u) << "signal " << sig;
+    }
+}
+
+// A signal that comes while the temporary is being created (before its
+// guard is in place) waits for the guard, then removes the file and ends
+// the process as above (it ended the process at once and left the empty
+// temporary behind).
+TEST(GgufWriter, SignalWhileTheTemporaryIsCreatedLeavesNoTemporary) {
+    temp_dir dir;
+    const fs::path out = dir.path / "model.gguf";
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+        const pid_t pid = ::fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            static int which = 0;
+            which = sig;
+            gguf::detail::after_temp_created = [] { ::raise(which); };
+            gguf::writer w;
+            w.set_string("general.architecture", "x");
+            try {
+                w.write(out);
+            } catch (...) {
+            }
+            ::_exit(0); // not reached when the signal ends the process
+        }
+        int status = 0;
+        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+        EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "signal " << sig << " status " << status;
         EXPECT_EQ(dir.n_entries(), 0u) << "signal " << sig;
     }
 }
