@@ -60,23 +60,35 @@ std::string parsed_command(CLI::App & app) {
     }
 }
 
+// An argument nobody takes, the command it was given to ("tessera
+// bench"), and whether it reads as an option ('-...' before any "--";
+// after "--" every argument is a value).
+struct unexpected {
+    std::string arg, where;
+    bool option = false;
+};
+
 // For a parse that left arguments nobody takes (CLI::ExtrasError): the
-// command they were given to ("tessera bench") and the first of them in
-// command-line order, an option ('-...') before any stray value (which may
-// be empty: `run -m M ''`). Nothing when there are none.
-std::optional<std::pair<std::string, std::string>> unexpected_argument(CLI::App & app, int argc, char ** argv) {
+// first of them in command-line order, an option before any stray value
+// (which may be empty: `run -m M ''`). Nothing when there are none.
+std::optional<unexpected> unexpected_argument(CLI::App & app, int argc, char ** argv) {
     const std::string where = parsed_command(app);
     const std::vector<std::string> extras = app.remaining(true);
     const auto is_extra = [&](const std::string & a) { return std::find(extras.begin(), extras.end(), a) != extras.end(); };
     std::optional<std::string> stray;
+    bool values_only = false; // past "--"
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        if (a == "--" && !values_only) {
+            values_only = true;
+            continue;
+        }
         if (!is_extra(a)) continue;
-        if (a.size() > 1 && a[0] == '-') return std::pair{a, where};
+        if (!values_only && a.size() > 1 && a[0] == '-') return unexpected{a, where, true};
         if (!stray) stray = a;
     }
     if (!stray) return std::nullopt;
-    return std::pair{*stray, where};
+    return unexpected{*stray, where, false};
 }
 
 // llama-bench's one-dash multi-letter options that bench takes, with the
@@ -265,13 +277,10 @@ int main(int argc, char ** argv) {
         // required"): a file name that begins with '-' reads as an option.
         const bool extras = dynamic_cast<const CLI::ExtrasError *>(&e) != nullptr;
         if (extras || dynamic_cast<const CLI::RequiredError *>(&e) != nullptr) {
-            if (const auto unexpected = unexpected_argument(app, argc, args.data());
-                unexpected && (extras || (!unexpected->first.empty() && unexpected->first[0] == '-'))) {
-                const auto & [arg, where] = *unexpected;
-                const bool option = arg.size() > 1 && arg[0] == '-';
-                eprint("error: {}: {} '{}'{} (see {} --help)\n", where, option ? "unknown option" : "unexpected argument", arg,
-                       option && !extras && arg[1] != '-' ? " (a file name that begins with '-' needs './' before it)" : "",
-                       where);
+            if (const auto u = unexpected_argument(app, argc, args.data()); u && (extras || u->option)) {
+                eprint("error: {}: {} '{}'{} (see {} --help)\n", u->where, u->option ? "unknown option" : "unexpected argument",
+                       u->arg, u->option && !extras && u->arg[1] != '-' ? " (a file name that begins with '-' needs './' before it)" : "",
+                       u->where);
                 return 1;
             }
         }

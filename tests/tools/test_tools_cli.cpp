@@ -1154,6 +1154,13 @@ TEST(BenchCli, ReferenceOptionsRangesAndSql) {
     const auto stray = run_tessera(std::vector<std::string>{"run", "-m", model, "stray"});
     EXPECT_EQ(stray.exit_code, 1);
     EXPECT_TRUE(contains(stray.err, "error: tessera run: unexpected argument 'stray' (see tessera run --help)")) << stray.err;
+    // After "--" every argument is a value: a stray one, never an option.
+    for (const char * after : {"-p", "--foo"}) {
+        const auto dashed = run_tessera(std::vector<std::string>{"run", "-m", model, "--", after});
+        EXPECT_EQ(dashed.exit_code, 1) << after;
+        EXPECT_TRUE(contains(dashed.err, std::string("error: tessera run: unexpected argument '") + after + "' (see tessera run --help)"))
+            << dashed.err;
+    }
 }
 
 TEST(BenchCli, OutputThatCannotBeWrittenExitsOne) {
