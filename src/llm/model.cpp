@@ -138,6 +138,9 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     hp.rope_freq_scale = rope_factor > 0.0f ? 1.0f / rope_factor : 1.0f;
     if (const gguf::value * tokens = r.find_key("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
         hp.n_vocab = static_cast<uint32_t>(tokens->array_size());
+    } else if (tokens != nullptr) {
+        throw error(fmt::format("{}: tokenizer.ggml.tokens is a {}, expected an ARRAY of STRING", r.name(),
+                                gguf::value_type_name(tokens->type())));
     }
     if (hp.n_vocab == 0 && !r.find_int(a + ".vocab_size")) {
         throw error(fmt::format("{}: no vocabulary: neither a tokenizer.ggml.tokens array nor the key '{}.vocab_size'",

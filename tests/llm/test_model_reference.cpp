@@ -391,6 +391,21 @@ TEST(model_errors, no_vocabulary_is_named) {
     w.set_u32("llama.vocab_size", 512); // the size alone loads (the tokenizer is then what is missing)
     w.write(dir / "m.gguf");
     EXPECT_EQ(llm::model::load(dir / "m.gguf")->hp().n_vocab, 512u);
+    // Tokens that are no array are named as such, vocab_size or not (the
+    // message spoke of a missing array without one).
+    for (const bool with_size : {true, false}) {
+        if (!with_size) ASSERT_TRUE(w.remove("llama.vocab_size"));
+        w.set_string("tokenizer.ggml.tokens", "not a list");
+        w.write(dir / "m.gguf");
+        try {
+            llm::model::load(dir / "m.gguf");
+            ADD_FAILURE() << "expected an error";
+        } catch (const error & e) {
+            EXPECT_NE(std::string(e.what()).find("m.gguf: tokenizer.ggml.tokens is a STRING, expected an ARRAY of STRING"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
     fs::remove_all(dir);
 }
 
