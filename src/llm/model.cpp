@@ -114,7 +114,13 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
                                                     : fmt::format("embedding_length {} / head_count {}", hp.n_embd,
                                                                   hp.n_head)));
     }
-    hp.rms_eps = read_f32(r, a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    // Required, as by the reference (a default would run every norm with
+    // another epsilon than the model was trained with, without a word).
+    if (r.find_key(a + ".attention.layer_norm_rms_epsilon") == nullptr) {
+        throw error(fmt::format("{}: missing metadata key '{}.attention.layer_norm_rms_epsilon' (the RMS norm's epsilon)",
+                                r.name(), a));
+    }
+    hp.rms_eps = read_f32(r, a + ".attention.layer_norm_rms_epsilon", 0.0f);
     hp.rope_freq_base = read_f32(r, a + ".rope.freq_base", 10000.0f);
     // RoPE scaling: the ROPE op computes none and linear (positions times
     // rope_freq_scale = 1 / factor; factor 0 or absent: none), and divides

@@ -234,6 +234,28 @@ TEST(model_errors, non_finite_hyper_parameters_name_the_key) {
     fs::remove_all(dir);
 }
 
+// A model without the RMS norm's epsilon is refused, naming the key, as
+// by the reference (it loaded with 1e-5 and no word).
+TEST(model_errors, missing_rms_epsilon_is_named) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_no_eps";
+    fs::create_directories(dir);
+    gguf::writer w;
+    w.copy_all_kv(src);
+    ASSERT_TRUE(w.remove("llama.attention.layer_norm_rms_epsilon"));
+    for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+    w.write(dir / "m.gguf");
+    try {
+        llm::model::load(dir / "m.gguf");
+        ADD_FAILURE() << "expected an error";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("m.gguf: missing metadata key 'llama.attention.layer_norm_rms_epsilon'"),
+                  std::string::npos)
+            << e.what();
+    }
+    fs::remove_all(dir);
+}
+
 // RoPE scaling the ROPE op does not compute (YaRN, LongRoPE, an unknown
 // type) or a bad factor is refused at load, naming the key or tensor;
 // linear and none load, and so does Llama 3.1's rope_freqs.weight (per-pair
