@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <tuple>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -89,23 +90,6 @@ TEST_F(PluginExit, ExitZeroInInitIsAnError) {
         regex_quote(exit_message(lib, "exit(0)", "tessera_backend_init()")));
 }
 
-// With the probe, an exit() in init happens in the probe process: the
-// library is refused, and the program goes on.
-TEST_P(PluginProbe, ExitInInitRefusesTheLibrary) {
-    const fs::path lib = fake_plugin("exitinit", "libtessera-fakeexit");
-    registry reg;
-    try {
-        reg.load(lib);
-        FAIL() << "loaded";
-    } catch (const error & e) {
-        EXPECT_EQ(std::string(e.what()),
-                  "backend library '" + lib.string() +
-                      "': called exit(0) during tessera_backend_init() (in a probe process); a backend must report a "
-                      "failure by returning, not end the program; not loaded");
-    }
-    EXPECT_TRUE(reg.regs().empty());
-}
-
 // While variants are scored by load_best: in the probe process, so the
 // variant is refused with the status named, and the program goes on.
 TEST_P(PluginProbe, ExitInScoreRefusesTheVariant) {
@@ -120,21 +104,26 @@ TEST_P(PluginProbe, ExitInScoreRefusesTheVariant) {
               "returning, not end the program");
 }
 
-// In a constructor that dlopen runs: also in the probe process, so load
-// throws instead.
-TEST_P(PluginProbe, ExitInAConstructorRefusesTheLibrary) {
-    const fs::path lib = fake_plugin("exitctor", "libtessera-fakeexitctor");
-    registry reg;
-    try {
-        reg.load(lib);
-        FAIL() << "loaded";
-    } catch (const error & e) {
-        EXPECT_EQ(std::string(e.what()),
-                  "backend library '" + lib.string() +
-                      "': called exit(4) during its initializers (run by dlopen) (in a probe process); a backend must "
-                      "report a failure by returning, not end the program; not loaded");
+// In a constructor that dlopen runs, or in tessera_backend_init: also in
+// the probe process, so load throws instead.
+TEST_P(PluginProbe, ExitWhileLoadingRefusesTheLibrary) {
+    for (const auto & [dir, stem, during] :
+         {std::tuple<std::string, std::string, std::string>{"exitctor", "libtessera-fakeexitctor",
+                                                             "exit(4) during its initializers (run by dlopen)"},
+          {"exitinit", "libtessera-fakeexit", "exit(0) during tessera_backend_init()"}}) {
+        SCOPED_TRACE(stem);
+        const fs::path lib = fake_plugin(dir, stem);
+        registry reg;
+        try {
+            reg.load(lib);
+            FAIL() << "loaded";
+        } catch (const error & e) {
+            EXPECT_EQ(std::string(e.what()), "backend library '" + lib.string() + "': called " + during +
+                                                 " (in a probe process); a backend must report a failure by returning, "
+                                                 "not end the program; not loaded");
+        }
+        EXPECT_TRUE(reg.regs().empty());
     }
-    EXPECT_TRUE(reg.regs().empty());
 }
 
 // A variant whose score crashes (an illegal instruction, as a broken
