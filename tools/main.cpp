@@ -277,7 +277,8 @@ int main(int argc, char ** argv) {
         // required"): a file name that begins with '-' reads as an option.
         const bool extras = dynamic_cast<const CLI::ExtrasError *>(&e) != nullptr;
         if (extras || dynamic_cast<const CLI::RequiredError *>(&e) != nullptr) {
-            if (const auto u = unexpected_argument(app, argc, args.data()); u && (extras || u->option)) {
+            if (const auto u = unexpected_argument(app, argc, args.data());
+                u && (extras || (!u->arg.empty() && u->arg[0] == '-'))) {
                 eprint("error: {}: {} '{}'{} (see {} --help)\n", u->where, u->option ? "unknown option" : "unexpected argument",
                        u->arg, u->option && !extras && u->arg[1] != '-' ? " (a file name that begins with '-' needs './' before it)" : "",
                        u->where);

@@ -198,6 +198,14 @@ int64_t cols_max_of(int64_t n_blocks) {
     return std::clamp<int64_t>(fit / k_c * k_c, 32, k_cols_limit);
 }
 
+// Per-thread scratch (mul_mat_repack_work_size): the quantized columns of
+// an item (cols_max_of columns in tiles of k_c; the AMX kernel's tiles of
+// 16 take no more bytes), then at this offset one column as packed F32
+// (xbuf, K floats), then, for the AMX kernel, the unpacked rows.
+size_t xbuf_at(int64_t n_blocks) {
+    return static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks);
+}
+
 inline int32_t load_i32(const char * p) {
     int32_t v;
     std::memcpy(&v, p, sizeof v);
@@ -688,9 +696,9 @@ bool permitted() {
     return ok;
 }
 
-// AMX for a product of N columns (tuning().amx, granted, a GEMM).
+// AMX for a product: a GEMM, where mul_mat_repack_uses_amx.
 bool use(const mm_dims & d) {
-    return d.N >= k_gemm_min_n && tuning().amx && permitted();
+    return d.N >= k_gemm_min_n && mul_mat_repack_uses_amx();
 }
 
 // Columns per work item: cols_max_of's, in whole tiles.
@@ -831,9 +839,7 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t tile_bytes = align64(static_cast<size_t>(n_blocks) * k_xtile16.block_bytes());
     char * tiles = static_cast<char *>(p.wdata);
     const int64_t n_cols = cols_max(n_blocks);
-    // The same scratch as the other kernels' (work_size): their tiles of 8
-    // columns take at least as many bytes.
-    auto * xbuf = reinterpret_cast<float *>(tiles + static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks));
+    auto * xbuf = reinterpret_cast<float *>(tiles + xbuf_at(n_blocks));
     char * bt = reinterpret_cast<char *>(xbuf) + align64(static_cast<size_t>(d.K) * sizeof(float));
     const bool in_place = b_in_place(d);
     const auto * a = static_cast<const char *>(d.a->data);
@@ -968,7 +974,7 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t tile_bytes = tile_bytes_of(n_blocks);
     char * tiles = static_cast<char *>(p.wdata);
     const int64_t cols_max = cols_max_of(n_blocks);
-    auto * xbuf = reinterpret_cast<float *>(tiles + static_cast<size_t>(cols_max / k_c) * tile_bytes);
+    auto * xbuf = reinterpret_cast<float *>(tiles + xbuf_at(n_blocks));
     const bool in_place = b_in_place(d);
     const auto * a = static_cast<const char *>(d.a->data); // 2-D: one matrix for every batch
     constexpr int G = group_rows<T>();
@@ -1049,8 +1055,7 @@ int repack_act_layout(int32_t type) {
 
 size_t mul_mat_repack_work_size(const mm_dims & d) {
     const int64_t n_blocks = d.K / k_qblock;
-    size_t bytes = static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks) +
-                   align64(static_cast<size_t>(d.K) * sizeof(float));
+    size_t bytes = xbuf_at(n_blocks) + align64(static_cast<size_t>(d.K) * sizeof(float));
 #ifdef TSR_CPU_AMX
     if (amx::use(d)) bytes += static_cast<size_t>(n_blocks) * amx::k_group_block; // the unpacked rows
 #endif
