@@ -40,7 +40,7 @@ x86_cpuid skylakex() {
 x86_cpuid sapphirerapids() {
     x86_cpuid id = skylakex();
     id.leaf7_ecx = b(1) | b(11);   // AVX512_VBMI, AVX512_VNNI
-    id.leaf7_edx = b(24) | b(25);  // AMX-TILE, AMX-INT8
+    id.leaf7_edx = b(22) | b(24) | b(25); // AMX-BF16, AMX-TILE, AMX-INT8
     id.leaf7_eax = 1;
     id.leaf7_1_eax = b(4) | b(5);  // AVX-VNNI, AVX512_BF16
     id.xcr0 = xcr0_amx;
@@ -140,6 +140,10 @@ TEST(CpuFeatures, Zen4AndSapphireRapids) {
     x86_cpuid id = sapphirerapids();
     EXPECT_EQ(variant_score("sapphirerapids", decode_x86(id)), 9);
     EXPECT_EQ(best(decode_x86(id)), "sapphirerapids");
+    EXPECT_TRUE(decode_x86(id) & FEAT_AMX_BF16);
+    id.leaf7_edx &= ~b(22); // AMX-INT8 without AMX-BF16 (the variant's F16 GEMM needs both)
+    EXPECT_EQ(best(decode_x86(id)), "zen4");
+    id.leaf7_edx |= b(22);
     id.amx_permitted = false; // Linux refused the tile-data permission
     EXPECT_FALSE(decode_x86(id) & FEAT_AMX_INT8);
     EXPECT_EQ(best(decode_x86(id)), "zen4");

@@ -65,7 +65,7 @@ set(_cpu_flags_alderlake ${_cpu_flags_haswell} -mavxvnni)
 set(_cpu_flags_skylakex ${_cpu_flags_haswell} -mavx512f -mavx512bw -mavx512dq -mavx512vl)
 set(_cpu_flags_icelake ${_cpu_flags_skylakex} -mavx512vnni -mavx512vbmi)
 set(_cpu_flags_zen4 ${_cpu_flags_icelake} -mavx512bf16)
-set(_cpu_flags_sapphirerapids ${_cpu_flags_zen4} -mamx-tile -mamx-int8)
+set(_cpu_flags_sapphirerapids ${_cpu_flags_zen4} -mamx-tile -mamx-int8 -mamx-bf16)
 set(TESSERA_CPU_VARIANTS x64 sse42 sandybridge haswell alderlake skylakex icelake zen4 sapphirerapids
     CACHE STRING "CPU plugin variants to build (x86-64)")
 

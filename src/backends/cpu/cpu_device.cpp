@@ -136,7 +136,7 @@ tsr_device * reg_device(tsr_reg *, size_t i) { return i == 0 ? &cpu_device_objec
 // (name, value) pairs: each feature, "1" when this processor has it and
 // this build's code uses it; then the variant, the processor's family and
 // model, the mat-vec kernels' software prefetch distance, whether the
-// quantized GEMM runs on AMX tiles, the huge-page advice for weights and
+// prompt GEMMs of repacked weights run on AMX tiles, the huge-page advice for weights and
 // the threading.
 const tsr_feature * reg_features(tsr_reg *) {
     static std::vector<std::string> storage;
@@ -151,7 +151,7 @@ const tsr_feature * reg_features(tsr_reg *) {
         const uint32_t shown[] = {FEAT_SSE3, FEAT_SSSE3, FEAT_AVX, FEAT_AVX_VNNI, FEAT_AVX2,
                                   FEAT_F16C, FEAT_FMA, FEAT_BMI2, FEAT_AVX512F,
                                   FEAT_AVX512_VBMI, FEAT_AVX512_VNNI, FEAT_AVX512_BF16,
-                                  FEAT_AMX_INT8};
+                                  FEAT_AMX_INT8, FEAT_AMX_BF16};
 #endif
         for (uint32_t b : shown) {
             storage.emplace_back(feature_name(b));
@@ -173,7 +173,7 @@ const tsr_feature * reg_features(tsr_reg *) {
         storage.emplace_back(hex);
         storage.emplace_back("STREAM_PREFETCH"); // ops/tuning.hpp: bytes, 0 = none
         storage.emplace_back(std::to_string(tuning().stream_prefetch));
-        storage.emplace_back("AMX_GEMM"); // ops/mul_mat_repack.hpp: the quantized prompt GEMM on AMX tiles
+        storage.emplace_back("AMX_GEMM"); // ops/mul_mat_repack.hpp: the repacked prompt GEMMs (quantized, F16) on AMX tiles
         storage.emplace_back(mul_mat_repack_uses_amx() ? "1" : "0");
         storage.emplace_back("HUGE_PAGES"); // ops/tuning.hpp: weight buffers advised onto huge pages
         storage.emplace_back(huge_page_advice() ? "1" : "0");

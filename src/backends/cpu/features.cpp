@@ -73,6 +73,7 @@ constexpr name_row names[] = {
     {FEAT_AVX512_BF16, "AVX512_BF16"},
     {FEAT_AMX_TILE, "AMX_TILE"},
     {FEAT_AMX_INT8, "AMX_INT8"},
+    {FEAT_AMX_BF16, "AMX_BF16"},
     {FEAT_NEON, "NEON"},
     {FEAT_ARM_FMA, "ARM_FMA"},
     {FEAT_FP16_VA, "FP16_VA"},
@@ -141,7 +142,7 @@ uint32_t decode_x86(const x86_cpuid & id) {
         const uint32_t b7 = id.leaf7_ebx, c7 = id.leaf7_ecx, d7 = id.leaf7_edx;
         // CPUID.(7,0):EBX bits: 5 AVX2, 8 BMI2, 16 AVX512F, 17 AVX512DQ,
         // 30 AVX512BW, 31 AVX512VL. ECX: 1 AVX512_VBMI, 11 AVX512_VNNI.
-        // EDX: 24 AMX-TILE, 25 AMX-INT8.
+        // EDX: 22 AMX-BF16, 24 AMX-TILE, 25 AMX-INT8.
         if (bit(b7, 8)) f |= FEAT_BMI2; // a GPR instruction: no OS state needed
         if (os_avx && bit(b7, 5)) f |= FEAT_AVX2;
         if (os_avx512) {
@@ -155,6 +156,7 @@ uint32_t decode_x86(const x86_cpuid & id) {
         if (os_amx) {
             if (bit(d7, 24)) f |= FEAT_AMX_TILE;
             if (bit(d7, 25)) f |= FEAT_AMX_INT8;
+            if (bit(d7, 22)) f |= FEAT_AMX_BF16;
         }
         if (id.leaf7_eax >= 1) {
             // CPUID.(7,1):EAX bits: 4 AVX-VNNI, 5 AVX512_BF16.

@@ -42,6 +42,8 @@ enum cpu_feature : uint32_t {
     FEAT_MATMUL_INT8 = 1u << 24,
     FEAT_SVE = 1u << 25,
     FEAT_SME = 1u << 26,
+    // x86, after the Arm bits (added later)
+    FEAT_AMX_BF16 = 1u << 27,
 };
 
 // The raw x86 values feature decoding reads (Intel SDM vol. 2A, CPUID;

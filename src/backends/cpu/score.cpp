@@ -33,7 +33,7 @@ constexpr variant_row variants[] = {
     {"skylakex", 6, avx512_set},
     {"icelake", 7, icelake_set},
     {"zen4", 8, zen4_set},
-    {"sapphirerapids", 9, zen4_set | FEAT_AMX_TILE | FEAT_AMX_INT8},
+    {"sapphirerapids", 9, zen4_set | FEAT_AMX_TILE | FEAT_AMX_INT8 | FEAT_AMX_BF16},
 };
 
 } // namespace

@@ -76,6 +76,9 @@ uint32_t build_isa_features() {
 #ifdef __AMX_INT8__
     f |= FEAT_AMX_INT8;
 #endif
+#ifdef __AMX_BF16__
+    f |= FEAT_AMX_BF16;
+#endif
 #ifdef __ARM_NEON
     f |= FEAT_NEON;
 #endif

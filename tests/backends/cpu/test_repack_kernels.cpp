@@ -244,6 +244,7 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
         fake_repack_buffer fb;
         fb.place(ar, orig.data());
         const bool eligible = repack_type_supported(c.type) && c.M % repack_group_rows(c.type) == 0;
+        const bool amx_f16 = eligible && is_float(c.type) && mul_mat_repack_float_uses_amx(); // F16, BF16
         ASSERT_EQ(is_repacked(ar), eligible);
         if (eligible) ASSERT_NE(std::memcmp(ar->data, orig.data(), orig.size()), 0) << "layout unchanged";
         std::vector<uint8_t> back(orig.size());
@@ -281,11 +282,18 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
                 const double got = get(packed, m, n), ref_plain = get(plain, m, n);
                 if (is_float(c.type)) {
                     // Exact products summed in F32: |error| <= gamma_K sum |w x|; BF16 on
-                    // AVX512-BF16 builds rounds the activations to BF16 first (2^-8, doubled).
-                    const double act = c.type == TSR_TYPE_BF16 ? std::ldexp(abs_sum, -7) : 0.0;
+                    // AVX512-BF16 builds rounds the activations to BF16 first (2^-8, doubled);
+                    // the AMX F16 GEMM (gemm_f_amx.cpp) drops w_lo x_lo and x's bits past
+                    // x_hi + x_lo: each at most 2^-16 |w x|, together doubled.
+                    const bool amx = amx_f16 && N >= 4;
+                    const double act = c.type == TSR_TYPE_BF16 ? std::ldexp(abs_sum, -7)
+                                       : amx                   ? std::ldexp(abs_sum, -14)
+                                                               : 0.0;
                     const double bound = 6e-8 * static_cast<double>(c.K + 2) * abs_sum + act + 1e-30;
                     ASSERT_NEAR(got, want, bound) << "m=" << m << " n=" << n;
-                    if (N >= 4) { // both through the GEMM: the same chains on the same F32 values
+                    if (amx) { // tile products against the AVX-512 GEMM's F32 chains
+                        ASSERT_NEAR(got, ref_plain, 2 * bound) << "repacked (AMX) vs plain GEMM, m=" << m << " n=" << n;
+                    } else if (N >= 4) { // both through the GEMM: the same chains on the same F32 values
                         ASSERT_EQ(got, ref_plain) << "repacked vs plain GEMM, m=" << m << " n=" << n;
                     } else { // mat-vec: the plain kernel sums in 16 lanes, the repacked one in chains
                         ASSERT_NEAR(got, ref_plain, 2 * bound) << "repacked vs plain, m=" << m << " n=" << n;
@@ -306,7 +314,10 @@ TEST_P(RepackMulMat, SameProductsWithRepackingOnAndOff) {
 // kernel computes them: the one-column kernel (token generation; on
 // AVX512-VNNI builds its own 512-bit kernel), the C-column tiles and the
 // AVX-512 builds' 16-row GEMM kernel (N = 70). Repacked float weights the
-// same: the one-token kernel chains over the GEMM's K chunks.
+// same: the one-token kernel chains over the GEMM's K chunks. Except F16
+// and BF16 on AMX-BF16 (gemm_f_amx.cpp): there the GEMM's bits hold for any column
+// count from k_gemm_min_n (4 copies of the column against the batch of 70)
+// and the one-column kernel's F32 chains agree within the split's bound.
 TEST_P(RepackMulMat, AColumnGetsTheSameBitsAloneAndInABatch) {
     rp_case c = GetParam();
     if (!repack_type_supported(c.type)) GTEST_SKIP() << type_name(c.type) << " is stored plainly in this build";
@@ -325,8 +336,9 @@ TEST_P(RepackMulMat, AColumnGetsTheSameBitsAloneAndInABatch) {
     fill_uniform(b, rng);
     tsr_tensor * batch = mul_mat(ctx, ar, b);
     ASSERT_EQ(compute(batch, 2), TSR_STATUS_SUCCESS);
+    const bool amx_f16 = is_float(c.type) && mul_mat_repack_float_uses_amx(); // F16, BF16
     for (int64_t n : {int64_t{0}, int64_t{9}, N - 1}) {
-        for (int64_t cols : {1, 3}) {
+        for (int64_t cols : {1, 3, 4}) {
             SCOPED_TRACE("column " + std::to_string(n) + " of " + std::to_string(cols));
             tsr_tensor * x = ctx.new_tensor(TSR_TYPE_F32, {c.K, cols});
             for (int64_t j = 0; j < cols; ++j) {
@@ -336,6 +348,17 @@ TEST_P(RepackMulMat, AColumnGetsTheSameBitsAloneAndInABatch) {
             tsr_tensor * y = mul_mat(ctx, ar, x);
             ASSERT_EQ(compute(y, 1), TSR_STATUS_SUCCESS);
             for (int64_t j = 0; j < cols; ++j) {
+                if (amx_f16 && cols < k_gemm_min_n) {
+                    for (int64_t m = 0; m < c.M; ++m) {
+                        double abs_sum = 0;
+                        for (int64_t k = 0; k < c.K; ++k) abs_sum += std::fabs(get(a, k, m) * get(x, k, j));
+                        // The same products (BF16: x rounded alike), summed apart: 2 gamma_K; F16 as above.
+                        const double bound = 6e-8 * static_cast<double>(c.K + 2) * abs_sum +
+                                             (c.type == TSR_TYPE_F16 ? std::ldexp(abs_sum, -14) : 0.0);
+                        ASSERT_NEAR(get(y, m, j), get(batch, m, n), 2 * bound) << "m=" << m;
+                    }
+                    continue;
+                }
                 ASSERT_EQ(std::memcmp(static_cast<char *>(y->data) + j * y->nb[1], static_cast<char *>(batch->data) + n * batch->nb[1],
                                       static_cast<size_t>(y->nb[1])),
                           0);
@@ -373,7 +396,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RepackMulMat,
                          });
 
 // The kernels built with AMX (the sapphirerapids copy) compute their GEMMs
-// on tiles unless TESSERA_CPU_AMX=0 turns that off (tuning.hpp), so the
+// (quantized; F16 and BF16 with AMX-BF16) on tiles unless TESSERA_CPU_AMX=0 turns that off (tuning.hpp), so the
 // tests above compare the tile products with the one-column kernel's and
 // the expected values; other builds never do.
 TEST(RepackMulMat, TheGemmRunsOnAmxExactlyWhereTheBuildHasIt) {
@@ -383,6 +406,11 @@ TEST(RepackMulMat, TheGemmRunsOnAmxExactlyWhereTheBuildHasIt) {
     want = std::string(TESSERA_REQUIRE_ISA).find("amx-int8") != std::string::npos && (off == nullptr || std::string(off) != "0");
 #endif
     EXPECT_EQ(mul_mat_repack_uses_amx(), want);
+    bool want_f16 = false; // the F16 and BF16 GEMMs need AMX-BF16 as well
+#ifdef TESSERA_REQUIRE_ISA
+    want_f16 = want && std::string(TESSERA_REQUIRE_ISA).find("amx-bf16") != std::string::npos;
+#endif
+    EXPECT_EQ(mul_mat_repack_float_uses_amx(), want_f16);
 }
 
 // Q5_0 quants at the ends of their range against activations that quantize

@@ -5,8 +5,8 @@
 #   test_backends_cpu_alderlake  + AVX-VNNI (256-bit vpdpbusd)
 #   test_backends_cpu_skylakex   AVX-512 F/BW/DQ/VL without VNNI
 #   test_backends_cpu_zen4       AVX-512 F/BW/DQ/VL/VNNI/VBMI/BF16 (the zen4 plugin's)
-#   test_backends_cpu_sapphirerapids  + AMX-TILE/AMX-INT8 (the repacked
-#                                Q8_0/Q4_0/Q5_0/Q5_1 GEMM on tiles): the
+#   test_backends_cpu_sapphirerapids  + AMX-TILE/INT8/BF16 (the repacked
+#                                Q8_0/Q4_0/Q5_0/Q5_1 and F16 GEMMs on tiles): the
 #                                MUL_MAT, repack and tuning tests only, and
 #                                built only where the build machine has AMX
 # Each is a distinct set of kernel paths (simd.hpp).
@@ -22,7 +22,7 @@ set(_isa_haswell_features "avx2,fma,f16c,bmi2")
 set(_isa_alderlake_features "avx2,fma,f16c,bmi2,avxvnni")
 set(_isa_skylakex_features "avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512dq,avx512vl")
 set(_isa_zen4_features "avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx512bf16")
-set(_isa_sapphirerapids_features "${_isa_zen4_features},amx-tile,amx-int8")
+set(_isa_sapphirerapids_features "${_isa_zen4_features},amx-tile,amx-int8,amx-bf16")
 file(GLOB _cpu_test_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/*.cpp)
 file(GLOB _cpu_mul_mat_test_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_ops_mul_mat*.cpp
      ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_repack_kernels.cpp ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_tuning.cpp)

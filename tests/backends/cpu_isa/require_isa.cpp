@@ -32,6 +32,7 @@ bool cpu_has(const std::string & f) {
     if (f == "avxvnni") return __builtin_cpu_supports("avxvnni");
     if (f == "amx-tile") return __builtin_cpu_supports("amx-tile");
     if (f == "amx-int8") return __builtin_cpu_supports("amx-int8");
+    if (f == "amx-bf16") return __builtin_cpu_supports("amx-bf16");
 #endif
     return false;
 }

@@ -679,11 +679,13 @@ void run(const compute_params & p, const mm_dims & d) {
 
 } // namespace
 
-size_t gemm_f_work_size(const mm_dims &) {
+size_t gemm_f_work_size(const mm_dims & d) {
+    if (gemm_f_amx_use(d)) return gemm_f_amx_work_size(d);
     return static_cast<size_t>(k_mc * k_kc) * sizeof(float);
 }
 
 size_t gemm_f_shared_size(const mm_dims & d) {
+    if (gemm_f_amx_use(d)) return gemm_f_amx_shared_size(d);
     size_t bytes = 0;
     const auto tiles = static_cast<size_t>(d.n_batch * n_tiles_of(d));
     if (__builtin_mul_overflow(tiles, static_cast<size_t>(d.K) * k_nr * sizeof(float), &bytes)) {
@@ -692,16 +694,20 @@ size_t gemm_f_shared_size(const mm_dims & d) {
     return bytes;
 }
 
-int gemm_f_prepared_layout(int32_t a_type) {
+int gemm_f_prepared_layout(const mm_dims & d) {
+    if (gemm_f_amx_use(d)) return d.a->type == TSR_TYPE_F16 ? 2 : 3; // hi and lo tiles, or hi alone
 #ifdef TSR_CPU_BF16DOT
-    return a_type == TSR_TYPE_BF16 ? 1 : 0;
+    return d.a->type == TSR_TYPE_BF16 ? 1 : 0;
 #else
-    (void)a_type;
     return 0;
 #endif
 }
 
 bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
+    if (gemm_f_amx_use(d)) {
+        gemm_f_amx_prepare(p, d);
+        return true;
+    }
     const int64_t n_tiles = n_tiles_of(d);
     const int64_t total = d.n_batch * n_tiles;
     const int64_t t0 = total * p.ith / p.nth, t1 = total * (p.ith + 1) / p.nth;
@@ -737,6 +743,10 @@ bool gemm_f(const compute_params & p, const mm_dims & d) {
     // Repacked weights are F16/BF16 (repack_group_rows): refuse any other
     // repacked type rather than read its layout as plain rows.
     if (is_repacked(d.a) && d.a->type == TSR_TYPE_F32) return false;
+    if (gemm_f_amx_use(d)) {
+        gemm_f_amx(p, d);
+        return true;
+    }
     switch (d.a->type) {
     case TSR_TYPE_F32: run<TSR_TYPE_F32>(p, d); return true;
     case TSR_TYPE_F16: run<TSR_TYPE_F16>(p, d); return true;
@@ -754,7 +764,7 @@ bool gemm_f(const compute_params & p, const mm_dims & d) {
 size_t gemm_f_work_size(const mm_dims &) { return 0; }
 size_t gemm_f_shared_size(const mm_dims &) { return 0; }
 bool gemm_f_prepare(const compute_params &, const mm_dims &) { return false; }
-int gemm_f_prepared_layout(int32_t) { return 0; }
+int gemm_f_prepared_layout(const mm_dims &) { return 0; }
 bool gemm_f(const compute_params &, const mm_dims &) { return false; }
 
 #endif

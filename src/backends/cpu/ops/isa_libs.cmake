@@ -22,5 +22,5 @@ set(TESSERA_ISA_FLAGS_alderlake -mavx2 -mfma -mf16c -mbmi2 -mavxvnni)
 set(TESSERA_ISA_FLAGS_skylakex -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512dq -mavx512vl)
 set(TESSERA_ISA_FLAGS_zen4 -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512vnni
     -mavx512vbmi -mavx512bf16)
-set(TESSERA_ISA_FLAGS_sapphirerapids ${TESSERA_ISA_FLAGS_zen4} -mamx-tile -mamx-int8)
+set(TESSERA_ISA_FLAGS_sapphirerapids ${TESSERA_ISA_FLAGS_zen4} -mamx-tile -mamx-int8 -mamx-bf16)
 set(TESSERA_ISA_FLAGS_native -march=native)

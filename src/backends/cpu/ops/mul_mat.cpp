@@ -105,7 +105,9 @@ bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
         !std::equal(b0->nb, b0->nb + TSR_MAX_DIMS, b1->nb)) {
         return false;
     }
-    return gemm_f_prepared_layout(prev->src[0]->type) == gemm_f_prepared_layout(node->src[0]->type);
+    auto * p0 = const_cast<tsr_tensor *>(prev); // mm_dims_of only reads
+    auto * p1 = const_cast<tsr_tensor *>(node);
+    return gemm_f_prepared_layout(mm_dims_of(p0)) == gemm_f_prepared_layout(mm_dims_of(p1));
 }
 
 bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {

@@ -144,11 +144,21 @@ size_t gemm_f_work_size(const mm_dims & d);
 // barrier, gemm_f reads all of it.
 size_t gemm_f_shared_size(const mm_dims & d);
 bool gemm_f_prepare(const compute_params & p, const mm_dims & d);
-// Which layout gemm_f_prepare packs b into for weights of type a_type: 1
-// for BF16 pairs (BF16 weights on AVX512-BF16 builds), 0 for F32 tiles.
-// Two products over the same b with the same layout pack the same bytes.
-int gemm_f_prepared_layout(int32_t a_type);
+// Which layout gemm_f_prepare packs b into for the product d: 2 and 3 for
+// the AMX tiles of gemm_f_amx (F16, BF16 weights), 1 for BF16 pairs (BF16 weights on AVX512-BF16
+// builds), 0 for F32 tiles. Two products over the same b with the same
+// layout pack the same bytes.
+int gemm_f_prepared_layout(const mm_dims & d);
 bool gemm_f(const compute_params & p, const mm_dims & d);
+// gemm_f of repacked F16 and BF16 weights on AMX-BF16 tiles (gemm_f_amx.cpp), which
+// gemm_f and its work, shared and prepare functions hand over to where
+// gemm_f_amx_use(d): TSR_CPU_AMX_BF16 builds, N >= k_gemm_min_n, the tile
+// state granted and cpu_tuning::amx on. Never used in other builds.
+bool gemm_f_amx_use(const mm_dims & d);
+size_t gemm_f_amx_work_size(const mm_dims & d);
+size_t gemm_f_amx_shared_size(const mm_dims & d);
+void gemm_f_amx_prepare(const compute_params & p, const mm_dims & d);
+void gemm_f_amx(const compute_params & p, const mm_dims & d);
 size_t gemm_q_work_size(const mm_dims & d);
 bool gemm_q(const compute_params & p, const mm_dims & d);
 size_t mul_mat_k_work_size(const mm_dims & d);

@@ -50,14 +50,11 @@
 // groups of 16 rows (group_rows): micro_kernel16 reads one group in place
 // of a pair, and one column takes matvec16_kernel512.
 #include "backends/cpu/ops/mul_mat_repack.hpp"
+#include "backends/cpu/ops/amx_tiles.hpp"
 
 #include <algorithm>
 #include <type_traits>
 
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include "backends/cpu/ops/q8_act.hpp"
 #include "backends/cpu/ops/repack.hpp"
@@ -659,14 +656,8 @@ constexpr q8_tile k_xtile16{k_cols};                     // their quantized acti
 constexpr size_t k_b_bytes = 8 * 64;                     // a block's B tile
 constexpr size_t k_group_block = k_b_bytes + 64 + 64;    // per block: B, the 16 scales d (F32), Q5_1's m (F32)
 
-// Palette 1 (SDM vol. 1, 18.2: the 64-byte LDTILECFG operand).
-struct alignas(64) tile_config {
-    uint8_t palette = 1;
-    uint8_t start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
+using amx_tiles::tile_config;
+using amx_tiles::permitted;
 
 // B (8 rows x 64 bytes) in tmm0, A (16 columns x 32 bytes) in tmm1, C (16
 // x 16 int32) of k_depth blocks in tmm2.. in turn, so that the tile unit
@@ -679,21 +670,6 @@ tile_config make_config() {
         c.colsb[t] = t == 1 ? 32 : 64;
     }
     return c;
-}
-
-// Whether this process may use the tile data state: Linux grants it on
-// request (arch_prctl ARCH_REQ_XCOMP_PERM 0x1023 for XFEATURE_XTILEDATA 18,
-// checked with ARCH_GET_XCOMP_PERM 0x1022: uapi asm/prctl.h); without the
-// grant the first tile instruction faults. (features.cpp asks the same for
-// the variant's score; the kernels ask again, as test programs call them
-// directly.)
-bool permitted() {
-    static const bool ok = [] {
-        if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return false;
-        unsigned long mask = 0;
-        return syscall(SYS_arch_prctl, 0x1022, &mask) == 0 && ((mask >> 18) & 1ul) != 0;
-    }();
-    return ok;
 }
 
 // AMX for a product: a GEMM, where mul_mat_repack_uses_amx.

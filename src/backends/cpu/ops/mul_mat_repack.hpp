@@ -35,6 +35,13 @@ bool mul_mat_repack(const compute_params & p, const mm_dims & d);
 // tuning().amx).
 bool mul_mat_repack_uses_amx();
 
+// Whether the GEMMs (N >= k_gemm_min_n) of repacked F16 and BF16 weights
+// run on AMX-BF16 tiles in this process (gemm_f_amx.cpp: TSR_CPU_AMX_BF16
+// builds, then as mul_mat_repack_uses_amx). Their results then differ from the
+// one-column kernel's in the last bits (see there); defined in
+// gemm_f_amx.cpp.
+bool mul_mat_repack_float_uses_amx();
+
 // The format of the quantized activation columns these kernels leave in a
 // thread's scratch for weights of type `type` (scratch_memo::layout, so
 // the next product over the same activations may take them): equal for

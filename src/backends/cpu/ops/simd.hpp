@@ -18,6 +18,8 @@
 //                      top of AVX512-VNNI: sapphirerapids): the repacked
 //                      Q8_0/Q4_0/Q5_0/Q5_1 GEMM (mul_mat_repack.cpp), used
 //                      only where Linux grants the tile state at run time
+//   TSR_CPU_AMX_BF16   AMX-BF16 on top (TDPBF16PS): the GEMM of repacked
+//                      F16 weights (gemm_f_amx.cpp), under the same grant
 // Without TSR_CPU_AVX2 the portable kernels are used.
 //
 // Nothing here has static storage or runs at load time. Internal to the
@@ -57,6 +59,10 @@
 
 #if defined(TSR_CPU_VNNI512) && defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
 #define TSR_CPU_AMX 1
+#endif
+
+#if defined(TSR_CPU_AMX) && defined(TSR_CPU_BF16DOT) && defined(__AMX_BF16__)
+#define TSR_CPU_AMX_BF16 1
 #endif
 
 #include <cstdint>
