@@ -210,6 +210,8 @@ BENCHMARK(BM_mul_mat_shape)
     ->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 1})->Args({TSR_TYPE_Q4_K, 2048, 2048, 512, 2})->Args({TSR_TYPE_Q4_0, 2048, 2048, 512, 1})
     // Q5_K (Q5_K_M files) in plain rows: the 1B preset's n_ff product, one token and a prompt.
     ->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 1})->Args({TSR_TYPE_Q5_K, 2048, 5632, 1, 2})->Args({TSR_TYPE_Q5_K, 2048, 2048, 512, 1})
+    // Q6_K (Q4_K_M's output and some ffn_down/attn_v): the 1B ffn_down shape, a prompt.
+    ->Args({TSR_TYPE_Q6_K, 5632, 2048, 512, 1})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 // N = 512 takes seconds per op on a few cores: two iterations.
 BENCHMARK(BM_mul_mat)->Apply(mul_mat_args_prompt)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);

@@ -51,7 +51,7 @@ endif()
 # (TESSERA_CPU_AMX=0): the AVX-512 kernels of the same copy.
 if(TARGET test_backends_cpu_sapphirerapids AND TESSERA_BUILD_MACHINE_RUNS_sapphirerapids)
   add_test(NAME test_backends_cpu_sapphirerapids.amx_off
-           COMMAND test_backends_cpu_sapphirerapids "--gtest_filter=CpuTuning.*:*RepackMulMat.*")
+           COMMAND test_backends_cpu_sapphirerapids "--gtest_filter=CpuTuning.*:*RepackMulMat.*:*MulMatK*")
   set_tests_properties(test_backends_cpu_sapphirerapids.amx_off PROPERTIES TIMEOUT 600 ENVIRONMENT "TESSERA_CPU_AMX=0")
 endif()
 foreach(_isa haswell zen4)

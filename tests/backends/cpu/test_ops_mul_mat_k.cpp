@@ -207,5 +207,46 @@ TEST(MulMatK, Q5KLargestQuantsDoNotWrap) {
     }
 }
 
+// Q6_K at the ends of its ranges: int8 scales -128 and 127 (the AMX
+// kernel splits each into balanced base-7 digits, -128 = -3 * 49 + 3 * 7
+// - 2) and quants 0 and 63 (q - 32 = -32 and 31), against activations that
+// quantize to +-127, so every product of a quant and a digit has the
+// largest magnitude the kernels allow for. Row m has quants 63 when m is
+// even, else 0; sub-block j scale -128 when j is even, else 127; so each
+// super-block's weights sum to 8 * 16 * (127 - 128) * (q - 32) * d, and
+// with x = +-1 the exact product is that times K / 256 (and the sign).
+TEST(MulMatK, Q6KExtremeScalesAndQuants) {
+    context ctx(data_ctx());
+    constexpr int64_t K = 512, M = 34;
+    tsr_tensor * a = ctx.new_tensor(TSR_TYPE_Q6_K, {K, M});
+    auto * blocks = static_cast<block_q6_k *>(a->data);
+    const float d = 1.0f / 1024;
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t b = 0; b < K / 256; ++b) {
+            block_q6_k & blk = blocks[m * (K / 256) + b];
+            std::memset(blk.ql, m % 2 == 0 ? 0xff : 0x00, sizeof blk.ql); // low 4 bits 15 or 0
+            std::memset(blk.qh, m % 2 == 0 ? 0xff : 0x00, sizeof blk.qh); // high 2 bits 3 or 0
+            for (int j = 0; j < 16; ++j) blk.scales[j] = static_cast<int8_t>(j % 2 == 0 ? -128 : 127);
+            blk.d = f32_to_f16(d);
+        }
+    }
+    for (int64_t N : {1, 3, 70}) {
+        SCOPED_TRACE("N=" + std::to_string(N));
+        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t k = 0; k < K; ++k) set_f32(b, n % 2 == 0 ? 1.0f : -1.0f, k, n);
+        }
+        tsr_tensor * out = mul_mat(ctx, a, b);
+        ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t m = 0; m < M; ++m) {
+                const double q = m % 2 == 0 ? 31.0 : -32.0;
+                const double want = (n % 2 == 0 ? 1.0 : -1.0) * 8.0 * 16.0 * (127.0 - 128.0) * q * d * (K / 256);
+                ASSERT_NEAR(get(out, m, n), want, 1e-4 * std::fabs(want)) << "m " << m << " n " << n;
+            }
+        }
+    }
+}
+
 } // namespace
 } // namespace tessera::cpu::test

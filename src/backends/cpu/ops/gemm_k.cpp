@@ -24,10 +24,16 @@
 //   the min pairs with the column's block-sum pairs);
 //   Q6_K isum -= 32 * sum_j sc_j * (block sum of j);
 //   then the F32 steps per super-block, in order.
+// AMX builds (TSR_CPU_AMX, where mul_mat_repack_uses_amx) compute the same
+// integers on tiles, with the scales folded into the weights (namespace
+// amx below).
 #include <algorithm>
+#include <array>
 
+#include "backends/cpu/ops/amx_tiles.hpp"
 #include "backends/cpu/ops/k_lanes.hpp"
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/mul_mat_repack.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/vec_dot_k.hpp"
 
@@ -67,23 +73,32 @@ struct fmt {
     static constexpr size_t bytes = dmin + (q4 ? k_p * 4 : 0);
 };
 
-// Quantized activations of a micro-tile of k_c columns, per super-block:
-// [k_c x 256 quants][k_c x 8 int32 block-sum pair words][k_c floats dx].
-// Pair words of a column: q8_k_pair_words (k_lanes.hpp).
-constexpr size_t k_xqs = 0;
-constexpr size_t k_xpairs = k_c * 256;
-constexpr size_t k_xd = k_xpairs + k_c * 32;
-constexpr size_t k_xblock = k_xd + k_c * 4;
+// Quantized activations of a micro-tile of KC columns, per super-block:
+// [KC x 256 quants][KC x 8 int32 block-sum pair words][KC floats dx]
+// (KC: k_c for the vector micro-kernel, 16 for the AMX one). Pair words of
+// a column: q8_k_pair_words (k_lanes.hpp).
+template <int KC>
+struct xlayout {
+    static constexpr size_t qs = 0;
+    static constexpr size_t pairs = KC * 256;
+    static constexpr size_t d = pairs + KC * 32;
+    static constexpr size_t block = d + KC * 4;
+};
+constexpr size_t k_xqs = xlayout<k_c>::qs;
+constexpr size_t k_xpairs = xlayout<k_c>::pairs;
+constexpr size_t k_xd = xlayout<k_c>::d;
+constexpr size_t k_xblock = xlayout<k_c>::block;
 
-// Copies one quantized column into slot c of the tiles (one tile of
-// k_xblock bytes per super-block).
-template <int32_t T>
+// Copies one quantized column into slot c of a micro-tile of KC columns
+// (one xlayout<KC>::block per super-block).
+template <int32_t T, int KC = k_c>
 void scatter_column(const block_q8_k * q, int64_t n_super, char * tile, int c) {
+    using X = xlayout<KC>;
     for (int64_t b = 0; b < n_super; ++b) {
-        char * t = tile + static_cast<size_t>(b) * k_xblock;
-        std::memcpy(t + k_xqs + c * 256, q[b].qs, 256);
-        q8_k_pair_words(T, q[b], reinterpret_cast<int32_t *>(t + k_xpairs + c * 32));
-        std::memcpy(t + k_xd + c * 4, &q[b].d, 4);
+        char * t = tile + static_cast<size_t>(b) * X::block;
+        std::memcpy(t + X::qs + c * 256, q[b].qs, 256);
+        q8_k_pair_words(T, q[b], reinterpret_cast<int32_t *>(t + X::pairs + c * 32));
+        std::memcpy(t + X::d + c * 4, &q[b].d, 4);
     }
 }
 
@@ -327,17 +342,295 @@ void tile(int cols, const uint8_t * panel, int64_t n_super, const char * xt, flo
     micro_kernel<T, C>(panel, n_super, xt, out);
 }
 
+template <int KC = k_c>
 size_t xtile_bytes(int64_t n_super) {
-    return align64(static_cast<size_t>(n_super) * k_xblock);
+    return align64(static_cast<size_t>(n_super) * xlayout<KC>::block);
 }
 
 size_t panel_bytes(int64_t n_super) {
     return align64(static_cast<size_t>(n_super) * fmt<TSR_TYPE_Q6_K>::bytes); // the larger panel
 }
 
+#ifdef TSR_CPU_AMX
+
+// --- AMX (Intel SDM vol. 1 ch. 18; TDPBSSD as in mul_mat_repack.cpp) ---
+//
+// The vector kernel multiplies each sub-block's dot by its scale sc_j; on
+// tiles that would store every sub-block's C (1 KiB) to scale it, and a
+// tile store costs about what a product does. Instead the scales go into
+// the weights, in digits small enough for int8: sc_j = sum_i R^i dig_i(sc_j)
+// and part i of a panel holds every quant w times dig_i of its sub-block's
+// scale, so over a whole super-block
+//   isum[row] = sum_j sc_j dot_j = sum_i R^i (part i . x),
+// an integer identity, and each part . x is a run of TDPBSSDs with K = 64
+// into one C tile: P tile stores per super-block instead of one per
+// sub-block. Digits (|w dig| <= 127):
+//   Q4_K  w in [0, 15], sc in [0, 63]: R = 8, digits [0, 7], P = 2;
+//   Q5_K  w in [0, 31]: R = 4, digits [0, 3], P = 3;
+//   Q6_K  w = q - 32 in [-32, 31], sc in [-128, 127]: balanced R = 7,
+//         digits [-3, 3], P = 3 (7^2 * 3 + 7 * 3 + 3 = 171 >= 128); the
+//         -32 is then inside isum, which is the vector kernel's
+//         isum - 32 * (block-sum term), the same integer.
+// (|part . x| <= 256 * 127 * 127 fits int32, as do the sums.) The
+// remaining block-sum term (Q4_K/Q5_K mins) and the F32 steps are
+// micro_kernel's, so the bits are the vector kernel's. Tiles: the parts
+// are B (16 steps of 64 bytes per 64 k: the panel's step layout, dword r
+// = row r), the activations of 16 columns (xlayout<16>, 256 bytes apart)
+// A, and C row c = column c's 16 row sums.
+//
+// TDPBSSD's rate depends on the data on the Xeon this was written on
+// (Emerald Rapids-class, 2 vCPUs): 12 TSC cycles per 16 x 16 x 64 product
+// on zero tiles, 28 on random bytes, in a loop of this kernel's tile
+// instructions alone. bench_ops BM_mul_mat_shape Q4_K 2048 x 2048 x 512,
+// one thread, medians of 4 alternating processes: 339 GFLOP/s on the
+// vector kernel, 612 on this one (550 before the block-sum term used
+// vpdpwssd; 357 for one tile store per sub-block).
+namespace amx {
+
+constexpr int k_cols = 16; // columns per tile
+using X = xlayout<k_cols>;
+using amx_tiles::tile_config;
+
+// Digits of the scales (see above): P parts of radix R, balanced (digits
+// in [-(R-1)/2, (R-1)/2], Q6_K: its quants taken as q - 32) or not.
+template <int32_t T>
+struct digits {
+    static constexpr bool balanced = T == TSR_TYPE_Q6_K;
+    static constexpr int R = T == TSR_TYPE_Q4_K ? 8 : T == TSR_TYPE_Q5_K ? 4 : 7;
+    static constexpr int P = 3 - (T == TSR_TYPE_Q4_K ? 1 : 0);
+
+    // Digit i of scale sc.
+    static int of(int sc, int i) {
+        for (int k = 0; k < i; ++k) sc = balanced ? (sc - low(sc)) / R : sc / R;
+        return balanced ? low(sc) : sc % R;
+    }
+    // The balanced low digit of v: v mod R in [-(R-1)/2, (R-1)/2].
+    static int low(int v) {
+        const int m = ((v % R) + R) % R;
+        return m > R / 2 ? m - R : m;
+    }
+    // Digit i of every scale (indexed by its low byte: Q6_K's int8 scales,
+    // the others' 0..63) in both 16-bit halves of an int32, the multiplier
+    // of make_parts.
+    static const std::array<std::array<int32_t, P>, 256> & table() {
+        static const auto t = [] {
+            std::array<std::array<int32_t, P>, 256> r{};
+            for (int v = 0; v < 256; ++v) {
+                const int sc = balanced ? static_cast<int8_t>(v) : v;
+                for (int i = 0; i < P; ++i) r[static_cast<size_t>(v)][static_cast<size_t>(i)] = static_cast<int32_t>(static_cast<uint32_t>(of(sc, i) & 0xffff) * 0x10001u);
+            }
+            return r;
+        }();
+        return t;
+    }
+    // v * R (Horner steps of the isum assembly).
+    static __m512i times_r(__m512i v) {
+        if constexpr (R == 7) return _mm512_sub_epi32(_mm512_slli_epi32(v, 3), v);
+        return _mm512_slli_epi32(v, R == 8 ? 3 : 2);
+    }
+};
+
+// Bytes of one super-block's parts.
+template <int32_t T>
+constexpr size_t parts_bytes() {
+    return static_cast<size_t>(digits<T>::P) * 64 * k_p * 4;
+}
+
+// Tiles: A in tmm0; B in tmm1 (one part at a time); the P C tiles of even
+// super-blocks in tmm2.., of odd ones in tmm(2 + P).., so that a
+// super-block's products run while the last one's C is scaled.
+template <int32_t T>
+tile_config make_config() {
+    tile_config c;
+    c.rows[0] = 16;
+    c.colsb[0] = 64;
+    c.rows[1] = 16;
+    c.colsb[1] = 64;
+    for (int t = 2; t < 2 + 2 * digits<T>::P; ++t) {
+        c.rows[t] = 16;
+        c.colsb[t] = 64;
+    }
+    return c;
+}
+
+// Whether the GEMM's tiles go to kernel (gemm_k runs for N >=
+// k_gemm_min_n only): as for the Q8_0/Q4_0 tiles, the build, the OS grant
+// and tuning().amx.
+bool use() {
+    return mul_mat_repack_uses_amx();
+}
+
+// The parts of a packed panel (pack_panel, pack_panel_repacked): per
+// super-block P x 64 steps x [16 rows][4 bytes], part i's step s = the
+// panel's step s (Q6_K: minus 32) times dig_i of its sub-block's scale in
+// each row, bytewise through 16-bit products.
+template <int32_t T>
+void make_parts(const uint8_t * panel, int64_t n_super, int8_t * parts) {
+    using F = fmt<T>;
+    using D = digits<T>;
+    const __m512i low = _mm512_set1_epi16(0x00ff);
+    for (int64_t b = 0; b < n_super; ++b) {
+        const uint8_t * pb = panel + static_cast<size_t>(b) * F::bytes;
+        int8_t * out = parts + static_cast<size_t>(b) * parts_bytes<T>();
+        const auto * sc = reinterpret_cast<const int32_t *>(pb + F::scales); // [n_sub][k_p], k_vnni: the scales
+        for (int j = 0; j < F::n_sub; ++j) {
+            for (int i = 0; i < D::P; ++i) {
+                alignas(64) int32_t dig[k_p];
+                for (int r = 0; r < k_p; ++r) dig[r] = D::table()[static_cast<uint8_t>(sc[j * k_p + r])][i];
+                const __m512i dig16 = _mm512_load_si512(dig);
+                for (int s = F::steps_per_sub * j; s < F::steps_per_sub * (j + 1); ++s) {
+                    __m512i q = _mm512_load_si512(pb + F::steps + s * k_p * 4);
+                    __m512i even, odd;
+                    if constexpr (D::balanced) { // signed q - 32
+                        q = _mm512_sub_epi8(q, _mm512_set1_epi8(32));
+                        even = _mm512_srai_epi16(_mm512_slli_epi16(q, 8), 8);
+                        odd = _mm512_srai_epi16(q, 8);
+                    } else {
+                        even = _mm512_and_si512(q, low);
+                        odd = _mm512_srli_epi16(q, 8);
+                    }
+                    even = _mm512_mullo_epi16(even, dig16);
+                    odd = _mm512_mullo_epi16(odd, dig16);
+                    _mm512_store_si512(out + (i * 64 + s) * k_p * 4, _mm512_or_si512(_mm512_and_si512(even, low), _mm512_slli_epi16(odd, 8)));
+                }
+            }
+        }
+    }
+}
+
+// The products of super-block b (parts at pt, activations at xq) into C
+// set `set` (tile numbers are immediates: the cases; set and P are
+// constants where this is inlined), and that set to c.
+template <int P>
+inline void products(int set, const int8_t * pt, const char * xq) {
+    const int base = 2 + set * P;
+    for (int i = 0; i < P; ++i) {
+        switch (base + i) {
+        case 2: _tile_zero(2); break;
+        case 3: _tile_zero(3); break;
+        case 4: _tile_zero(4); break;
+        case 5: _tile_zero(5); break;
+        case 6: _tile_zero(6); break;
+        default: _tile_zero(7); break;
+        }
+    }
+    for (int q = 0; q < 4; ++q) {
+        _tile_loadd(0, xq + 64 * q, 256);
+        for (int i = 0; i < P; ++i) {
+            _tile_loadd(1, pt + (i * 64 + 16 * q) * k_p * 4, 64);
+            switch (base + i) {
+            case 2: _tile_dpbssd(2, 0, 1); break;
+            case 3: _tile_dpbssd(3, 0, 1); break;
+            case 4: _tile_dpbssd(4, 0, 1); break;
+            case 5: _tile_dpbssd(5, 0, 1); break;
+            case 6: _tile_dpbssd(6, 0, 1); break;
+            default: _tile_dpbssd(7, 0, 1); break;
+            }
+        }
+    }
+}
+template <int P>
+inline void store(int set, int32_t * c) {
+    const int base = 2 + set * P;
+    for (int i = 0; i < P; ++i) {
+        int32_t * o = c + i * k_cols * 16;
+        switch (base + i) {
+        case 2: _tile_stored(2, o, 64); break;
+        case 3: _tile_stored(3, o, 64); break;
+        case 4: _tile_stored(4, o, 64); break;
+        case 5: _tile_stored(5, o, 64); break;
+        case 6: _tile_stored(6, o, 64); break;
+        default: _tile_stored(7, o, 64); break;
+        }
+    }
+}
+
+// out[c * 16 + r] = panel row r . column c of the 16-column tile at xt
+// (parts: make_parts of the panel), with micro_kernel's integers and F32
+// steps. The tile configuration must be loaded (make_config<T>).
+template <int32_t T>
+__attribute__((optimize("no-tree-reassoc"))) void kernel(const uint8_t * panel, const int8_t * parts, int64_t n_super, const char * xt,
+                                                         float * out) {
+    using F = fmt<T>;
+    using V = lanes;
+    using D = digits<T>;
+    static_assert(V::n == k_cols && k_p == 16, "a C row is one vector of the panel's 16 rows");
+    alignas(64) int32_t cbuf[D::P][k_cols * 16];
+    #pragma GCC unroll 16
+    for (int c = 0; c < k_cols; ++c) V::storef(out + c * 16, V::zerof());
+    const auto pt = [&](int64_t b) { return parts + static_cast<size_t>(b) * parts_bytes<T>(); };
+    const auto xq = [&](int64_t b) { return xt + static_cast<size_t>(b) * X::block + X::qs; };
+    // Super-block b's stored parts . x (cbuf) into its F32 steps.
+    const auto finish = [&](int64_t b) __attribute__((always_inline)) {
+        const uint8_t * pb = panel + static_cast<size_t>(b) * F::bytes;
+        const char * xb = xt + static_cast<size_t>(b) * X::block;
+        V::vi pw[F::q4 ? F::n_pairs : 1] = {};
+        V::vf dmin = V::zerof();
+        if constexpr (F::q4) {
+            #pragma GCC unroll 8
+            for (int i = 0; i < F::n_pairs; ++i) pw[i] = V::load(pb + F::pairs + i * k_p * 4);
+            dmin = V::loadf(pb + F::dmin);
+        }
+        const V::vf d = V::loadf(pb + F::d);
+        #pragma GCC unroll 16
+        for (int col = 0; col < k_cols; ++col) {
+            V::vi isum = V::load(cbuf[D::P - 1] + col * 16);
+            #pragma GCC unroll 4
+            for (int i = D::P - 2; i >= 0; --i) isum = V::add(D::times_r(isum), V::load(cbuf[i] + col * 16));
+            const V::vf dx = V::bcastf(scalar_f32(xb + X::d + col * 4));
+            V::vf acc = V::loadf(out + col * 16);
+            acc = V::fma(V::mul(d, dx), V::cvt(isum), acc); // Q6_K: isum is the vector kernel's isum - 32 bterm
+            if constexpr (F::q4) {
+                V::vi bterm = V::zero();
+                #pragma GCC unroll 8
+                for (int i = 0; i < F::n_pairs; ++i) bterm = _mm512_dpwssd_epi32(bterm, pw[i], V::bcast(quad(xb + X::pairs + col * 32 + i * 4)));
+                acc = V::fma(V::neg(V::mul(dmin, dx)), V::cvt(bterm), acc);
+            }
+            V::storef(out + col * 16, acc);
+        }
+    };
+    // Super-block b's products go to set b % 2 while b - 1's are stored
+    // and scaled.
+    for (int64_t b0 = 0; b0 < n_super; b0 += 2) {
+        #pragma GCC unroll 2
+        for (int set = 0; set < 2; ++set) {
+            const int64_t b = b0 + set;
+            if (b >= n_super) break;
+            if (b > 0) store<D::P>(1 - set, cbuf[0]);
+            products<D::P>(set, pt(b), xq(b));
+            if (b > 0) finish(b - 1);
+        }
+    }
+    if (n_super > 0) {
+        store<D::P>(static_cast<int>((n_super - 1) % 2), cbuf[0]);
+        finish(n_super - 1);
+    }
+}
+
+} // namespace amx
+
+#endif // TSR_CPU_AMX
+
+// Bytes of the quantized columns: k_nq of them in micro-tiles of k_c, or
+// of 16 for the AMX kernel (whichever is larger).
+size_t cols_bytes(int64_t n_super) {
+    return std::max((k_nq / k_c) * xtile_bytes<k_c>(n_super), (k_nq / 16) * xtile_bytes<16>(n_super));
+}
+
+// Bytes of a panel's AMX parts (amx::make_parts; 0 without AMX).
+size_t parts_bytes_of(int64_t n_super) {
+#ifdef TSR_CPU_AMX
+    return static_cast<size_t>(n_super) * std::max(amx::parts_bytes<TSR_TYPE_Q4_K>(), amx::parts_bytes<TSR_TYPE_Q6_K>());
+#else
+    (void)n_super;
+    return 0;
+#endif
+}
+
 struct scratch {
-    char * cols;          // k_nq / k_c quantized micro-tiles
+    char * cols;          // the quantized columns (cols_bytes)
     uint8_t * panel;      // one packed panel
+    int8_t * parts;       // its AMX parts (parts_bytes_of)
     block_q8_k * column;  // one quantized column
     float * xbuf;         // one gathered column
 };
@@ -346,28 +639,38 @@ scratch carve(void * w, int64_t n_super) {
     scratch s{};
     char * p = static_cast<char *>(w);
     s.cols = p;
-    p += (k_nq / k_c) * xtile_bytes(n_super);
+    p += cols_bytes(n_super);
     s.panel = reinterpret_cast<uint8_t *>(p);
     p += panel_bytes(n_super);
+    s.parts = reinterpret_cast<int8_t *>(p);
+    p += align64(parts_bytes_of(n_super));
     s.column = reinterpret_cast<block_q8_k *>(p);
     p += align64(static_cast<size_t>(n_super) * k_q8_k_bytes);
     s.xbuf = reinterpret_cast<float *>(p);
     return s;
 }
 
-template <int32_t T>
-void run(const compute_params & p, const mm_dims & d) {
+// The panel GEMM with micro-tiles of KC columns: tile(ncols, sc, xt, out)
+// computes one from the packed panel in sc (KC = k_c: the vector
+// micro-kernel; 16: the AMX kernel, which reads all 16 columns of a tile,
+// so a short last tile's unused columns are zeroed first); after_pack(sc)
+// runs once per packed panel.
+template <int32_t T, int KC, class AfterPack, class Tile>
+void run_tiles(const compute_params & p, const mm_dims & d, const AfterPack & after_pack, const Tile & tile) {
     const int64_t n_super = d.K / k_qk_k;
-    const size_t tile_bytes = xtile_bytes(n_super);
+    const size_t tile_bytes = xtile_bytes<KC>(n_super);
     const scratch sc = carve(p.wdata, n_super);
     const bool in_place = b_in_place(d);
-    run_panel_gemm<k_p, k_c>(
+    run_panel_gemm<k_p, KC>(
         p, d, k_nq,
         [&](int64_t batch, int64_t n0, int64_t n1) {
+            if constexpr (KC != k_c) {
+                if ((n1 - n0) % KC != 0) std::memset(sc.cols + static_cast<size_t>((n1 - n0) / KC) * tile_bytes, 0, tile_bytes);
+            }
             for (int64_t n = n0; n < n1; ++n) {
                 quantize_q8_k_act(b_column(d, in_place, batch, n, sc.xbuf), n_super, sc.column);
-                scatter_column<T>(sc.column, n_super, sc.cols + static_cast<size_t>((n - n0) / k_c) * tile_bytes,
-                                  static_cast<int>((n - n0) % k_c));
+                scatter_column<T, KC>(sc.column, n_super, sc.cols + static_cast<size_t>((n - n0) / KC) * tile_bytes,
+                                      static_cast<int>((n - n0) % KC));
             }
         },
         [&](const char * a, int64_t m0, int64_t rows) {
@@ -376,15 +679,36 @@ void run(const compute_params & p, const mm_dims & d) {
             } else {
                 pack_panel<T>(a, d.a->nb[1], m0, rows, n_super, sc.panel);
             }
+            after_pack(sc, n_super);
         },
-        [&](int ncols, int64_t ti, float * out) { tile<T>(ncols, sc.panel, n_super, sc.cols + static_cast<size_t>(ti) * tile_bytes, out); });
+        [&](int ncols, int64_t ti, float * out) { tile(ncols, sc, n_super, sc.cols + static_cast<size_t>(ti) * tile_bytes, out); });
+}
+
+template <int32_t T>
+void run(const compute_params & p, const mm_dims & d) {
+#ifdef TSR_CPU_AMX
+    if (amx::use()) {
+        static const amx::tile_config config = amx::make_config<T>();
+        _tile_loadconfig(&config);
+        run_tiles<T, amx::k_cols>(
+            p, d, [](const scratch & sc, int64_t n_super) { amx::make_parts<T>(sc.panel, n_super, sc.parts); },
+            [](int, const scratch & sc, int64_t n_super, const char * xt, float * out) {
+                amx::kernel<T>(sc.panel, sc.parts, n_super, xt, out);
+            });
+        _tile_release(); // back to the init state: no tile data for the OS to save
+        return;
+    }
+#endif
+    run_tiles<T, k_c>(
+        p, d, [](const scratch &, int64_t) {},
+        [](int ncols, const scratch & sc, int64_t n_super, const char * xt, float * out) { tile<T>(ncols, sc.panel, n_super, xt, out); });
 }
 
 } // namespace
 
 size_t gemm_k_work_size(const mm_dims & d) {
     const int64_t n_super = d.K / k_qk_k;
-    return (k_nq / k_c) * xtile_bytes(n_super) + panel_bytes(n_super) + align64(static_cast<size_t>(n_super) * k_q8_k_bytes) +
+    return cols_bytes(n_super) + panel_bytes(n_super) + align64(parts_bytes_of(n_super)) + align64(static_cast<size_t>(n_super) * k_q8_k_bytes) +
            align64(static_cast<size_t>(d.K) * sizeof(float));
 }
 

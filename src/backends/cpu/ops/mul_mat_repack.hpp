@@ -32,7 +32,7 @@ bool mul_mat_repack(const compute_params & p, const mm_dims & d);
 
 // Whether mul_mat_repack computes GEMMs (N >= k_gemm_min_n) of Q8_0/Q4_0/
 // Q5_0/Q5_1 on AMX tiles in this process (the build, the OS grant,
-// tuning().amx).
+// tuning().amx); the K-quant GEMMs (gemm_k.cpp) follow the same switch.
 bool mul_mat_repack_uses_amx();
 
 // Whether the GEMMs (N >= k_gemm_min_n) of repacked F16 and BF16 weights

@@ -48,11 +48,12 @@ struct cpu_tuning {
     // (see tuning.cpp for the measurements). Without the advice they get
     // huge pages only where the system's THP mode is "always".
     bool huge_pages = true;
-    // The GEMM of repacked Q8_0/Q4_0/Q5_0/Q5_1 weights (N >= k_gemm_min_n
-    // columns) multiplies on AMX tiles (TDPBSSD) where the build has them
-    // (TSR_CPU_AMX) and Linux grants this process the tile state; the same
-    // bits as the AVX-512 kernels (mul_mat_repack.cpp). Every vendor: true;
-    // false is for measuring against the AVX-512 kernels.
+    // The GEMM of repacked Q8_0/Q4_0/Q5_0/Q5_1 weights and of Q4_K/Q5_K/
+    // Q6_K weights (N >= k_gemm_min_n columns) multiplies on AMX tiles
+    // (TDPBSSD) where the build has them (TSR_CPU_AMX) and Linux grants this
+    // process the tile state; the same bits as the AVX-512 kernels
+    // (mul_mat_repack.cpp, gemm_k.cpp). Every vendor: true; false is for
+    // measuring against the AVX-512 kernels.
     bool amx = true;
 };
 
