@@ -779,6 +779,7 @@ __attribute__((optimize("no-tree-reassoc"))) void kernel(const char * bt, int64_
     const auto bb = [&](int64_t b) { return bt + static_cast<size_t>(b) * k_group_block; };
     const auto xb = [&](int64_t b) { return xt + static_cast<size_t>(b) * k_xtile16.block_bytes(); };
     if (n_blocks <= 0) { // no terms (K = 0)
+        #pragma GCC unroll 16
         for (int c = 0; c < k_cols; ++c) _mm512_store_ps(out + c * 16, acc[c]);
         return;
     }
