@@ -175,6 +175,30 @@ TEST(MulMatK, AColumnGetsTheSameBitsAloneAndInABatch) {
 namespace tessera::cpu::test {
 namespace {
 
+// Multiplies a (K x M weights) by N = 1, 3 and 70 columns of +-1 (column n
+// +1 when n is even; +-1 quantize exactly: d = 1/127 in F32) on 2 threads
+// and checks element (m, n) against +-row_sum(m), the exact product of row
+// m with ones, within 1e-4 relative.
+template <class RowSum>
+void expect_products_with_signed_ones(context & ctx, tsr_tensor * a, const RowSum & row_sum) {
+    const int64_t K = a->ne[0], M = a->ne[1];
+    for (int64_t N : {1, 3, 70}) {
+        SCOPED_TRACE("N=" + std::to_string(N));
+        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t k = 0; k < K; ++k) set_f32(b, n % 2 == 0 ? 1.0f : -1.0f, k, n);
+        }
+        tsr_tensor * out = mul_mat(ctx, a, b);
+        ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t m = 0; m < M; ++m) {
+                const double want = (n % 2 == 0 ? 1.0 : -1.0) * row_sum(m);
+                ASSERT_NEAR(get(out, m, n), want, 1e-4 * std::fabs(want)) << "m " << m << " n " << n;
+            }
+        }
+    }
+}
+
 // Q5_K quants at the top of their range (q = 31: every nibble 15 and every
 // fifth bit set) with the largest 6-bit scales, against activations that
 // quantize to +127: the int16 pair sums of the vector kernels (2 * 31 * 127
@@ -192,19 +216,7 @@ TEST(MulMatK, Q5KLargestQuantsDoNotWrap) {
         std::memset(p + 176 * b + 4, 0xff, 172); // scales and mins 63, qh and qs all ones
     }
     const double w = 63.0 * 31.0 / 64 - 63.0 / 128;
-    for (int64_t N : {1, 3, 70}) {
-        SCOPED_TRACE("N=" + std::to_string(N));
-        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
-        for (int64_t n = 0; n < N; ++n) {
-            for (int64_t k = 0; k < K; ++k) set_f32(b, n % 2 == 0 ? 1.0f : -1.0f, k, n);
-        }
-        tsr_tensor * out = mul_mat(ctx, a, b);
-        ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
-        for (int64_t n = 0; n < N; ++n) {
-            const double want = (n % 2 == 0 ? 1.0 : -1.0) * w * K; // +-1 quantize exactly (d = 1/127 in F32)
-            for (int64_t m = 0; m < M; ++m) ASSERT_NEAR(get(out, m, n), want, 1e-4 * std::fabs(want)) << "m " << m << " n " << n;
-        }
-    }
+    expect_products_with_signed_ones(ctx, a, [&](int64_t) { return w * K; });
 }
 
 // Q6_K at the ends of its ranges: int8 scales -128 and 127 (the AMX
@@ -230,22 +242,10 @@ TEST(MulMatK, Q6KExtremeScalesAndQuants) {
             blk.d = f32_to_f16(d);
         }
     }
-    for (int64_t N : {1, 3, 70}) {
-        SCOPED_TRACE("N=" + std::to_string(N));
-        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {K, N});
-        for (int64_t n = 0; n < N; ++n) {
-            for (int64_t k = 0; k < K; ++k) set_f32(b, n % 2 == 0 ? 1.0f : -1.0f, k, n);
-        }
-        tsr_tensor * out = mul_mat(ctx, a, b);
-        ASSERT_EQ(compute(out, 2), TSR_STATUS_SUCCESS);
-        for (int64_t n = 0; n < N; ++n) {
-            for (int64_t m = 0; m < M; ++m) {
-                const double q = m % 2 == 0 ? 31.0 : -32.0;
-                const double want = (n % 2 == 0 ? 1.0 : -1.0) * 8.0 * 16.0 * (127.0 - 128.0) * q * d * (K / 256);
-                ASSERT_NEAR(get(out, m, n), want, 1e-4 * std::fabs(want)) << "m " << m << " n " << n;
-            }
-        }
-    }
+    expect_products_with_signed_ones(ctx, a, [&](int64_t m) {
+        const double q = m % 2 == 0 ? 31.0 : -32.0;
+        return 8.0 * 16.0 * (127.0 - 128.0) * q * d * (K / 256);
+    });
 }
 
 } // namespace
