@@ -858,7 +858,7 @@ void run(const compute_params & p, const mm_dims & d) {
                 for (int64_t n = n0; n < n1; n += k_cols) {
                     kernel<T>(bt, n_blocks, tiles + static_cast<size_t>((n - n0) / k_cols) * tile_bytes, otile);
                     const int ncols = static_cast<int>(std::min<int64_t>(k_cols, n1 - n));
-                    for (int c = 0; c < ncols; ++c) std::copy(otile + c * 16, otile + c * 16 + rows, dst_column(d, batch, n + c) + mg);
+                    for (int c = 0; c < ncols; ++c) copy_column(otile + c * 16, rows, dst_column(d, batch, n + c) + mg);
                 }
                 mg += rows;
             }
@@ -997,10 +997,7 @@ void run(const compute_params & p, const mm_dims & d) {
                     {
                         if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, pf);
                     }
-                    for (int c = 0; c < ncols; ++c) {
-                        float * y = dst_column(d, batch, n + c) + mg;
-                        std::copy(otile + c * rows, otile + (c + 1) * rows, y);
-                    }
+                    for (int c = 0; c < ncols; ++c) copy_column(otile + c * rows, rows, dst_column(d, batch, n + c) + mg);
                 }
                 mg += rows;
             }
