@@ -382,9 +382,9 @@ size_t panel_bytes(int64_t n_super) {
 // (Emerald Rapids-class, 2 vCPUs): 12 TSC cycles per 16 x 16 x 64 product
 // on zero tiles, 28 on random bytes, in a loop of this kernel's tile
 // instructions alone. bench_ops BM_mul_mat_shape Q4_K 2048 x 2048 x 512,
-// one thread, medians of 4 alternating processes: 339 GFLOP/s on the
-// vector kernel, 612 on this one (550 before the block-sum term used
-// vpdpwssd; 357 for one tile store per sub-block).
+// one thread, medians of 3-4 alternating processes in three sessions of a
+// noisy host: 324-363 GFLOP/s on the vector kernel, 452-612 on this one
+// (one tile store per sub-block instead measured 357 against 314).
 namespace amx {
 
 constexpr int k_cols = 16; // columns per tile
