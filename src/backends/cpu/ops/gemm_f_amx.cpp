@@ -258,12 +258,11 @@ void run(const compute_params & p, const mm_dims & d) {
                     }
                     for (int i = 0; i < n_i; ++i) {
                         const int64_t n_first = (t + i) * k_cols;
-                        const int64_t cols = std::min(k_cols, std::min(item.n1, d.N) - n_first);
+                        const int64_t cols = std::min(k_cols, item.n1 - n_first);
                         for (int jj = 0; jj < n_j; ++jj) {
                             const int64_t m = item.m0 + (j + jj) * G;
                             for (int64_t col = 0; col < cols; ++col) {
-                                std::memcpy(dst_column(d, item.batch, n_first + col) + m, c[i][jj] + col * 16,
-                                            16 * sizeof(float));
+                                copy_column(c[i][jj] + col * 16, 16, dst_column(d, item.batch, n_first + col) + m);
                             }
                         }
                     }

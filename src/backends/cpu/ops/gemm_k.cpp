@@ -469,6 +469,7 @@ void make_parts(const uint8_t * panel, int64_t n_super, int8_t * parts) {
     using F = fmt<T>;
     using D = digits<T>;
     const __m512i low = _mm512_set1_epi16(0x00ff);
+    const auto & table = D::table(); // once, not behind its guard per row
     for (int64_t b = 0; b < n_super; ++b) {
         const uint8_t * pb = panel + static_cast<size_t>(b) * F::bytes;
         int8_t * out = parts + static_cast<size_t>(b) * parts_bytes<T>();
@@ -476,7 +477,7 @@ void make_parts(const uint8_t * panel, int64_t n_super, int8_t * parts) {
         for (int j = 0; j < F::n_sub; ++j) {
             for (int i = 0; i < D::P; ++i) {
                 alignas(64) int32_t dig[k_p];
-                for (int r = 0; r < k_p; ++r) dig[r] = D::table()[static_cast<uint8_t>(sc[j * k_p + r])][i];
+                for (int r = 0; r < k_p; ++r) dig[r] = table[static_cast<uint8_t>(sc[j * k_p + r])][i];
                 const __m512i dig16 = _mm512_load_si512(dig);
                 for (int s = F::steps_per_sub * j; s < F::steps_per_sub * (j + 1); ++s) {
                     __m512i q = _mm512_load_si512(pb + F::steps + s * k_p * 4);
@@ -617,22 +618,24 @@ size_t cols_bytes(int64_t n_super) {
     return std::max((k_nq / k_c) * xtile_bytes<k_c>(n_super), (k_nq / 16) * xtile_bytes<16>(n_super));
 }
 
-// Bytes of a panel's AMX parts (amx::make_parts; 0 without AMX).
+// Bytes of a panel's AMX parts (amx::make_parts) where this process uses
+// the AMX kernel, else 0.
 size_t parts_bytes_of(int64_t n_super) {
 #ifdef TSR_CPU_AMX
-    return static_cast<size_t>(n_super) * std::max(amx::parts_bytes<TSR_TYPE_Q4_K>(), amx::parts_bytes<TSR_TYPE_Q6_K>());
-#else
+    if (amx::use()) return static_cast<size_t>(n_super) * std::max(amx::parts_bytes<TSR_TYPE_Q4_K>(), amx::parts_bytes<TSR_TYPE_Q6_K>());
+#endif
     (void)n_super;
     return 0;
-#endif
 }
 
+// Per-thread scratch (gemm_k_work_size): the parts last, so that without
+// AMX the work size leaves them out.
 struct scratch {
     char * cols;          // the quantized columns (cols_bytes)
     uint8_t * panel;      // one packed panel
-    int8_t * parts;       // its AMX parts (parts_bytes_of)
     block_q8_k * column;  // one quantized column
-    float * xbuf;         // one gathered column
+    float * xbuf;         // one gathered column (K floats)
+    int8_t * parts;       // the panel's AMX parts (parts_bytes_of)
 };
 
 scratch carve(void * w, int64_t n_super) {
@@ -642,11 +645,11 @@ scratch carve(void * w, int64_t n_super) {
     p += cols_bytes(n_super);
     s.panel = reinterpret_cast<uint8_t *>(p);
     p += panel_bytes(n_super);
-    s.parts = reinterpret_cast<int8_t *>(p);
-    p += align64(parts_bytes_of(n_super));
     s.column = reinterpret_cast<block_q8_k *>(p);
     p += align64(static_cast<size_t>(n_super) * k_q8_k_bytes);
     s.xbuf = reinterpret_cast<float *>(p);
+    p += align64(static_cast<size_t>(n_super * k_qk_k) * sizeof(float));
+    s.parts = reinterpret_cast<int8_t *>(p);
     return s;
 }
 
@@ -708,8 +711,8 @@ void run(const compute_params & p, const mm_dims & d) {
 
 size_t gemm_k_work_size(const mm_dims & d) {
     const int64_t n_super = d.K / k_qk_k;
-    return cols_bytes(n_super) + panel_bytes(n_super) + align64(parts_bytes_of(n_super)) + align64(static_cast<size_t>(n_super) * k_q8_k_bytes) +
-           align64(static_cast<size_t>(d.K) * sizeof(float));
+    return cols_bytes(n_super) + panel_bytes(n_super) + align64(static_cast<size_t>(n_super) * k_q8_k_bytes) +
+           align64(static_cast<size_t>(d.K) * sizeof(float)) + parts_bytes_of(n_super);
 }
 
 bool gemm_k(const compute_params & p, const mm_dims & d) {
