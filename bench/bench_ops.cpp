@@ -492,6 +492,28 @@ void BM_quantize_q8_act(benchmark::State & state) {
 }
 BENCHMARK(BM_quantize_q8_act)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The same for the K-quant kernels' Q8_K super-blocks (quantize_q8_k_act):
+// 512 columns of 2048 values (the 1B preset's width), on one thread.
+// Counter: values per second.
+void BM_quantize_q8_k_act(benchmark::State & state) {
+    constexpr int64_t K = 2048, N = 512, n_super = K / 256;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(K * N));
+    for (float & v : x) v = dist(rng);
+    std::vector<block_q8_k> q(static_cast<size_t>(n_super));
+    for (auto _ : state) {
+        for (int64_t n = 0; n < N; ++n) {
+            cpu::quantize_q8_k_act(x.data() + n * K, n_super, q.data());
+            benchmark::DoNotOptimize(q.data());
+            benchmark::ClobberMemory();
+        }
+    }
+    state.counters["values/s"] = benchmark::Counter(static_cast<double>(K * N), benchmark::Counter::kIsIterationInvariantRate,
+                                                    benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_quantize_q8_k_act)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // One barrier of the thread pool between 2 threads: sync (thread 0 always
 // releases the others), sync_any (the last to arrive releases) and
 // sync_vote (a flag line per thread), as the graph walk uses them with an

@@ -97,7 +97,8 @@ bool op_splits_rows(int32_t op);
 // True when `prev` and `node` both have shared scratch (node_scratch::
 // shared) and node's prepare call would write there what prev's wrote,
 // provided the sources prev's prepare read are unchanged in between (two
-// float GEMMs over the same activations: ops/ops.hpp mul_mat_same_prepared).
+// float or K-quant GEMMs over the same activations: ops/ops.hpp
+// mul_mat_same_prepared).
 // The graph walk then skips node's prepare call and its barrier.
 bool same_prepared(const tsr_tensor * prev, const tsr_tensor * node);
 

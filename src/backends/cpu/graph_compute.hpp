@@ -139,7 +139,8 @@ inline constexpr size_t k_max_nodes_between_barriers = 64;
 // shared scratch (has_shared) but need not fill it, because the last node
 // before it with shared scratch filled it with the same bytes (same_prepared
 // in compute.hpp) from sources no node since then, that one included, has
-// written (byte ranges of src[1], the activations a float GEMM packs).
+// written (byte ranges of src[1], the activations a float GEMM packs or a
+// K-quant GEMM quantizes).
 // graph_compute then skips that node's prepare call and the barrier the
 // call needs (a 1B F16 prompt: the k and v products reuse q's packed
 // activations, up reuses gate's).

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/compute.hpp"
 #include "backends/cpu/graph_compute.hpp"
+#include "backends/cpu/ops/vec_dot_k.hpp"
 #include "backends/cpu/ops/work_queue.hpp"
 #include "backends/cpu/ref_util.hpp"
 #include "tessera/core/error.hpp"
@@ -522,6 +523,83 @@ TEST(GraphCompute, FloatProductsOfTheSameActivationsPackThemOnce) {
                 for (int64_t i = 0; i < K; ++i) acc += get(w[4], i, m) * (0.5 * get(other, i, n) + 1.0);
                 ASSERT_NEAR(get(u2, m, n), acc, 1e-4 * (1 + std::abs(acc))) << m << "," << n;
             }
+        }
+    }
+}
+
+// Where the K-quant GEMM quantizes its activations once for all threads
+// (shared scratch, a prepare call), products over the same activations
+// with the same block-sum layout (Q4_K and Q5_K alike, Q6_K its own) take
+// the columns the last one left, unless a node since wrote the
+// activations or quantized others; every element still has the bits of
+// dot_k_quant with the reference quantizer's columns, on any thread count.
+TEST(MulMatK, ProductsOfTheSameActivationsQuantizeThemOnce) {
+    context ctx(data_ctx());
+    std::mt19937 rng(23);
+    constexpr int64_t K = 512, M = 24, N = 21;
+    const int32_t types[] = {TSR_TYPE_Q4_K, TSR_TYPE_Q4_K, TSR_TYPE_Q6_K, TSR_TYPE_Q6_K, TSR_TYPE_Q5_K, TSR_TYPE_Q4_K, TSR_TYPE_Q4_K};
+    tsr_tensor * w[7];
+    for (int i = 0; i < 7; ++i) {
+        w[i] = ctx.new_tensor(static_cast<type>(types[i]), {K, M});
+        fill_weights(w[i], rng);
+    }
+    tsr_tensor * h = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+    tsr_tensor * other = ctx.new_tensor(TSR_TYPE_F32, {K, N});
+    fill_uniform(h, rng);
+    fill_uniform(other, rng);
+    tsr_tensor * q = mul_mat(ctx, w[0], h);
+    tsr_tensor * k = mul_mat(ctx, w[1], h);      // reuses q's columns
+    tsr_tensor * v = mul_mat(ctx, w[2], h);      // Q6_K pair words: quantizes
+    tsr_tensor * v2 = mul_mat(ctx, w[3], h);     // reuses v's
+    tsr_tensor * g = mul_mat(ctx, w[4], h);      // Q5_K: the Q4_K layout again, but v's since: quantizes
+    tsr_tensor * u = mul_mat(ctx, w[5], h);      // Q4_K after Q5_K: reuses g's
+    tsr_tensor * o = mul_mat(ctx, w[6], other);  // other activations: quantizes
+    tsr_tensor * sc = scale(ctx, h, 0.5f, 1.0f);
+    tsr_tensor * u2 = mul_mat(ctx, w[5], other); // reuses o's, unless the scale writes over other (below)
+    const std::vector<tsr_tensor *> nodes = {q, k, v, v2, g, u, o, sc, u2};
+    std::vector<char> has_shared;
+    for (tsr_tensor * n : nodes) {
+        node_scratch need;
+        ASSERT_TRUE(checked_scratch(n, need));
+        has_shared.push_back(need.shared > 0 ? 1 : 0);
+    }
+    if (has_shared[0] == 0) GTEST_SKIP() << "this build has no K-quant GEMM with shared scratch";
+    EXPECT_EQ(has_shared, (std::vector<char>{1, 1, 1, 1, 1, 1, 1, 0, 1}));
+    EXPECT_EQ(prepared_before(nodes, has_shared), (std::vector<char>{0, 1, 0, 1, 0, 1, 0, 0, 1}));
+    sc->data = other->data; // the scale (of h) now writes over other, which u2 reads
+    EXPECT_EQ(prepared_before(nodes, has_shared), (std::vector<char>{0, 1, 0, 1, 0, 1, 0, 0, 0}));
+
+    // Expected bits; u2 reads other as the scale of h leaves it.
+    const std::vector<std::pair<tsr_tensor *, tsr_tensor *>> products = {{q, w[0]}, {k, w[1]}, {v, w[2]}, {v2, w[3]},
+                                                                         {g, w[4]}, {u, w[5]}, {o, w[6]}, {u2, w[5]}};
+    std::vector<std::vector<float>> want;
+    for (const auto & [out, wt] : products) {
+        std::vector<float> r(static_cast<size_t>(M * N));
+        for (int64_t n = 0; n < N; ++n) {
+            std::vector<float> x(static_cast<size_t>(K));
+            for (int64_t e = 0; e < K; ++e) x[static_cast<size_t>(e)] = static_cast<float>(get(out == u2 ? h : out->src[1], e, n));
+            if (out == u2) {
+                for (float & e : x) e = 0.5f * e + 1.0f;
+            }
+            std::vector<block_q8_k> xq(K / 256);
+            quantize_row_q8_k_ref(x.data(), xq.data(), K);
+            for (int64_t m = 0; m < M; ++m) {
+                r[static_cast<size_t>(n * M + m)] =
+                    dot_k_quant(wt->type, static_cast<const char *>(wt->data) + m * wt->nb[1], xq.data(), K / 256);
+            }
+        }
+        want.push_back(r);
+    }
+    const std::vector<float> other_copy(static_cast<float *>(other->data), static_cast<float *>(other->data) + K * N);
+    graph gr;
+    for (tsr_tensor * n : nodes) gr.build_forward(n);
+    thread_pool pool(7);
+    for (int nth : {1, 2, 3, 7}) {
+        SCOPED_TRACE(::testing::Message() << nth << " threads");
+        std::memcpy(other->data, other_copy.data(), other_copy.size() * sizeof(float));
+        ASSERT_EQ(pool.compute(gr.view(), nth), TSR_STATUS_SUCCESS);
+        for (size_t p = 0; p < products.size(); ++p) {
+            ASSERT_EQ(std::memcmp(products[p].first->data, want[p].data(), want[p].size() * sizeof(float)), 0) << "product " << p;
         }
     }
 }

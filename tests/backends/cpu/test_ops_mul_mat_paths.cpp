@@ -469,9 +469,27 @@ TEST(Q8Activations, MatchReferenceQuantizerAtEveryMagnitude) {
 TEST(Q8KActivations, MatchReferenceQuantizerExactly) {
     std::mt19937 rng(29);
     std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
-    const int64_t n_super = 9;
+    const int64_t n_super = 9 + 4 + 16;
     std::vector<float> x(static_cast<size_t>(n_super * 256));
     for (float & v : x) v = dist(rng);
+    // Super-blocks 9 .. 12: the largest magnitude 2e-38 (-127 / x is not
+    // finite), 3e38, 1e-30 and one value repeated; 13 .. 28: the largest
+    // magnitude at element 17 e of super-block 13 + e (value e of the e-th
+    // 16-value vector), magnitudes scaled by 10^(e - 8).
+    for (int e = 0; e < 256; ++e) {
+        x[9 * 256 + e] = 1e-38f * dist(rng) / 3.0f;
+        x[10 * 256 + e] = 1e38f * dist(rng);
+        x[11 * 256 + e] = 1e-30f * dist(rng);
+        x[12 * 256 + e] = -0.75f;
+    }
+    x[9 * 256 + 77] = 2e-38f;
+    x[10 * 256 + 255] = -3e38f;
+    for (int e = 0; e < 16; ++e) {
+        float * sb = x.data() + (13 + e) * 256;
+        const float scale = std::pow(10.0f, static_cast<float>(e - 8));
+        for (int i = 0; i < 256; ++i) sb[i] *= scale;
+        sb[17 * e] = (e % 2 ? -4.0f : 4.0f) * scale;
+    }
     float * s1 = x.data() + 256;   // exact ties: largest value 127, so q = -x rounded half to even
     float * s2 = x.data() + 512;   // zeros
     float * s3 = x.data() + 768;   // NaNs and a negative largest value, -127 at element 200

@@ -6,8 +6,9 @@
 #   test_backends_cpu_skylakex   AVX-512 F/BW/DQ/VL without VNNI
 #   test_backends_cpu_zen4       AVX-512 F/BW/DQ/VL/VNNI/VBMI/BF16 (the zen4 plugin's)
 #   test_backends_cpu_sapphirerapids  + AMX-TILE/INT8/BF16 (the repacked
-#                                Q8_0/Q4_0/Q5_0/Q5_1 and F16 GEMMs on tiles): the
-#                                MUL_MAT, repack and tuning tests only, and
+#                                Q8_0/Q4_0/Q5_0/Q5_1, K-quant and F16 GEMMs on
+#                                tiles): the MUL_MAT, repack, tuning and graph
+#                                walk (shared scratch reuse) tests only, and
 #                                built only where the build machine has AMX
 # Each is a distinct set of kernel paths (simd.hpp).
 # Each test program skips all its tests on a processor without those
@@ -25,7 +26,8 @@ set(_isa_zen4_features "avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512dq,avx512vl,av
 set(_isa_sapphirerapids_features "${_isa_zen4_features},amx-tile,amx-int8,amx-bf16")
 file(GLOB _cpu_test_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/*.cpp)
 file(GLOB _cpu_mul_mat_test_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_ops_mul_mat*.cpp
-     ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_repack_kernels.cpp ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_tuning.cpp)
+     ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_repack_kernels.cpp ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_tuning.cpp
+     ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu/test_graph_compute.cpp)
 foreach(_isa haswell alderlake skylakex zen4 sapphirerapids)
   # Register with ctest only when this build machine can run the kernels.
   string(REPLACE "," ";" _feats "${_isa_${_isa}_features}")
@@ -42,7 +44,7 @@ foreach(_isa haswell alderlake skylakex zen4 sapphirerapids)
 
   set(_src ${_cpu_test_src})
   if(_isa STREQUAL "sapphirerapids")
-    # AMX changes only the repacked GEMM: its tests and the other products'
+    # AMX changes only the GEMMs: their tests, the other products' and the walk's (the prepared scratch)
     set(_src ${_cpu_mul_mat_test_src})
   endif()
   add_executable(test_backends_cpu_${_isa} ${_src} ${CMAKE_CURRENT_SOURCE_DIR}/backends/cpu_isa/require_isa.cpp)

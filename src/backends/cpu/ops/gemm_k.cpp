@@ -24,11 +24,18 @@
 //   the min pairs with the column's block-sum pairs);
 //   Q6_K isum -= 32 * sum_j sc_j * (block sum of j);
 //   then the F32 steps per super-block, in order.
+// The columns are quantized once for all threads (gemm_k_prepare: each
+// thread a share of the micro-tiles, into the node's shared scratch), and
+// not again for the next product over the same activations (a layer's q
+// and k, gate and up: mul_mat_same_prepared). Per thread instead, every
+// thread quantized all of a 512-column prompt, and each product did it
+// again: 9% of synth 1B Q4_K_M pp512 on 2 threads (AMX).
 // AMX builds (TSR_CPU_AMX, where mul_mat_repack_uses_amx) compute the same
 // integers on tiles, with the scales folded into the weights (namespace
 // amx below).
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 #include "backends/cpu/ops/amx_tiles.hpp"
 #include "backends/cpu/ops/k_lanes.hpp"
@@ -55,7 +62,7 @@ constexpr bool k_vnni = true;
 #else
 constexpr bool k_vnni = false;
 #endif
-constexpr int64_t k_nq = 512; // columns quantized at a time
+constexpr int64_t k_nq = 512; // most columns per work item (each packed panel meets all of them)
 
 template <int32_t T>
 struct fmt {
@@ -91,13 +98,14 @@ constexpr size_t k_xblock = xlayout<k_c>::block;
 
 // Copies one quantized column into slot c of a micro-tile of KC columns
 // (one xlayout<KC>::block per super-block).
-template <int32_t T, int KC = k_c>
-void scatter_column(const block_q8_k * q, int64_t n_super, char * tile, int c) {
+// The pair words are those of weights of type t.
+template <int KC>
+void scatter_column(int32_t t_type, const block_q8_k * q, int64_t n_super, char * tile, int c) {
     using X = xlayout<KC>;
     for (int64_t b = 0; b < n_super; ++b) {
         char * t = tile + static_cast<size_t>(b) * X::block;
         std::memcpy(t + X::qs + c * 256, q[b].qs, 256);
-        q8_k_pair_words(T, q[b], reinterpret_cast<int32_t *>(t + X::pairs + c * 32));
+        q8_k_pair_words(t_type, q[b], reinterpret_cast<int32_t *>(t + X::pairs + c * 32));
         std::memcpy(t + X::d + c * 4, &q[b].d, 4);
     }
 }
@@ -612,10 +620,23 @@ __attribute__((optimize("no-tree-reassoc"))) void kernel(const uint8_t * panel, 
 
 #endif // TSR_CPU_AMX
 
-// Bytes of the quantized columns: k_nq of them in micro-tiles of k_c, or
-// of 16 for the AMX kernel (whichever is larger).
-size_t cols_bytes(int64_t n_super) {
-    return std::max((k_nq / k_c) * xtile_bytes<k_c>(n_super), (k_nq / 16) * xtile_bytes<16>(n_super));
+// Columns per micro-tile of the quantized activations: 16 where this
+// process uses the AMX kernel, else k_c.
+int cols_per_tile() {
+#ifdef TSR_CPU_AMX
+    if (amx::use()) return amx::k_cols;
+#endif
+    return k_c;
+}
+
+// Bytes of one micro-tile of quantized columns (cols_per_tile wide).
+size_t tile_bytes_of(int64_t n_super) {
+    return cols_per_tile() == k_c ? xtile_bytes<k_c>(n_super) : xtile_bytes<16>(n_super);
+}
+
+// Micro-tiles per batch of b.
+int64_t tiles_per_batch(const mm_dims & d) {
+    return (d.N + cols_per_tile() - 1) / cols_per_tile();
 }
 
 // Bytes of a panel's AMX parts (amx::make_parts) where this process uses
@@ -631,7 +652,6 @@ size_t parts_bytes_of(int64_t n_super) {
 // Per-thread scratch (gemm_k_work_size): the parts last, so that without
 // AMX the work size leaves them out.
 struct scratch {
-    char * cols;          // the quantized columns (cols_bytes)
     uint8_t * panel;      // one packed panel
     block_q8_k * column;  // one quantized column
     float * xbuf;         // one gathered column (K floats)
@@ -641,8 +661,6 @@ struct scratch {
 scratch carve(void * w, int64_t n_super) {
     scratch s{};
     char * p = static_cast<char *>(w);
-    s.cols = p;
-    p += cols_bytes(n_super);
     s.panel = reinterpret_cast<uint8_t *>(p);
     p += panel_bytes(n_super);
     s.column = reinterpret_cast<block_q8_k *>(p);
@@ -653,28 +671,45 @@ scratch carve(void * w, int64_t n_super) {
     return s;
 }
 
-// The panel GEMM with micro-tiles of KC columns: tile(ncols, sc, xt, out)
+// Quantizes this thread's share of b's micro-tiles of KC columns into the
+// shared scratch (tile t = batch * tiles_per_batch + n / KC at t *
+// tile_bytes_of), pair words for weights of type t_type; a short last
+// tile's unused columns zero (the AMX kernel reads all 16).
+template <int KC>
+void prepare_tiles(const compute_params & p, const mm_dims & d, int32_t t_type) {
+    const int64_t n_super = d.K / k_qk_k;
+    const size_t tile_bytes = xtile_bytes<KC>(n_super);
+    const scratch sc = carve(p.wdata, n_super);
+    const bool in_place = b_in_place(d);
+    const int64_t n_tiles = tiles_per_batch(d), total = d.n_batch * n_tiles;
+    const int64_t t0 = total * p.ith / p.nth, t1 = total * (p.ith + 1) / p.nth;
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t batch = t / n_tiles, n0 = (t % n_tiles) * KC, n1 = std::min<int64_t>(d.N, n0 + KC);
+        char * tile = static_cast<char *>(p.shared) + static_cast<size_t>(t) * tile_bytes;
+        if (n1 - n0 < KC) std::memset(tile, 0, tile_bytes);
+        for (int64_t n = n0; n < n1; ++n) {
+            quantize_q8_k_act(b_column(d, in_place, batch, n, sc.xbuf), n_super, sc.column);
+            scatter_column<KC>(t_type, sc.column, n_super, tile, static_cast<int>(n - n0));
+        }
+    }
+}
+
+// The panel GEMM with micro-tiles of KC columns, from the tiles
+// prepare_tiles<KC> left in the shared scratch: tile(ncols, sc, xt, out)
 // computes one from the packed panel in sc (KC = k_c: the vector
-// micro-kernel; 16: the AMX kernel, which reads all 16 columns of a tile,
-// so a short last tile's unused columns are zeroed first); after_pack(sc)
-// runs once per packed panel.
+// micro-kernel; 16: the AMX kernel); after_pack(sc) runs once per packed
+// panel.
 template <int32_t T, int KC, class AfterPack, class Tile>
 void run_tiles(const compute_params & p, const mm_dims & d, const AfterPack & after_pack, const Tile & tile) {
     const int64_t n_super = d.K / k_qk_k;
     const size_t tile_bytes = xtile_bytes<KC>(n_super);
     const scratch sc = carve(p.wdata, n_super);
-    const bool in_place = b_in_place(d);
+    const int64_t n_tiles = tiles_per_batch(d);
+    const char * block = nullptr; // the first tile of the item's column block
     run_panel_gemm<k_p, KC>(
         p, d, k_nq,
-        [&](int64_t batch, int64_t n0, int64_t n1) {
-            if constexpr (KC != k_c) {
-                if ((n1 - n0) % KC != 0) std::memset(sc.cols + static_cast<size_t>((n1 - n0) / KC) * tile_bytes, 0, tile_bytes);
-            }
-            for (int64_t n = n0; n < n1; ++n) {
-                quantize_q8_k_act(b_column(d, in_place, batch, n, sc.xbuf), n_super, sc.column);
-                scatter_column<T, KC>(sc.column, n_super, sc.cols + static_cast<size_t>((n - n0) / KC) * tile_bytes,
-                                      static_cast<int>((n - n0) % KC));
-            }
+        [&](int64_t batch, int64_t n0, int64_t) {
+            block = static_cast<const char *>(p.shared) + static_cast<size_t>(batch * n_tiles + n0 / KC) * tile_bytes;
         },
         [&](const char * a, int64_t m0, int64_t rows) {
             if (is_repacked(d.a)) {
@@ -684,7 +719,7 @@ void run_tiles(const compute_params & p, const mm_dims & d, const AfterPack & af
             }
             after_pack(sc, n_super);
         },
-        [&](int ncols, int64_t ti, float * out) { tile(ncols, sc, n_super, sc.cols + static_cast<size_t>(ti) * tile_bytes, out); });
+        [&](int ncols, int64_t ti, float * out) { tile(ncols, sc, n_super, block + static_cast<size_t>(ti) * tile_bytes, out); });
 }
 
 template <int32_t T>
@@ -711,11 +746,35 @@ void run(const compute_params & p, const mm_dims & d) {
 
 size_t gemm_k_work_size(const mm_dims & d) {
     const int64_t n_super = d.K / k_qk_k;
-    return cols_bytes(n_super) + panel_bytes(n_super) + align64(static_cast<size_t>(n_super) * k_q8_k_bytes) +
+    return panel_bytes(n_super) + align64(static_cast<size_t>(n_super) * k_q8_k_bytes) +
            align64(static_cast<size_t>(d.K) * sizeof(float)) + parts_bytes_of(n_super);
 }
 
+size_t gemm_k_shared_size(const mm_dims & d) {
+    size_t bytes = 0;
+    const auto tiles = static_cast<size_t>(d.n_batch * tiles_per_batch(d));
+    if (__builtin_mul_overflow(tiles, tile_bytes_of(d.K / k_qk_k), &bytes)) {
+        throw std::length_error("gemm_k: quantized activations exceed the address space");
+    }
+    return bytes;
+}
+
+int gemm_k_prepared_layout(const mm_dims & d) {
+    return 2 * cols_per_tile() + (has_k_mins(d.a->type) ? 0 : 1);
+}
+
+bool gemm_k_prepare(const compute_params & p, const mm_dims & d) {
+    if (!is_k_quant(d.a->type)) return false;
+    if (cols_per_tile() == k_c) {
+        prepare_tiles<k_c>(p, d, d.a->type);
+    } else {
+        prepare_tiles<16>(p, d, d.a->type);
+    }
+    return true;
+}
+
 bool gemm_k(const compute_params & p, const mm_dims & d) {
+    if (p.shared == nullptr || p.shared_size < gemm_k_shared_size(d)) return false; // gemm_k_prepare's tiles missing
     switch (d.a->type) {
     case TSR_TYPE_Q4_K: run<TSR_TYPE_Q4_K>(p, d); return true;
     case TSR_TYPE_Q5_K: run<TSR_TYPE_Q5_K>(p, d); return true;
@@ -727,6 +786,9 @@ bool gemm_k(const compute_params & p, const mm_dims & d) {
 #else // portable build: the generic kernel is used instead
 
 size_t gemm_k_work_size(const mm_dims &) { return 0; }
+size_t gemm_k_shared_size(const mm_dims &) { return 0; }
+int gemm_k_prepared_layout(const mm_dims &) { return 0; }
+bool gemm_k_prepare(const compute_params &, const mm_dims &) { return false; }
 bool gemm_k(const compute_params &, const mm_dims &) { return false; }
 
 #endif

@@ -94,11 +94,16 @@ size_t mul_mat_work_size(const tsr_tensor * node) {
 
 size_t mul_mat_shared_size(const tsr_tensor * node) {
     auto * dst = const_cast<tsr_tensor *>(node); // mm_dims_of only reads
-    return choose_path(node) == mm_path::gemm_f ? gemm_f_shared_size(mm_dims_of(dst)) : 0;
+    switch (choose_path(node)) {
+    case mm_path::gemm_f: return gemm_f_shared_size(mm_dims_of(dst));
+    case mm_path::gemm_k: return gemm_k_shared_size(mm_dims_of(dst));
+    default: return 0;
+    }
 }
 
 bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
-    if (choose_path(prev) != mm_path::gemm_f || choose_path(node) != mm_path::gemm_f) return false;
+    const mm_path path = choose_path(node);
+    if (choose_path(prev) != path || (path != mm_path::gemm_f && path != mm_path::gemm_k)) return false;
     const tsr_tensor * b0 = prev->src[1];
     const tsr_tensor * b1 = node->src[1];
     if (b0->data != b1->data || b0->type != b1->type || !same_shape(b0, b1) ||
@@ -107,11 +112,18 @@ bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
     }
     auto * p0 = const_cast<tsr_tensor *>(prev); // mm_dims_of only reads
     auto * p1 = const_cast<tsr_tensor *>(node);
+    if (path == mm_path::gemm_k) return gemm_k_prepared_layout(mm_dims_of(p0)) == gemm_k_prepared_layout(mm_dims_of(p1));
     return gemm_f_prepared_layout(mm_dims_of(p0)) == gemm_f_prepared_layout(mm_dims_of(p1));
 }
 
 bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
-    if (p.prepare) return choose_path(dst) == mm_path::gemm_f && gemm_f_prepare(p, mm_dims_of(dst));
+    if (p.prepare) {
+        switch (choose_path(dst)) {
+        case mm_path::gemm_f: return gemm_f_prepare(p, mm_dims_of(dst));
+        case mm_path::gemm_k: return gemm_k_prepare(p, mm_dims_of(dst));
+        default: return false;
+        }
+    }
     switch (choose_path(dst)) {
     case mm_path::matvec_f: return matvec_f(p, mm_dims_of(dst));
     case mm_path::matvec_q: return matvec_q(p, mm_dims_of(dst));

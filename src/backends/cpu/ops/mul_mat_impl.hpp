@@ -180,6 +180,16 @@ bool gemm_q(const compute_params & p, const mm_dims & d);
 size_t mul_mat_k_work_size(const mm_dims & d);
 bool mul_mat_k(const compute_params & p, const mm_dims & d);
 size_t gemm_k_work_size(const mm_dims & d);
+// gemm_k quantizes b once for all threads into p.shared (gemm_k_shared_size
+// bytes), as gemm_f packs it: each thread its part in gemm_k_prepare, then
+// gemm_k reads all of it. Layouts (gemm_k_prepared_layout): the micro-tile
+// width and whether the block-sum pair words are those of Q4_K/Q5_K or of
+// Q6_K; two products over the same b with the same layout quantize the
+// same bytes. gemm_k_shared_size throws std::length_error when the size
+// overflows.
+size_t gemm_k_shared_size(const mm_dims & d);
+bool gemm_k_prepare(const compute_params & p, const mm_dims & d);
+int gemm_k_prepared_layout(const mm_dims & d);
 bool gemm_k(const compute_params & p, const mm_dims & d);
 size_t mul_mat_k_repack_work_size(const mm_dims & d);
 bool mul_mat_k_repack(const compute_params & p, const mm_dims & d);

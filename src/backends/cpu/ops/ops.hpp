@@ -65,12 +65,13 @@ bool compute_argmax(const compute_params & p, tsr_tensor * node);
 bool mul_mat_supported(const tsr_tensor * node);
 size_t mul_mat_work_size(const tsr_tensor * node);
 // Shared scratch (compute_params::shared): nonzero for the float GEMM path,
-// whose prepare call packs the activations once for all threads.
+// whose prepare call packs the activations once for all threads, and for
+// the K-quant GEMM path, whose prepare call quantizes them once.
 size_t mul_mat_shared_size(const tsr_tensor * node);
 // For two MUL_MAT nodes: true when both have shared scratch and node's
 // prepare call would write what prev's wrote, provided prev's b was not
-// written in between: the same b (address, type, shape, strides) packed in
-// the same layout (a layer's q, k and v products of one normalized prompt;
+// written in between: the same path and the same b (address, type, shape,
+// strides) packed or quantized in the same layout (a layer's q, k and v products of one normalized prompt;
 // gate and up).
 bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node);
 bool compute_mul_mat(const compute_params & p, tsr_tensor * node);
