@@ -30,6 +30,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -254,6 +256,37 @@ namespace {
 
 // ---- the parent ----
 
+} // namespace
+
+reap_result reap_within(pid_t pid, std::chrono::milliseconds limit, int * status) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    auto pause = std::chrono::microseconds(50);
+    for (;;) {
+        const pid_t r = ::waitpid(pid, status, WNOHANG);
+        if (r == pid) return reap_result::ended;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return reap_result::not_a_child; // ECHILD: the host reaps its children itself (SIGCHLD ignored)
+        if (std::chrono::steady_clock::now() >= until) break;
+        std::this_thread::sleep_for(pause);
+        pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(10));
+    }
+    try {
+        std::thread([pid] {
+            int st = 0;
+            while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+        }).detach();
+    } catch (const std::system_error &) {
+        // No thread: the child stays a zombie once it ends (not a hang).
+    }
+    return reap_result::handed_off;
+}
+
+namespace {
+
+// Most time a killed probe child is waited for (reap_within).
+constexpr std::chrono::milliseconds k_reap_limit{2000};
+
 // One probe child: killed (unless it ended) and reaped, and its pipe
 // closed, however the parent leaves.
 struct child_process {
@@ -284,12 +317,14 @@ struct child_process {
     // (The group only before the reap: until then its id cannot be reused.
     // A program the library or a helper script started, such as a `sleep`
     // a hanging script waits for, goes with it.)
+    // (Bounded: a child that SIGKILL cannot end yet is left to a reaper
+    // thread, its status unknown.)
     void kill_and_reap() {
-        if (!reaped) {
-            if (own_group) ::kill(-pid, SIGKILL);
-            ::kill(pid, SIGKILL);
-        }
-        reap(false);
+        if (reaped) return;
+        if (own_group) ::kill(-pid, SIGKILL);
+        ::kill(pid, SIGKILL);
+        status_known = reap_within(pid, k_reap_limit, &status) == reap_result::ended;
+        reaped = true;
     }
     ~child_process() {
         if (fd >= 0) ::close(fd);

@@ -3,6 +3,9 @@
 // there is refused instead of taking the host down. Internal.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,6 +78,20 @@ void set_probe_timeout_s(double seconds);
 // Tests: a path ("" for none) instead of looking for one; nullopt: look
 // again (either forgets a helper that failed).
 void set_probe_helper(std::optional<std::string> path);
+// Waits up to `limit` for child process `pid` to end and reaps it:
+//   ended        it ended; its waitpid status is in *status
+//   not_a_child  waitpid has no such child (ECHILD: the host reaps its
+//                children itself); *status unset
+//   handed_off   still running at the limit: left to a detached thread
+//                that reaps it whenever it ends (no zombie), so that the
+//                caller goes on; *status unset
+// Probe children are killed and then waited for so (2 s): SIGKILL ends a
+// process only when it leaves the kernel, and a child in an
+// uninterruptible sleep (e.g. a read from a hung network or FUSE file
+// system in a library's initializer) would otherwise hang the host too.
+enum class reap_result { ended, not_a_child, handed_off };
+reap_result reap_within(pid_t pid, std::chrono::milliseconds limit, int * status);
+
 // Whether a probe without the helper could fork now: this process has a
 // single thread (false under ThreadSanitizer, whose runtime starts one).
 bool probe_may_fork();

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -42,6 +44,39 @@ protected:
     registry reg;
     log_capture log;
 };
+
+// The bounded wait for a killed probe child (reap_within): a child that
+// ended is reaped with its status; one that is still running at the limit
+// (as one in an uninterruptible sleep stays after SIGKILL; here it simply
+// was not sent one) is handed to a reaper thread, and the call returns.
+// The reaper reaps it once it ends: no zombie is left (kill(pid, 0) fails
+// with ESRCH only once a process is reaped, not while it is a zombie).
+TEST(ProbeReap, AChildThatDoesNotEndInTimeIsLeftToAReaperThread) {
+    const pid_t quick = ::fork();
+    ASSERT_GE(quick, 0);
+    if (quick == 0) ::_exit(7);
+    int status = 0;
+    ASSERT_EQ(tessera::detail::reap_within(quick, std::chrono::milliseconds(10000), &status), tessera::detail::reap_result::ended);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 7);
+    EXPECT_EQ(tessera::detail::reap_within(quick, std::chrono::milliseconds(10), &status), tessera::detail::reap_result::not_a_child);
+
+    const pid_t stuck = ::fork();
+    ASSERT_GE(stuck, 0);
+    if (stuck == 0) {
+        for (;;) ::pause(); // until killed
+    }
+    EXPECT_EQ(tessera::detail::reap_within(stuck, std::chrono::milliseconds(50), &status), tessera::detail::reap_result::handed_off);
+    EXPECT_EQ(::kill(stuck, 0), 0) << "still running when the call returned";
+    ASSERT_EQ(::kill(stuck, SIGKILL), 0);
+    bool gone = false;
+    for (int i = 0; i < 2000 && !gone; ++i) { // up to 20 s on a loaded machine
+        gone = ::kill(stuck, 0) < 0 && errno == ESRCH;
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(gone) << "the reaper thread did not reap the child once it ended";
+    if (!gone) ::waitpid(stuck, &status, 0);
+}
 
 TEST_F(RegistryLoad, LoadsGpuPluginAndInitBestPicksIt) {
     backend_reg cpu = reg.load(fake_plugin("cpu", "libtessera-fakecpu"));
