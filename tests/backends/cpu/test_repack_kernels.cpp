@@ -668,15 +668,17 @@ bool same_bytes(const tsr_tensor * x, const tsr_tensor * y) {
 // that rewrote the input in place (only the previous node's columns count),
 // after a product whose format differs (Q8_0's sums are not shifted as
 // Q4_0's and Q5_0's; the K-quants' pair words depend on the type), on 1 to
-// 3 threads, for one column and three.
+// 3 threads, for one column and three; and for 21 columns, where the GEMMs
+// quantize into scratch shared by the threads and the next GEMM over the
+// same tensor and format takes it (mul_mat_same_prepared).
 TEST(RepackMulMat, ProductsOfOneInputInAGraphKeepTheirBits) {
     const int64_t K = 512, M = 64;
     // Q8_0 last before the in-place node and first after it: the same
     // tensor and format, so only the previous-node rule stops a stale reuse.
     const int32_t before[] = {TSR_TYPE_Q4_0, TSR_TYPE_Q4_0, TSR_TYPE_Q5_0, TSR_TYPE_Q4_K, TSR_TYPE_Q4_K,
-                              TSR_TYPE_Q6_K, TSR_TYPE_Q8_0, TSR_TYPE_Q8_0};
+                              TSR_TYPE_Q6_K, TSR_TYPE_Q8_0, TSR_TYPE_Q5_1, TSR_TYPE_Q8_0};
     const int32_t after[] = {TSR_TYPE_Q8_0, TSR_TYPE_Q8_0, TSR_TYPE_Q4_K};
-    for (int64_t N : {1, 3}) {
+    for (int64_t N : {1, 3, 21}) {
         SCOPED_TRACE("N=" + std::to_string(N));
         context ctx(data_ctx());
         std::mt19937 rng(static_cast<unsigned>(40 + N));

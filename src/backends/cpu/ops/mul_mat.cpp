@@ -97,13 +97,14 @@ size_t mul_mat_shared_size(const tsr_tensor * node) {
     switch (choose_path(node)) {
     case mm_path::gemm_f: return gemm_f_shared_size(mm_dims_of(dst));
     case mm_path::gemm_k: return gemm_k_shared_size(mm_dims_of(dst));
+    case mm_path::repack: return mul_mat_repack_shared_size(mm_dims_of(dst));
     default: return 0;
     }
 }
 
 bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
     const mm_path path = choose_path(node);
-    if (choose_path(prev) != path || (path != mm_path::gemm_f && path != mm_path::gemm_k)) return false;
+    if (choose_path(prev) != path || (path != mm_path::gemm_f && path != mm_path::gemm_k && path != mm_path::repack)) return false;
     const tsr_tensor * b0 = prev->src[1];
     const tsr_tensor * b1 = node->src[1];
     if (b0->data != b1->data || b0->type != b1->type || !same_shape(b0, b1) ||
@@ -113,6 +114,10 @@ bool mul_mat_same_prepared(const tsr_tensor * prev, const tsr_tensor * node) {
     auto * p0 = const_cast<tsr_tensor *>(prev); // mm_dims_of only reads
     auto * p1 = const_cast<tsr_tensor *>(node);
     if (path == mm_path::gemm_k) return gemm_k_prepared_layout(mm_dims_of(p0)) == gemm_k_prepared_layout(mm_dims_of(p1));
+    if (path == mm_path::repack) {
+        // (Only GEMMs have shared scratch: both nodes' columns alike.)
+        return b0->ne[1] >= k_gemm_min_n && mul_mat_repack_prepared_layout(mm_dims_of(p0)) == mul_mat_repack_prepared_layout(mm_dims_of(p1));
+    }
     return gemm_f_prepared_layout(mm_dims_of(p0)) == gemm_f_prepared_layout(mm_dims_of(p1));
 }
 
@@ -121,6 +126,7 @@ bool compute_mul_mat(const compute_params & p, tsr_tensor * dst) {
         switch (choose_path(dst)) {
         case mm_path::gemm_f: return gemm_f_prepare(p, mm_dims_of(dst));
         case mm_path::gemm_k: return gemm_k_prepare(p, mm_dims_of(dst));
+        case mm_path::repack: return mul_mat_repack_prepare(p, mm_dims_of(dst));
         default: return false;
         }
     }

@@ -53,6 +53,7 @@
 #include "backends/cpu/ops/amx_tiles.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <type_traits>
 
 
@@ -201,6 +202,35 @@ int64_t cols_max_of(int64_t n_blocks) {
 // (xbuf, K floats), then, for the AMX kernel, the unpacked rows.
 size_t xbuf_at(int64_t n_blocks) {
     return static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks);
+}
+
+// Bytes of one 16-column tile (the AMX kernel's).
+[[maybe_unused]] size_t tile16_bytes_of(int64_t n_blocks) {
+    return align64(static_cast<size_t>(n_blocks) * q8_tile{16}.block_bytes());
+}
+
+// A GEMM's quantized columns in the shared scratch (mul_mat_repack_prepare):
+// tiles of `cols` columns, tile t = batch * (tiles per batch) + n / cols at
+// t * tile_bytes. The first tile of the column block starting at n0.
+const char * shared_tiles(const compute_params & p, const mm_dims & d, int cols, size_t tile_bytes, int64_t batch, int64_t n0) {
+    const int64_t per_batch = (d.N + cols - 1) / cols;
+    return static_cast<const char *>(p.shared) + static_cast<size_t>(batch * per_batch + n0 / cols) * tile_bytes;
+}
+
+// Quantizes this thread's share of those tiles (a short last tile's
+// unused columns zero: the AMX kernel reads all 16).
+void prepare_tiles(const compute_params & p, const mm_dims & d, q8_tile tile, size_t tile_bytes, int sum_shift) {
+    const int64_t n_blocks = d.K / k_qblock;
+    const int64_t per_batch = (d.N + tile.cols - 1) / tile.cols, total = d.n_batch * per_batch;
+    const int64_t t0 = total * p.ith / p.nth, t1 = total * (p.ith + 1) / p.nth;
+    auto * xbuf = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + xbuf_at(n_blocks));
+    const bool in_place = b_in_place(d);
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t batch = t / per_batch, n0 = (t % per_batch) * tile.cols, n1 = std::min<int64_t>(d.N, n0 + tile.cols);
+        char * out = static_cast<char *>(p.shared) + static_cast<size_t>(t) * tile_bytes;
+        if (n1 - n0 < tile.cols) std::memset(out, 0, tile_bytes);
+        quantize_q8_tiles(d, in_place, batch, n0, n1, tile, out, tile_bytes, xbuf, sum_shift);
+    }
 }
 
 inline int32_t load_i32(const char * p) {
@@ -800,25 +830,24 @@ __attribute__((optimize("no-tree-reassoc"))) void kernel(const char * bt, int64_
     for (int c = 0; c < k_cols; ++c) _mm512_store_ps(out + c * 16, acc[c]);
 }
 
-// layout ids of the quantized columns (memo_holds): distinct from
-// act_layout's, the tiles being 16 columns wide.
+// Layout ids of the quantized columns (mul_mat_repack_prepared_layout):
+// distinct from act_layout's, the tiles being 16 columns wide.
 template <int32_t T>
 constexpr int act_layout() {
     return 0x200 | sum_shift<T>();
 }
 
 // run<T> on AMX: items of 16-row steps x whole tiles of 16 columns; the
-// columns quantized in tiles of 16 (the unused ones of the last tile
-// zero), each item's rows unpacked once (unpack_rows16) for all its tiles.
+// columns quantized in tiles of 16 (shared_tiles; the unused ones of the
+// last tile zero), each item's rows unpacked once (unpack_rows16) for all
+// its tiles.
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
     const int64_t n_blocks = d.K / k_qblock;
-    const size_t tile_bytes = align64(static_cast<size_t>(n_blocks) * k_xtile16.block_bytes());
-    char * tiles = static_cast<char *>(p.wdata);
+    const size_t tile_bytes = tile16_bytes_of(n_blocks);
+    const char * tiles = nullptr; // the item's column block (shared_tiles)
     const int64_t n_cols = cols_max(n_blocks);
-    auto * xbuf = reinterpret_cast<float *>(tiles + xbuf_at(n_blocks));
-    char * bt = reinterpret_cast<char *>(xbuf) + align64(static_cast<size_t>(d.K) * sizeof(float));
-    const bool in_place = b_in_place(d);
+    char * bt = static_cast<char *>(p.wdata) + xbuf_at(n_blocks) + align64(static_cast<size_t>(d.K) * sizeof(float));
     const auto * a = static_cast<const char *>(d.a->data);
     constexpr int G = group_rows<T>();
     const size_t group_bytes = static_cast<size_t>(n_blocks) * group_block<T>();
@@ -826,7 +855,6 @@ void run(const compute_params & p, const mm_dims & d) {
     work_queue queue(p, g.n_items, 1);
     alignas(64) float otile[k_cols * 16];
     int64_t have_cols = -1;
-    constexpr int layout = act_layout<T>();
     static const tile_config config = make_config();
     _tile_loadconfig(&config);
     for (item_range items{}; queue.next(items);) {
@@ -834,20 +862,8 @@ void run(const compute_params & p, const mm_dims & d) {
             const mm_item item = item_of(g, d, it);
             const int64_t batch = item.batch, m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
             if (item.bc != have_cols) {
-                if (!memo_holds(p, d.b, layout, batch, n0, n1)) {
-                    quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile16, tiles, tile_bytes, xbuf, sum_shift<T>());
-                    if (const int used = static_cast<int>((n1 - n0) % k_cols); used != 0) {
-                        char * last = tiles + static_cast<size_t>((n1 - n0) / k_cols) * tile_bytes;
-                        for (int64_t b = 0; b < n_blocks; ++b) {
-                            char * blk = last + static_cast<size_t>(b) * k_xtile16.block_bytes();
-                            std::memset(blk + used * 32, 0, static_cast<size_t>(k_cols - used) * 32);
-                            std::memset(blk + k_xtile16.d_offset() + used * 4, 0, static_cast<size_t>(k_cols - used) * 4);
-                            std::memset(blk + k_xtile16.sum_offset() + used * 4, 0, static_cast<size_t>(k_cols - used) * 4);
-                        }
-                    }
-                }
+                tiles = shared_tiles(p, d, k_cols, tile_bytes, batch, n0);
                 have_cols = item.bc;
-                memo_record(p, d.dst, d.b, layout, batch, n0, n1);
             }
             for (int64_t mg = m0; mg < m1;) {
                 const char * w = a + static_cast<size_t>(mg / G) * group_bytes;
@@ -949,9 +965,14 @@ template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
     const int64_t n_blocks = d.K / k_qblock;
     const size_t tile_bytes = tile_bytes_of(n_blocks);
-    char * tiles = static_cast<char *>(p.wdata);
+    // A GEMM's columns: quantized by mul_mat_repack_prepare into the shared
+    // scratch; a few columns' (token generation): by each thread into its
+    // own, or taken from the node before (memo_holds).
+    const bool gemm = d.N >= k_gemm_min_n;
+    char * own_tiles = static_cast<char *>(p.wdata);
+    const char * tiles = nullptr; // the item's column block
     const int64_t cols_max = cols_max_of(n_blocks);
-    auto * xbuf = reinterpret_cast<float *>(tiles + xbuf_at(n_blocks));
+    auto * xbuf = reinterpret_cast<float *>(own_tiles + xbuf_at(n_blocks));
     const bool in_place = b_in_place(d);
     const auto * a = static_cast<const char *>(d.a->data); // 2-D: one matrix for every batch
     constexpr int G = group_rows<T>();
@@ -970,13 +991,18 @@ void run(const compute_params & p, const mm_dims & d) {
             const int64_t bc = item.bc, batch = item.batch;
             const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
             if (bc != have_cols) {
-                // (Once this node recorded its own tiles, memo_holds is false:
-                // they are no longer the previous node's.)
-                if (!memo_holds(p, d.b, layout, batch, n0, n1)) {
-                    quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, tiles, tile_bytes, xbuf, sum_shift<T>());
+                if (gemm) {
+                    tiles = shared_tiles(p, d, k_c, tile_bytes, batch, n0);
+                } else {
+                    // (Once this node recorded its own tiles, memo_holds is
+                    // false: they are no longer the previous node's.)
+                    tiles = own_tiles;
+                    if (!memo_holds(p, d.b, layout, batch, n0, n1)) {
+                        quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, own_tiles, tile_bytes, xbuf, sum_shift<T>());
+                    }
+                    memo_record(p, d.dst, d.b, layout, batch, n0, n1);
                 }
                 have_cols = bc;
-                memo_record(p, d.dst, d.b, layout, batch, n0, n1);
             }
             for (int64_t mg = m0; mg < m1;) {
                 const char * w = a + static_cast<size_t>(mg / G) * group_bytes;
@@ -1036,7 +1062,53 @@ size_t mul_mat_repack_work_size(const mm_dims & d) {
     return bytes;
 }
 
+size_t mul_mat_repack_shared_size(const mm_dims & d) {
+    if (d.N < k_gemm_min_n) return 0;
+    const int64_t n_blocks = d.K / k_qblock;
+    int cols = k_c;
+    size_t tile_bytes = tile_bytes_of(n_blocks);
+#ifdef TSR_CPU_AMX
+    if (amx::use(d)) {
+        cols = amx::k_cols;
+        tile_bytes = tile16_bytes_of(n_blocks);
+    }
+#endif
+    size_t bytes = 0;
+    const auto tiles = static_cast<size_t>(d.n_batch * ((d.N + cols - 1) / cols));
+    if (__builtin_mul_overflow(tiles, tile_bytes, &bytes)) {
+        throw std::length_error("mul_mat_repack: quantized activations exceed the address space");
+    }
+    return bytes;
+}
+
+int mul_mat_repack_prepared_layout(const mm_dims & d) {
+    return for_type(d.a->type, 0, [&](auto t) {
+#ifdef TSR_CPU_AMX
+        if (amx::use(d)) return amx::act_layout<decltype(t)::value>();
+#endif
+        return act_layout<decltype(t)::value>();
+    });
+}
+
+bool mul_mat_repack_prepare(const compute_params & p, const mm_dims & d) {
+    if (d.N < k_gemm_min_n || p.shared == nullptr) return false;
+    return for_type(d.a->type, false, [&](auto t) {
+        constexpr int32_t T = decltype(t)::value;
+        const int64_t n_blocks = d.K / k_qblock;
+#ifdef TSR_CPU_AMX
+        if (amx::use(d)) {
+            prepare_tiles(p, d, amx::k_xtile16, tile16_bytes_of(n_blocks), sum_shift<T>());
+            return true;
+        }
+#endif
+        prepare_tiles(p, d, k_xtile, tile_bytes_of(n_blocks), sum_shift<T>());
+        return true;
+    });
+}
+
 bool mul_mat_repack(const compute_params & p, const mm_dims & d) {
+    // A GEMM reads the columns mul_mat_repack_prepare left in the shared scratch.
+    if (d.N >= k_gemm_min_n && (p.shared == nullptr || p.shared_size < mul_mat_repack_shared_size(d))) return false;
     return for_type(d.a->type, false, [&](auto t) {
 #ifdef TSR_CPU_AMX
         if (amx::use(d)) {

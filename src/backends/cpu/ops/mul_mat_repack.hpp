@@ -20,12 +20,24 @@ bool mul_mat_repack_supported(const tsr_tensor * node);
 // Per-thread scratch bytes (independent of the thread count).
 size_t mul_mat_repack_work_size(const mm_dims & d);
 
+// A GEMM (N >= k_gemm_min_n) quantizes its columns once for all threads
+// into the node's shared scratch (mul_mat_repack_shared_size bytes; 0 for
+// fewer columns): each thread a share of the micro-tiles in
+// mul_mat_repack_prepare (false: no GEMM, or no shared scratch), then
+// mul_mat_repack reads all of them. Two GEMMs over the same b with the
+// same mul_mat_repack_prepared_layout (tile width and sum shift) quantize
+// the same bytes (mul_mat_same_prepared). The size throws
+// std::length_error when it overflows.
+size_t mul_mat_repack_shared_size(const mm_dims & d);
+bool mul_mat_repack_prepare(const compute_params & p, const mm_dims & d);
+int mul_mat_repack_prepared_layout(const mm_dims & d);
+
 // Thread p.ith's share of dst = a^T b for repacked a (Q8_0, Q4_0 or Q5_0).
 // Activations are quantized to Q8_0 (q8_act.hpp); per output element the
 // block terms float(isum_b) * (d_w * d_x) are added in block order into one
 // F32 accumulator, the same arithmetic for any split of the work, any
 // number of columns and every instruction set. Returns false for another
-// weight type. With N >= k_gemm_min_n columns in builds with AMX
+// weight type, or for a GEMM without mul_mat_repack_prepare's columns. With N >= k_gemm_min_n columns in builds with AMX
 // (TSR_CPU_AMX, where Linux grants the tile state and tuning().amx) the
 // integer block products are computed on AMX tiles: the same bits.
 bool mul_mat_repack(const compute_params & p, const mm_dims & d);

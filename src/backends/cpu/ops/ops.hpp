@@ -66,7 +66,8 @@ bool mul_mat_supported(const tsr_tensor * node);
 size_t mul_mat_work_size(const tsr_tensor * node);
 // Shared scratch (compute_params::shared): nonzero for the float GEMM path,
 // whose prepare call packs the activations once for all threads, and for
-// the K-quant GEMM path, whose prepare call quantizes them once.
+// the quantized GEMM paths of K-quant and repacked weights, whose prepare
+// call quantizes them once.
 size_t mul_mat_shared_size(const tsr_tensor * node);
 // For two MUL_MAT nodes: true when both have shared scratch and node's
 // prepare call would write what prev's wrote, provided prev's b was not
