@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -21,6 +22,9 @@
 #include "build_info.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#ifdef TESSERA_HAVE_CMD_GGUF
+#include "tessera/gguf/reader.hpp"
+#endif
 #ifdef TESSERA_HAVE_CMD_DEVICES
 #include "devices.hpp"
 #endif
@@ -212,9 +216,55 @@ bool occupy_closed_std_fds() {
     return true;
 }
 
+#ifdef TESSERA_HAVE_CMD_GGUF
+namespace {
+
+// SIGBUS on a read of a mapped model file: the file shrank (was truncated
+// or rewritten in place) while in use, and the page read now lies past its
+// end. Names the file and exits 1 instead of dying with "Bus error"; any
+// other SIGBUS is re-raised with the default action (a crash, as before).
+// Only async-signal-safe calls (write, _exit, signal, raise).
+void on_sigbus(int sig, siginfo_t * info, void *) {
+    const char * file = tessera::gguf::mapped_file_at(info != nullptr ? info->si_addr : nullptr);
+    if (file == nullptr) {
+        ::signal(sig, SIG_DFL);
+        ::raise(sig);
+        return;
+    }
+    const auto put = [](const char * t) {
+        size_t n = 0;
+        while (t[n] != '\0') ++n;
+        while (n > 0) {
+            const ssize_t w = ::write(STDERR_FILENO, t, n);
+            if (w <= 0) return;
+            t += w;
+            n -= static_cast<size_t>(w);
+        }
+    };
+    put("error: gguf: ");
+    put(file);
+    put(": the file shrank while in use (truncated or rewritten in place), so its mapped bytes can no longer be read; "
+        "it must stay unchanged while tessera runs (replace it by renaming a new file over it instead)\n");
+    ::_exit(1);
+}
+
+void install_sigbus_handler() {
+    struct sigaction sa{};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    (void)::sigaction(SIGBUS, &sa, nullptr);
+}
+
+} // namespace
+#endif
+
 int main(int argc, char ** argv) {
     using namespace tessera::tools;
     if (!occupy_closed_std_fds()) return 1; // nowhere to report it, and nothing safe to write
+#ifdef TESSERA_HAVE_CMD_GGUF
+    install_sigbus_handler();
+#endif
     CLI::App app{"tessera: an on-device tensor runtime for GGUF language models"};
     app.require_subcommand(1);
     // Options a subcommand does not know go up to this app, so `tessera run

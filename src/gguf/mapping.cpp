@@ -1,6 +1,8 @@
 // Read-only file mapping (POSIX mmap) and its in-memory stand-in.
 #include "tessera/gguf/reader.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -13,11 +15,48 @@
 #include <fmt/core.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::gguf {
 
 namespace {
 constexpr std::align_val_t heap_alignment{64};
+
+// The live file mappings mapped_file_at looks up: a slot is claimed
+// (free -> writing), filled, then published (live, release order); a
+// lookup reads only live slots (acquire). Lock-free, so that a signal
+// handler may read it.
+constexpr int k_tracked = 64;
+struct tracked_mapping {
+    std::atomic<int> state{0}; // 0 free, 1 being written or cleared, 2 live
+    uintptr_t begin = 0, end = 0;
+    char name[512] = {};
+};
+tracked_mapping tracked[k_tracked];
+
+// The slot now holding [p, p + n), or -1 when all are taken.
+int track(const uint8_t * p, size_t n, const std::string & name) {
+    for (int i = 0; i < k_tracked; ++i) {
+        int expected = 0;
+        if (!tracked[i].state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) continue;
+        tracked[i].begin = reinterpret_cast<uintptr_t>(p);
+        tracked[i].end = reinterpret_cast<uintptr_t>(p) + n;
+        const std::string shown = printable_utf8(name, sizeof tracked[i].name - 1);
+        const size_t len = std::min(shown.size(), sizeof tracked[i].name - 1);
+        std::memcpy(tracked[i].name, shown.data(), len);
+        tracked[i].name[len] = '\0';
+        tracked[i].state.store(2, std::memory_order_release);
+        return i;
+    }
+    return -1;
+}
+
+void untrack(int slot) {
+    if (slot < 0) return;
+    tracked[slot].state.store(1, std::memory_order_relaxed);
+    tracked[slot].begin = tracked[slot].end = 0;
+    tracked[slot].state.store(0, std::memory_order_release);
+}
 
 // Closes a descriptor on scope exit.
 struct fd_guard {
@@ -53,6 +92,15 @@ mapping::mapping(const std::filesystem::path & path) : name_(path.string()) {
     }
     data_ = static_cast<const uint8_t *>(p);
     mapped_ = true;
+    slot_ = track(data_, size_, name_);
+}
+
+const char * mapped_file_at(const void * p) noexcept {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    for (const tracked_mapping & t : tracked) {
+        if (t.state.load(std::memory_order_acquire) == 2 && a >= t.begin && a < t.end) return t.name;
+    }
+    return nullptr;
 }
 
 mapping::mapping(std::span<const uint8_t> bytes, std::string name) : size_(bytes.size()), name_(std::move(name)) {
@@ -86,6 +134,7 @@ void mapping::populate(const uint8_t * p, size_t n) const {
 mapping::~mapping() {
     if (data_ == nullptr) return;
     if (mapped_) {
+        untrack(slot_);
         ::munmap(const_cast<uint8_t *>(data_), size_);
     } else {
         ::operator delete(const_cast<uint8_t *>(data_), heap_alignment);

@@ -11,6 +11,7 @@
 
 #include "special_tokens.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::llm {
 
@@ -115,8 +116,8 @@ tokenizer::tokenizer(vocab_data v)
         if (types_[i] == token_type::byte) {
             const int b = parse_byte_token(tokens_[i]);
             if (b < 0) {
-                throw error(fmt::format("tokenizer: byte token {} has text \"{}\", expected <0xHH>", i,
-                                        tokens_[i]));
+                throw error(fmt::format("tokenizer: byte token {} has text '{}', expected <0xHH>", i,
+                                        tessera::printable(tokens_[i])));
             }
             byte_value_[i] = static_cast<int16_t>(b);
             if (byte_type_token[b] < 0) {

@@ -134,3 +134,36 @@ TEST(GgufMapping, ReleaseLeavesTheInMemoryStandInAlone) {
 }
 
 } // namespace
+
+namespace {
+
+// mapped_file_at (the SIGBUS handler's lookup): an address inside a live
+// file mapping gives its file's name (escaped when it holds control bytes),
+// one outside it or in the in-memory stand-in null, and nothing once the
+// mapping is gone.
+TEST(GgufMapping, MappedFileAtNamesTheFileOfALiveMapping) {
+    const fs::path path = write_pattern("tessera-mapping-name\x1b", 3 * 4096 + 5);
+    const std::string shown = path.parent_path().string() + "/tessera-mapping-name\\x1b-" + std::to_string(::getpid());
+    const uint8_t * base = nullptr;
+    {
+        tessera::gguf::mapping m(path);
+        base = m.data();
+        ASSERT_NE(tessera::gguf::mapped_file_at(base), nullptr);
+        EXPECT_EQ(std::string(tessera::gguf::mapped_file_at(base)), shown);
+        EXPECT_EQ(std::string(tessera::gguf::mapped_file_at(base + m.size() - 1)), shown);
+        EXPECT_EQ(tessera::gguf::mapped_file_at(base + m.size()), nullptr);
+        EXPECT_EQ(tessera::gguf::mapped_file_at(base - 1), nullptr);
+        const std::vector<uint8_t> bytes(100, 7);
+        const tessera::gguf::mapping mem(bytes, "in memory");
+        EXPECT_EQ(tessera::gguf::mapped_file_at(mem.data()), nullptr);
+        {
+            tessera::gguf::mapping again(path); // a second mapping of the same file
+            EXPECT_EQ(std::string(tessera::gguf::mapped_file_at(again.data() + 3)), shown);
+        }
+        EXPECT_EQ(std::string(tessera::gguf::mapped_file_at(base + 3)), shown);
+    }
+    EXPECT_EQ(tessera::gguf::mapped_file_at(base), nullptr);
+    fs::remove(path);
+}
+
+} // namespace

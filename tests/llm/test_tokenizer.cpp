@@ -236,6 +236,10 @@ TEST(Tokenizer, InvalidVocabularyIsRejected) {
     v = make_vocab({{"a", -1}});
     v.tokens[3] = "<0xZZ>";
     EXPECT_NE(msg(v).find("byte token 3"), std::string::npos) << msg(v);
+    // The file's text is shown escaped: no terminal control bytes, no
+    // invalid UTF-8 reach the user's screen.
+    v.tokens[3] = "<\x1b[2J\n\xed>";
+    EXPECT_EQ(msg(v), "tokenizer: byte token 3 has text '<\\x1b[2J\\x0a\\xed>', expected <0xHH>") << msg(v);
     v = make_vocab({{"a", -1}});
     v.eos_id = 1000;
     EXPECT_NE(msg(v).find("EOS token id 1000"), std::string::npos) << msg(v);

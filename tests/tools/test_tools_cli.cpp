@@ -1219,6 +1219,27 @@ TEST(TesseraCli, FailedTextOutputAndClosedInputStopTheCommand) {
     EXPECT_EQ(r.out, "1\n");
 }
 
+// A model file that shrinks while a command reads its mapped bytes (here
+// truncated while bench runs: the pages past the new end fault with SIGBUS)
+// ends the command with an error naming the file, exit 1, not a bare
+// "Bus error" (signal 7).
+TEST(TesseraCli, ModelFileShrinkingWhileInUseIsNamed) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string model = d / "shrink.gguf";
+    fs::copy_file(std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf", model);
+    const std::string bin = std::string(TESSERA_BINARY_DIR) + "/tessera";
+    // Truncated once the process has mapped it (its /proc maps name it).
+    const std::string script = bin + " bench -m " + model + " -p 0 -n 64 -r 300 -t 1 --no-warmup & pid=$!; " +
+                               "until grep -q shrink.gguf /proc/$pid/maps 2>/dev/null; do sleep 0.05; done; sleep 0.3; " +
+                               "truncate -s 20000 " + model + "; wait $pid";
+    tessera::test::process_options opt;
+    opt.timeout_s = 300;
+    const auto r = tessera::test::run_process("/bin/sh", {"-c", script}, opt);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "error: gguf: " + model + ": the file shrank while in use")) << r.err;
+}
+
 // Standard streams closed or full: a closed stderr must not let the next
 // file opened (quantize's and synth's temporaries) take descriptor 2 and
 // receive the progress lines (the file then replaced a good output with a

@@ -83,8 +83,18 @@ private:
     const uint8_t * data_ = nullptr;
     size_t size_ = 0;
     bool mapped_ = false; // true: munmap on destruction; false: owned heap copy
+    int slot_ = -1;       // mapped_file_at's entry for this mapping (-1: none)
     std::string name_;
 };
+
+// The name (printable: control bytes and invalid UTF-8 escaped, at most
+// 511 bytes) of the file whose live `mapping` holds address p, or null.
+// Async-signal-safe, for a SIGBUS handler: a read of a mapped page past
+// the end of a file that shrank since it was mapped (truncated or
+// rewritten in place while in use) faults with SIGBUS, and the handler can
+// then name the file instead of the process dying with "Bus error". The
+// first 64 live file mappings are tracked; others are not found.
+const char * mapped_file_at(const void * p) noexcept;
 
 // One tensor described by the file. `name` and `data` point into the mapping.
 struct tensor_info {
