@@ -52,6 +52,37 @@ std::pair<std::string, std::string> unknown_subcommand(CLI::App & app, int argc,
     return {};
 }
 
+// The deepest subcommand the parse chose (the app itself when none).
+CLI::App * parsed_app(CLI::App & app) {
+    for (CLI::App * cur = &app;;) {
+        CLI::App * next = nullptr;
+        for (CLI::App * sub : cur->get_subcommands([](CLI::App * s) { return s->parsed(); })) next = sub;
+        if (next == nullptr) return cur;
+        cur = next;
+    }
+}
+
+// CLI11's message for e, reworded where it reads as the library's rather
+// than the command's: a missing subcommand lists the choices, an option
+// given more often than it takes says so.
+std::string parser_message(CLI::App & app, const CLI::ParseError & e) {
+    const std::string what = e.what();
+    if (what == "A subcommand is required") {
+        std::string names;
+        for (CLI::App * sub : parsed_app(app)->get_subcommands([](CLI::App *) { return true; })) {
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+        }
+        return "a subcommand is required: " + names;
+    }
+    // "--n-predict: At Most 1 required but received 2"
+    const std::string_view most = "At Most ", but = " required but received ";
+    if (const size_t at = what.find(most), b = what.find(but); at != std::string::npos && b != std::string::npos && b > at) {
+        const std::string n = what.substr(at + most.size(), b - at - most.size()), got = what.substr(b + but.size());
+        return what.substr(0, at) + (n == "1" ? "takes one value" : "takes at most " + n + " values") + ", but was given " + got;
+    }
+    return what;
+}
+
 // The subcommands the parse chose, from the app down ("tessera gguf info").
 std::string parsed_command(CLI::App & app) {
     std::string where = "tessera";
@@ -336,7 +367,7 @@ int main(int argc, char ** argv) {
             }
         }
         const std::string where = parsed_command(app);
-        eprint("error: {}: {} (see {} --help)\n", where, e.what(), where);
+        eprint("error: {}: {} (see {} --help)\n", where, parser_message(app, e), where);
         return 1;
     }
     try {

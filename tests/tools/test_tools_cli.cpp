@@ -134,7 +134,7 @@ std::vector<std::string> csv_cells(const std::string & line) {
 } // namespace
 
 // An unknown subcommand or top-level option is named, with the command it
-// was given to; a missing subcommand keeps CLI11's own message.
+// was given to; a missing subcommand lists the ones there are.
 TEST(TesseraCli, UnknownSubcommandIsNamed) {
     if (!have_tessera()) GTEST_SKIP() << "tessera not built";
     const std::pair<const char *, const char *> cases[] = {
@@ -174,9 +174,18 @@ TEST(TesseraCli, UnknownSubcommandIsNamed) {
         EXPECT_EQ(r.exit_code, 1) << args;
         EXPECT_TRUE(contains(r.err, want)) << args << ": " << r.err;
     }
-    const auto r = run_tessera("gguf");
-    EXPECT_EQ(r.exit_code, 1);
-    EXPECT_TRUE(contains(r.err, "subcommand is required")) << r.err;
+    // A missing subcommand lists the choices; an option given twice says so
+    // (CLI11's own words were "A subcommand is required" and "At Most 1
+    // required but received 2").
+    const std::pair<const char *, const char *> reworded[] = {
+        {"gguf", "error: tessera gguf: a subcommand is required: info, synth (see tessera gguf --help)"},
+        {"run -m x.gguf -n 5 -n 6", "error: tessera run: --n-predict: takes one value, but was given 2 (see tessera run --help)"},
+    };
+    for (const auto & [args, want] : reworded) {
+        const auto r = run_tessera(args);
+        EXPECT_EQ(r.exit_code, 1) << args;
+        EXPECT_TRUE(contains(r.err, want)) << args << ": " << r.err;
+    }
     // A value that begins with '-' after a flag is still the value; an
     // empty stray argument is named as one.
     const std::string model = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
