@@ -201,6 +201,9 @@ void reader::parse() {
     if (n_tensors > body / min_tensor_info_bytes) {
         c.fail(8, fmt::format("tensor count {} cannot fit in the {} bytes after the header (truncated file or corrupt count)", n_tensors, body));
     }
+    if (n_kv > max_kv_count) {
+        c.fail(16, fmt::format("metadata count {} is more than the {} key/value pairs a GGUF file may hold here", n_kv, max_kv_count));
+    }
 
     // --- key/values ---
     uint64_t nested_arrays = 0; // arrays read as elements of arrays (max_nested_arrays)

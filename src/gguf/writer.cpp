@@ -337,6 +337,10 @@ void writer::set(std::string_view key, value v) {
     if (at != impl_->kv_index.end()) {
         impl_->kvs[at->second].second = std::move(v);
     } else {
+        if (impl_->kvs.size() >= max_kv_count) {
+            throw error(fmt::format("gguf writer: key '{}': more than the {} key/value pairs a GGUF reader takes",
+                                    detail::printable(key), max_kv_count));
+        }
         impl_->kvs.emplace_back(std::string(key), std::move(v));
         try {
             impl_->kv_index.emplace(std::string(key), impl_->kvs.size() - 1);

@@ -382,6 +382,21 @@ TEST(GgufMalformed, LargeClaimsAllocateLittle) {
     ASSERT_FALSE(parse(s.b).has_value());
 }
 
+// At most max_kv_count key/value pairs (each about 200 bytes in memory for
+// 14 in the file): one more is refused from the header's count alone,
+// before any is read; as many is read.
+TEST(GgufMalformed, KeyValuePairsAreBoundedPerFile) {
+    auto pairs = [](uint64_t claimed, uint64_t written) {
+        raw r;
+        r.header(0, claimed);
+        for (uint64_t i = 0; i < written; ++i) r.str("k" + std::to_string(i)).u32(0).u8(1);
+        return r.b;
+    };
+    const uint64_t max = gguf::max_kv_count;
+    EXPECT_FALSE(parse(pairs(max, max)).has_value());
+    expect_reject(pairs(max + 1, max + 1), {"metadata count 65537 is more than the 65536 key/value pairs"});
+}
+
 // Arrays held by arrays are values of their own in memory (about 100 bytes
 // each for 12 in the file): the file may hold max_nested_arrays of them in
 // all, counted over every key. A 120 MB file of 10 million empty arrays

@@ -202,6 +202,24 @@ TEST(GgufWriter, ArraysTheReaderRefusesAreNotWritten) {
     EXPECT_EQ(r.get("many").array_size(), gguf::max_nested_arrays - 7);
 }
 
+// At most max_kv_count keys (what the reader takes): one more is refused,
+// replacing one is not; the file at the limit reads back.
+TEST(GgufWriter, KeysAreBoundedAsTheReaderBoundsThem) {
+    gguf::writer w;
+    for (uint64_t i = 0; i < gguf::max_kv_count; ++i) w.set_u32("k" + std::to_string(i), 1);
+    w.set_u32("k0", 2);
+    try {
+        w.set_u32("one.more", 1);
+        FAIL() << "a key past the limit written";
+    } catch (const error & e) {
+        EXPECT_EQ(std::string(e.what()), "gguf writer: key 'one.more': more than the 65536 key/value pairs a GGUF reader takes");
+    }
+    EXPECT_EQ(w.n_kv(), gguf::max_kv_count);
+    const auto r = gguf::reader::from_memory(w.to_bytes());
+    EXPECT_EQ(r.n_kv(), gguf::max_kv_count);
+    EXPECT_EQ(r.get("k0").as_u32(), 2u);
+}
+
 TEST(GgufWriter, SetReplacesInPlaceAndRemoves) {
     gguf::writer w;
     w.set_u32("a", 1);

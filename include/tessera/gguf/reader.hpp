@@ -42,6 +42,11 @@ inline constexpr int max_array_depth = 8;           // nesting of ARRAY of ARRAY
 // Arrays that are elements of arrays, in a whole file (ours, not the spec's;
 // ggml's reader takes none): each is a value of its own in memory.
 inline constexpr uint64_t max_nested_arrays = uint64_t(1) << 16;
+// Metadata key/value pairs in a file (ours, not the spec's): each takes
+// about 200 bytes in memory (its value and index entry) for as few as 14
+// in the file, so 2 million of them in a 47 MB file took 400 MB. Real
+// models hold tens (a tokenizer's vocabulary is one array).
+inline constexpr uint64_t max_kv_count = uint64_t(1) << 16;
 
 // Read-only bytes of a whole file: an mmap (PROT_READ, MAP_PRIVATE) or, for
 // from_memory(), an owned 64-byte-aligned copy. Shared by the reader, its
