@@ -759,16 +759,24 @@ size_t gemm_k_shared_size(const mm_dims & d) {
     return bytes;
 }
 
+// The type whose block-sum pair words the columns carry for weights of
+// type t: t's own for the vector kernel; on AMX always Q4_K's (Q4_K and
+// Q5_K read them, Q6_K's tiles need no block-sum term), so that one
+// quantization serves a layer's Q4_K and Q6_K products alike.
+int32_t pairs_type(int32_t t) {
+    return cols_per_tile() == k_c ? t : TSR_TYPE_Q4_K;
+}
+
 int gemm_k_prepared_layout(const mm_dims & d) {
-    return 2 * cols_per_tile() + (has_k_mins(d.a->type) ? 0 : 1);
+    return 2 * cols_per_tile() + (has_k_mins(pairs_type(d.a->type)) ? 0 : 1);
 }
 
 bool gemm_k_prepare(const compute_params & p, const mm_dims & d) {
     if (!is_k_quant(d.a->type)) return false;
     if (cols_per_tile() == k_c) {
-        prepare_tiles<k_c>(p, d, d.a->type);
+        prepare_tiles<k_c>(p, d, pairs_type(d.a->type));
     } else {
-        prepare_tiles<16>(p, d, d.a->type);
+        prepare_tiles<16>(p, d, pairs_type(d.a->type));
     }
     return true;
 }

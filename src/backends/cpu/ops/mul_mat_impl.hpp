@@ -184,8 +184,8 @@ size_t gemm_k_work_size(const mm_dims & d);
 // bytes), as gemm_f packs it: each thread its part in gemm_k_prepare, then
 // gemm_k reads all of it. Layouts (gemm_k_prepared_layout): the micro-tile
 // width and whether the block-sum pair words are those of Q4_K/Q5_K or of
-// Q6_K; two products over the same b with the same layout quantize the
-// same bytes. gemm_k_shared_size throws std::length_error when the size
+// Q6_K (on AMX always Q4_K's: its Q6_K kernel reads none); two products
+// over the same b with the same layout quantize the same bytes. gemm_k_shared_size throws std::length_error when the size
 // overflows.
 size_t gemm_k_shared_size(const mm_dims & d);
 bool gemm_k_prepare(const compute_params & p, const mm_dims & d);
