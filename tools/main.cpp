@@ -85,14 +85,9 @@ std::string parser_message(CLI::App & app, const CLI::ParseError & e) {
 
 // The subcommands the parse chose, from the app down ("tessera gguf info").
 std::string parsed_command(CLI::App & app) {
-    std::string where = "tessera";
-    for (CLI::App * cur = &app;;) {
-        CLI::App * next = nullptr;
-        for (CLI::App * sub : cur->get_subcommands([](CLI::App * s) { return s->parsed(); })) next = sub;
-        if (next == nullptr) return where;
-        where += " " + next->get_name();
-        cur = next;
-    }
+    std::string names;
+    for (const CLI::App * cur = parsed_app(app); cur != &app; cur = cur->get_parent()) names = " " + cur->get_name() + names;
+    return "tessera" + names;
 }
 
 // An argument nobody takes, the command it was given to ("tessera

@@ -258,14 +258,28 @@ namespace {
 
 } // namespace
 
-reap_result reap_within(pid_t pid, std::chrono::milliseconds limit, int * status) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    auto pause = std::chrono::microseconds(50);
+namespace {
+
+// One non-blocking waitpid for child `pid`: ended (*status set),
+// not_a_child (ECHILD: the host reaps its children itself, SIGCHLD
+// ignored), or nullopt while it runs.
+std::optional<reap_result> try_reap(pid_t pid, int * status) {
     for (;;) {
         const pid_t r = ::waitpid(pid, status, WNOHANG);
         if (r == pid) return reap_result::ended;
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return reap_result::not_a_child; // ECHILD: the host reaps its children itself (SIGCHLD ignored)
+        if (r < 0) return reap_result::not_a_child;
+        return std::nullopt;
+    }
+}
+
+} // namespace
+
+reap_result reap_within(pid_t pid, std::chrono::milliseconds limit, int * status) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    auto pause = std::chrono::microseconds(50);
+    for (;;) {
+        if (const std::optional<reap_result> r = try_reap(pid, status)) return *r;
         if (std::chrono::steady_clock::now() >= until) break;
         std::this_thread::sleep_for(pause);
         pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(10));
@@ -297,22 +311,14 @@ struct child_process {
     int status = 0;
     bool own_group = false; // leads a process group of its own (the helper): killed as a group
 
-    // Waits for the child (blocking unless `nohang`); true once it ended.
-    bool reap(bool nohang) {
+    // Reaps the child if it has ended (without waiting); true once it has.
+    bool reap() {
         if (reaped) return true;
-        for (;;) {
-            const pid_t r = ::waitpid(pid, &status, nohang ? WNOHANG : 0);
-            if (r == pid) {
-                reaped = status_known = true;
-                return true;
-            }
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0) { // ECHILD: the host reaps its children itself (SIGCHLD ignored)
-                reaped = true;
-                return true;
-            }
-            return false; // still running (nohang)
-        }
+        const std::optional<reap_result> r = try_reap(pid, &status);
+        if (!r) return false; // still running
+        reaped = true;
+        status_known = *r == reap_result::ended;
+        return true;
     }
     // (The group only before the reap: until then its id cannot be reused.
     // A program the library or a helper script started, such as a `sleep`
@@ -571,7 +577,7 @@ public:
     }
     // Whether its child has ended (reaped) since the last call: then the
     // poll loop drains the pipe without waiting.
-    bool child_ended() { return child_ && child_->reap(true); }
+    bool child_ended() { return child_ && child_->reap(); }
 
     // Starts a child on the next library, unless none is left or none can
     // run (those libraries stay not_probed). Returns busy().
@@ -777,7 +783,7 @@ private:
     // next child on what is left.
     void finish() {
         child_process & child = *child_;
-        if (eof_ && !done_ && !child.reap(true) && protocol_error_.empty()) protocol_error_ = "it closed the pipe";
+        if (eof_ && !done_ && !child.reap() && protocol_error_.empty()) protocol_error_ = "it closed the pipe";
         child.kill_and_reap(); // (done: it is ending by itself)
         const bool no_result = next_ == child_first_; // no library's result came from this child
         if (with_helper() && !done_ && current_ < 0 && pending_ < 0 && no_result) {
