@@ -672,30 +672,23 @@ scratch carve(void * w, int64_t n_super) {
 }
 
 // Quantizes this thread's share of b's micro-tiles of KC columns into the
-// shared scratch (tile t = batch * tiles_per_batch + n / KC at t *
-// tile_bytes_of), pair words for weights of type t_type; a short last
-// tile's unused columns zero (the AMX kernel reads all 16).
+// shared scratch (for_each_shared_tile), pair words for weights of type
+// t_type.
 template <int KC>
 void prepare_tiles(const compute_params & p, const mm_dims & d, int32_t t_type) {
     const int64_t n_super = d.K / k_qk_k;
-    const size_t tile_bytes = xtile_bytes<KC>(n_super);
     const scratch sc = carve(p.wdata, n_super);
     const bool in_place = b_in_place(d);
-    const int64_t n_tiles = tiles_per_batch(d), total = d.n_batch * n_tiles;
-    const int64_t t0 = total * p.ith / p.nth, t1 = total * (p.ith + 1) / p.nth;
-    for (int64_t t = t0; t < t1; ++t) {
-        const int64_t batch = t / n_tiles, n0 = (t % n_tiles) * KC, n1 = std::min<int64_t>(d.N, n0 + KC);
-        char * tile = static_cast<char *>(p.shared) + static_cast<size_t>(t) * tile_bytes;
-        if (n1 - n0 < KC) std::memset(tile, 0, tile_bytes);
+    for_each_shared_tile(p, d, KC, xtile_bytes<KC>(n_super), [&](int64_t batch, int64_t n0, int64_t n1, char * tile) {
         for (int64_t n = n0; n < n1; ++n) {
             quantize_q8_k_act(b_column(d, in_place, batch, n, sc.xbuf), n_super, sc.column);
             scatter_column<KC>(t_type, sc.column, n_super, tile, static_cast<int>(n - n0));
         }
-    }
+    });
 }
 
 // The panel GEMM with micro-tiles of KC columns, from the tiles
-// prepare_tiles<KC> left in the shared scratch: tile(ncols, sc, xt, out)
+// prepare_tiles<KC> left in the shared scratch (shared_tiles): tile(ncols, sc, xt, out)
 // computes one from the packed panel in sc (KC = k_c: the vector
 // micro-kernel; 16: the AMX kernel); after_pack(sc) runs once per packed
 // panel.
@@ -704,13 +697,9 @@ void run_tiles(const compute_params & p, const mm_dims & d, const AfterPack & af
     const int64_t n_super = d.K / k_qk_k;
     const size_t tile_bytes = xtile_bytes<KC>(n_super);
     const scratch sc = carve(p.wdata, n_super);
-    const int64_t n_tiles = tiles_per_batch(d);
     const char * block = nullptr; // the first tile of the item's column block
     run_panel_gemm<k_p, KC>(
-        p, d, k_nq,
-        [&](int64_t batch, int64_t n0, int64_t) {
-            block = static_cast<const char *>(p.shared) + static_cast<size_t>(batch * n_tiles + n0 / KC) * tile_bytes;
-        },
+        p, d, k_nq, [&](int64_t batch, int64_t n0, int64_t) { block = shared_tiles(p, d, KC, tile_bytes, batch, n0); },
         [&](const char * a, int64_t m0, int64_t rows) {
             if (is_repacked(d.a)) {
                 pack_panel_repacked<T>(a, m0, n_super, sc.panel); // rows == k_p: M is whole groups

@@ -147,6 +147,30 @@ inline void quantize_q8_tiles(const mm_dims & d, bool in_place, int64_t batch, i
     }
 }
 
+// The quantized GEMMs' activations in the node's shared scratch (gemm_k,
+// mul_mat_repack): micro-tiles of `cols` columns of tile_bytes each, tile
+// t = batch * ceil(N / cols) + n / cols at p.shared + t * tile_bytes.
+// shared_tiles: the first tile of the column block starting at n0 (a
+// multiple of cols). for_each_shared_tile: calls fill(batch, n0, n1, tile)
+// for thread p.ith's share of the tiles (columns [n0, n1) of the batch),
+// a short last tile zeroed first (the AMX kernels read all its columns).
+inline const char * shared_tiles(const compute_params & p, const mm_dims & d, int cols, size_t tile_bytes, int64_t batch,
+                                 int64_t n0) {
+    const int64_t per_batch = (d.N + cols - 1) / cols;
+    return static_cast<const char *>(p.shared) + static_cast<size_t>(batch * per_batch + n0 / cols) * tile_bytes;
+}
+template <class Fill>
+void for_each_shared_tile(const compute_params & p, const mm_dims & d, int cols, size_t tile_bytes, const Fill & fill) {
+    const int64_t per_batch = (d.N + cols - 1) / cols, total = d.n_batch * per_batch;
+    const int64_t t0 = total * p.ith / p.nth, t1 = total * (p.ith + 1) / p.nth;
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t batch = t / per_batch, n0 = (t % per_batch) * cols, n1 = std::min<int64_t>(d.N, n0 + cols);
+        char * tile = static_cast<char *>(p.shared) + static_cast<size_t>(t) * tile_bytes;
+        if (n1 - n0 < cols) std::memset(tile, 0, tile_bytes);
+        fill(batch, n0, n1, tile);
+    }
+}
+
 // The vector paths. Each *_work_size is the per-thread scratch for the
 // node (independent of the thread count); each compute function does
 // thread p.ith's share and returns false only on a data error.
@@ -185,8 +209,8 @@ size_t gemm_k_work_size(const mm_dims & d);
 // gemm_k reads all of it. Layouts (gemm_k_prepared_layout): the micro-tile
 // width and whether the block-sum pair words are those of Q4_K/Q5_K or of
 // Q6_K (on AMX always Q4_K's: its Q6_K kernel reads none); two products
-// over the same b with the same layout quantize the same bytes. gemm_k_shared_size throws std::length_error when the size
-// overflows.
+// over the same b with the same layout quantize the same bytes.
+// gemm_k_shared_size throws std::length_error when the size overflows.
 size_t gemm_k_shared_size(const mm_dims & d);
 bool gemm_k_prepare(const compute_params & p, const mm_dims & d);
 int gemm_k_prepared_layout(const mm_dims & d);

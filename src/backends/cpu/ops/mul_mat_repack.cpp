@@ -209,28 +209,14 @@ size_t xbuf_at(int64_t n_blocks) {
     return align64(static_cast<size_t>(n_blocks) * q8_tile{16}.block_bytes());
 }
 
-// A GEMM's quantized columns in the shared scratch (mul_mat_repack_prepare):
-// tiles of `cols` columns, tile t = batch * (tiles per batch) + n / cols at
-// t * tile_bytes. The first tile of the column block starting at n0.
-const char * shared_tiles(const compute_params & p, const mm_dims & d, int cols, size_t tile_bytes, int64_t batch, int64_t n0) {
-    const int64_t per_batch = (d.N + cols - 1) / cols;
-    return static_cast<const char *>(p.shared) + static_cast<size_t>(batch * per_batch + n0 / cols) * tile_bytes;
-}
-
-// Quantizes this thread's share of those tiles (a short last tile's
-// unused columns zero: the AMX kernel reads all 16).
+// Quantizes this thread's share of a GEMM's tiles into the shared scratch
+// (for_each_shared_tile; read back through shared_tiles).
 void prepare_tiles(const compute_params & p, const mm_dims & d, q8_tile tile, size_t tile_bytes, int sum_shift) {
-    const int64_t n_blocks = d.K / k_qblock;
-    const int64_t per_batch = (d.N + tile.cols - 1) / tile.cols, total = d.n_batch * per_batch;
-    const int64_t t0 = total * p.ith / p.nth, t1 = total * (p.ith + 1) / p.nth;
-    auto * xbuf = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + xbuf_at(n_blocks));
+    auto * xbuf = reinterpret_cast<float *>(static_cast<char *>(p.wdata) + xbuf_at(d.K / k_qblock));
     const bool in_place = b_in_place(d);
-    for (int64_t t = t0; t < t1; ++t) {
-        const int64_t batch = t / per_batch, n0 = (t % per_batch) * tile.cols, n1 = std::min<int64_t>(d.N, n0 + tile.cols);
-        char * out = static_cast<char *>(p.shared) + static_cast<size_t>(t) * tile_bytes;
-        if (n1 - n0 < tile.cols) std::memset(out, 0, tile_bytes);
+    for_each_shared_tile(p, d, tile.cols, tile_bytes, [&](int64_t batch, int64_t n0, int64_t n1, char * out) {
         quantize_q8_tiles(d, in_place, batch, n0, n1, tile, out, tile_bytes, xbuf, sum_shift);
-    }
+    });
 }
 
 inline int32_t load_i32(const char * p) {
