@@ -66,6 +66,22 @@ TEST(GgufCli, InfoJson) {
     EXPECT_EQ(j["tensors"][0]["size"], 512000);
 }
 
+// --json writes the tensor table entry by entry (memory independent of
+// the tensor count); its text must be exactly the whole document's 2-space
+// dump, with tensors and without (a vocab-only file: "tensors": []).
+TEST(GgufCli, InfoJsonStreamsTheDocumentsText) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    for (const fs::path & file : {shared_dir() / "models" / "llama-2-tiny-random.gguf",
+                                  shared_dir() / "models" / "stories260K.gguf",
+                                  shared_dir() / "vocab" / "ggml-vocab-llama-spm.gguf"}) {
+        const auto r = run_tessera({"gguf", "info", "--json", file.string()});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const auto j = nlohmann::ordered_json::parse(r.out);
+        EXPECT_EQ(j.dump(2) + "\n", r.out) << file;
+        EXPECT_EQ(j.back().is_array(), true) << file; // "tensors" comes last
+    }
+}
+
 TEST(GgufCli, BadInputExitsOne) {
     if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
     auto r = run_tessera({"gguf", "info", "/nonexistent/file.gguf"});
