@@ -273,6 +273,11 @@ void micro_kernel(const packed_panel & pa, const float * bp, int64_t kc, const O
     __m256 acc[k_nr][2];
 #pragma GCC unroll 6
     for (int j = 0; j < k_nr; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    // Unrolled by 4 (the loop's counter, pointer steps and branch once per
+    // 48 FMAs instead of 12): bench_blas_haswell, 1 thread, best of 5 in 6
+    // alternations on a Sapphire Rapids-class Xeon, 80.8-86.0 -> 82.3-89.2
+    // GFLOP/s, never slower (OpenBLAS Haswell core 82-86 in the same runs).
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; ++k) {
         const __m256 a0 = _mm256_load_ps(ap + k * k_mr);
         const __m256 a1 = _mm256_load_ps(ap + k * k_mr + 8);
