@@ -71,6 +71,21 @@ constexpr std::chrono::milliseconds k_split_after{250};
 // Longest message a record may carry (an exception's text, a loader error).
 constexpr uint32_t k_max_message = 64u << 10;
 
+// Most bytes of what probe children write to their stdout and stderr (a
+// pipe to the host each) that one probe_scores call passes on to the
+// host's stderr: plenty for a library's warnings, while a child that
+// prints without end (TESSERA_PROBE_HELPER=/bin/yes wrote 6.3 GB to the
+// terminal in the 5 s before the greeting limit) cannot flood it. The rest
+// is still read, and dropped: a child blocked on a full pipe would be
+// refused as hung.
+constexpr size_t k_output_cap = size_t{64} << 10;
+// Most bytes read from one child's output pipe per turn of the poll loop
+// (a child that writes as fast as it is read does not hold up the others),
+// and when it is over (what it left in the pipe: a pipe holds 1 MiB at
+// most unless raised by root; a grandchild may go on writing).
+constexpr size_t k_output_turn = size_t{64} << 10;
+constexpr size_t k_output_drain = size_t{1} << 20;
+
 enum record_kind : int32_t {
     k_hello = 0,  // first record of every child (index -1, score k_protocol): a probe child, not another program
     k_begin = 1,  // the child starts on this library
@@ -167,6 +182,10 @@ void reset_signals() {
 [[noreturn]] void probe_child_main(int fd, const std::vector<std::string> & paths, size_t from) {
     child_fd = fd;
     reset_signals();
+    // stdout is a pipe to the host (not a terminal): line-buffered, so
+    // that a library's lines arrive as it prints them and are not lost in
+    // the buffer when the child ends with _exit.
+    std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
 #if defined(__GLIBC__)
     ::on_exit(on_exit_fn, nullptr); // glibc: the handler gets the status
 #else
@@ -221,6 +240,7 @@ void reset_signals() {
             dynlib_close(h);
         }
         child_index = -1;
+        std::fflush(stdout); // (a last line without its newline)
         send(k_done, 0, {});
     } catch (...) {
         _exit(1);
@@ -305,7 +325,8 @@ constexpr std::chrono::milliseconds k_reap_limit{2000};
 // closed, however the parent leaves.
 struct child_process {
     pid_t pid = -1;
-    int fd = -1;         // the read end
+    int fd = -1;         // the read end of the report pipe
+    int out = -1;        // the read end of its stdout and stderr (non-blocking); -1: none, or closed at its end of file
     bool reaped = false; // waitpid returned it (or cannot: ECHILD)
     bool status_known = false;
     int status = 0;
@@ -334,6 +355,7 @@ struct child_process {
     }
     ~child_process() {
         if (fd >= 0) ::close(fd);
+        if (out >= 0) ::close(out);
         if (pid > 0) kill_and_reap();
     }
 };
@@ -440,13 +462,42 @@ void helper_did_not_work(const std::string & helper) {
     helper_failed = helper;
 }
 
+// Whether descriptor `fd` is open and a program started would inherit it
+// (not close-on-exec, as the CLI's stand-ins for closed ones are).
+bool inheritable(int fd) {
+    const int flags = ::fcntl(fd, F_GETFD);
+    return flags >= 0 && (flags & FD_CLOEXEC) == 0;
+}
+
+// pipe2 with close-on-exec (a program another thread starts meanwhile
+// does not inherit it), both ends above the standard descriptors (a host
+// with one of those closed gets it from pipe2; a child's dup2 onto its
+// stdout or stderr would then replace it); false when none can be made.
+bool make_pipe(int fd[2]) {
+    if (::pipe2(fd, O_CLOEXEC) != 0) return false;
+    for (int i = 0; i < 2; ++i) {
+        if (fd[i] > 2) continue;
+        const int moved = ::fcntl(fd[i], F_DUPFD_CLOEXEC, 3);
+        ::close(fd[i]);
+        fd[i] = moved;
+    }
+    if (fd[0] >= 0 && fd[1] >= 0) return true;
+    for (int i = 0; i < 2; ++i) {
+        if (fd[i] >= 0) ::close(fd[i]);
+        fd[i] = -1;
+    }
+    return false;
+}
+
 // Starts `helper` as a probe child reporting on write_fd (its descriptor
 // 3 there, or 4 when write_fd is 3: dup2 clears close-on-exec on the copy
-// only), with the fatal signals at their default actions and none
-// blocked; the pid, or -1 when it cannot be started (posix_spawn reports a
-// failed exec too), with the error number in `error`.
-pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<std::string> & paths, size_t start,
-                   size_t end, int & error) {
+// only), its stdout and stderr on output_fd (-1: none, see below), with
+// the fatal signals at their default actions and none blocked; the pid,
+// or -1 when it cannot be started (posix_spawn reports a failed exec too),
+// with the error number in `error`. Both descriptors are above 2
+// (make_pipe).
+pid_t spawn_helper(const std::string & helper, int write_fd, int output_fd, const std::vector<std::string> & paths,
+                   size_t start, size_t end, int & error) {
     const int target = write_fd == 3 ? 4 : 3;
     std::vector<std::string> args{helper, std::to_string(target), std::to_string(start)};
     args.insert(args.end(), paths.begin() + static_cast<std::ptrdiff_t>(start), paths.begin() + static_cast<std::ptrdiff_t>(end));
@@ -464,23 +515,26 @@ pid_t spawn_helper(const std::string & helper, int write_fd, const std::vector<s
     sigset_t none;
     sigemptyset(&none);
     pid_t pid = -1;
-    int rc = ::posix_spawn_file_actions_adddup2(&actions, write_fd, target);
     // Standard descriptors: stdin /dev/null (in its own process group a
-    // read from the terminal would stop it); stdout the host's stderr, so
-    // what a library prints while probed does not enter the program's
-    // output (`run`'s text); any the helper would start without (closed
-    // here, or close-on-exec, as the CLI's stand-ins for closed ones are):
+    // read from the terminal would stop it); stdout and stderr the output
+    // pipe, which the host passes on to its stderr (bounded), so what a
+    // library prints while probed does not enter the program's output
+    // (`run`'s text). Without that pipe: stdout the host's stderr, and any
+    // the helper would start without (closed here, or close-on-exec)
     // /dev/null, so that a file a library opens does not become its stderr.
-    const auto usable = [](int fd) {
-        const int flags = ::fcntl(fd, F_GETFD);
-        return flags >= 0 && (flags & FD_CLOEXEC) == 0;
-    };
-    if (rc == 0) rc = ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    if (rc == 0) {
-        rc = usable(2) ? ::posix_spawn_file_actions_adddup2(&actions, 2, 1)
-                       : ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    // (The output pipe first: it may be the descriptor `target` is.)
+    int rc = 0;
+    if (output_fd >= 0) {
+        rc = ::posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
+        if (rc == 0) rc = ::posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
     }
-    if (rc == 0 && !usable(2)) rc = ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    if (rc == 0) rc = ::posix_spawn_file_actions_adddup2(&actions, write_fd, target);
+    if (rc == 0) rc = ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0 && output_fd < 0) {
+        rc = inheritable(2) ? ::posix_spawn_file_actions_adddup2(&actions, 2, 1)
+                            : ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    }
+    if (rc == 0 && output_fd < 0 && !inheritable(2)) rc = ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
     if (rc == 0) rc = ::posix_spawnattr_setsigdefault(&attr, &to_default);
     if (rc == 0) rc = ::posix_spawnattr_setsigmask(&attr, &none);
     // A process group of its own: killed with whatever it started, and
@@ -521,6 +575,65 @@ namespace {
 
 using probe_clock = std::chrono::steady_clock;
 
+// Writes n bytes to this process's stderr; false when it cannot (closed,
+// full and non-blocking, a pipe whose reader is gone). SIGPIPE is held
+// back meanwhile: a child that wrote to that pipe itself ended, not the
+// host.
+bool write_stderr(const char * p, size_t n) {
+    sigset_t pipe_signal, old;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &old);
+    sigset_t pending;
+    const bool was_pending = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    bool ok = true;
+    while (n > 0) {
+        const ssize_t w = ::write(2, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            ok = false;
+            break;
+        }
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+    if (!ok && !was_pending && ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+        const timespec now{};
+        while (::sigtimedwait(&pipe_signal, nullptr, &now) < 0 && errno == EINTR) {
+        }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return ok;
+}
+
+// What the children of one probe_scores call write to their stdout and
+// stderr, passed on to this process's stderr up to k_output_cap bytes;
+// the rest is counted and dropped, and one line says so at the end.
+struct output_relay {
+    size_t passed = 0;
+    size_t dropped = 0;
+    bool failed = false;        // stderr could not be written: nothing more is tried
+    bool at_line_start = true;  // the last byte passed on ended a line
+
+    void pass_on(const char * p, size_t n) {
+        const size_t take = std::min(n, k_output_cap - passed);
+        if (take > 0 && !failed) {
+            failed = !write_stderr(p, take);
+            at_line_start = p[take - 1] == '\n';
+        }
+        passed += take;
+        dropped += n - take;
+    }
+    void say_dropped() const {
+        if (dropped == 0 || failed) return;
+        const std::string line = fmt::format(
+            "{}tessera: the plugin probe process wrote more than {} KiB to stdout and stderr; the {} bytes after that "
+            "were dropped\n",
+            at_line_start ? "" : "\n", k_output_cap >> 10, dropped);
+        (void)write_stderr(line.data(), line.size());
+    }
+};
+
 // What the groups of one probe_scores call share.
 struct probe_run {
     const std::vector<std::string> & paths;
@@ -530,6 +643,7 @@ struct probe_run {
     std::string helper; // "" once it failed (for every group: fork instead)
     bool may_fork;      // this process is single-threaded
     std::string * note;
+    output_relay output; // its children's stdout and stderr
 };
 
 // One group of consecutive libraries [next, last) of probe_scores, probed
@@ -572,6 +686,9 @@ public:
     // The pipe to poll: -1 for none, or while waiting for a child that
     // closed it early to end (its end of file would wake poll at once).
     int fd() const { return child_ && !closing_ ? child_->fd : -1; }
+    // The pipe of its stdout and stderr: -1 for none (or after its end of
+    // file); polled in every state, so that the child is never blocked.
+    int output_fd() const { return child_ ? child_->out : -1; }
     probe_clock::time_point deadline() const {
         return closing_ ? std::min(grace_end_, probe_clock::now() + std::chrono::milliseconds(10)) : deadline_;
     }
@@ -589,13 +706,15 @@ public:
     }
 
     // One turn of the poll loop: `readable` when poll saw the pipe ready
-    // (data, end of file or an error), `ended` when the child was reaped
-    // before the poll. Ends the child and starts the next when it is over.
-    // What was in the pipe when poll returned at `polled` is read before
-    // the time limit is judged, against that time: a result that came in
-    // time counts, however long other groups' turns took.
-    void pump(bool readable, bool ended, probe_clock::time_point polled) {
+    // (data, end of file or an error), `output` when it saw the output pipe
+    // so, `ended` when the child was reaped before the poll. Ends the child
+    // and starts the next when it is over. What was in the pipe when poll
+    // returned at `polled` is read before the time limit is judged, against
+    // that time: a result that came in time counts, however long other
+    // groups' turns took.
+    void pump(bool readable, bool output, bool ended, probe_clock::time_point polled) {
         if (!child_) return;
+        if (output) relay(k_output_turn); // (each turn: a library's lines reach stderr as it prints them)
         if (closing_) { // the pipe closed early: until the child ends, a second at most
             if (ended || probe_clock::now() >= grace_end_) finish();
             return;
@@ -650,35 +769,51 @@ private:
         }
         // A fork child's list: the group's libraries up to its end (the
         // child probes from `start` to the end of the list it is given),
-        // made before the pipe (nothing to close should it throw).
+        // made before the pipes (nothing to close should it throw).
         std::vector<std::string> upto;
         if (!with_helper()) upto.assign(run_.paths.begin(), run_.paths.begin() + static_cast<std::ptrdiff_t>(end_));
-        // (Close-on-exec: a program another thread starts meanwhile does
-        // not inherit the pipe.)
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) return false;
-        struct close_both { // until the child holds the read end (spawn_helper may throw)
+        // fds[0..1]: the report pipe; fds[2..3]: the child's stdout and
+        // stderr, passed on by the poll loop, where this process's stderr
+        // is one a child could have (without it, or should it fail, the
+        // child's are as they were before this pipe).
+        int fds[4] = {-1, -1, -1, -1};
+        if (!make_pipe(fds)) return false;
+        struct close_all { // until the child holds the read ends (spawn_helper may throw)
             int * fd;
-            ~close_both() {
-                for (int i = 0; i < 2; ++i) {
+            ~close_all() {
+                for (int i = 0; i < 4; ++i) {
                     if (fd[i] >= 0) ::close(fd[i]);
                 }
             }
         } guard{fds};
+        if (inheritable(2) && make_pipe(fds + 2) && ::fcntl(fds[2], F_SETFL, O_NONBLOCK) != 0) { // (none that could block the host)
+            for (int i = 2; i < 4; ++i) {
+                ::close(fds[i]);
+                fds[i] = -1;
+            }
+        }
         pid_t pid = -1;
         int spawn_error = 0;
         if (with_helper()) {
-            pid = spawn_helper(helper_, fds[1], run_.paths, start, end_, spawn_error);
+            pid = spawn_helper(helper_, fds[1], fds[3], run_.paths, start, end_, spawn_error);
         } else {
             std::fflush(nullptr); // what is buffered would be written twice should the child call exit()
             pid = ::fork();
             if (pid == 0) {
                 ::close(fds[0]);
+                if (fds[3] >= 0) { // stdout and stderr into the output pipe (its ends are above 2)
+                    ::close(fds[2]);
+                    ::dup2(fds[3], 1);
+                    ::dup2(fds[3], 2);
+                    ::close(fds[3]);
+                }
                 probe_child_main(fds[1], upto, start);
             }
         }
-        ::close(fds[1]);
-        fds[1] = -1;
+        for (int i : {1, 3}) {
+            if (fds[i] >= 0) ::close(fds[i]);
+            fds[i] = -1;
+        }
         if (pid < 0) {
             if (!with_helper()) return false;
             // A helper that cannot be started: fork instead, or score in-process.
@@ -689,7 +824,8 @@ private:
         child_.emplace();
         child_->pid = pid;
         child_->fd = fds[0];
-        fds[0] = -1;
+        child_->out = fds[2];
+        fds[0] = fds[2] = -1;
         child_->own_group = with_helper();
         current_ = pending_ = -1;
         done_ = timed_out_ = eof_ = greeted_ = closing_ = initializing_ = false;
@@ -708,6 +844,26 @@ private:
         helper_did_not_work(helper_);
         if (run_.note != nullptr) *run_.note = helper_note(helper_, why, run_.may_fork);
         run_.helper.clear();
+    }
+
+    // Passes on what is in the child's output pipe (up to `limit` bytes;
+    // without waiting), and closes it at its end of file (every writer
+    // gone: poll would report it at once each turn).
+    void relay(size_t limit) {
+        int & out = child_->out;
+        char tmp[16384];
+        for (size_t got = 0; out >= 0 && got < limit;) {
+            const ssize_t n = ::read(out, tmp, sizeof tmp);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            if (n <= 0) { // end of file, or an error
+                ::close(out);
+                out = -1;
+                return;
+            }
+            got += static_cast<size_t>(n);
+            run_.output.pass_on(tmp, static_cast<size_t>(n));
+        }
     }
 
     // Takes the whole records in buf_ (the protocol of probe_child_main).
@@ -785,6 +941,9 @@ private:
         child_process & child = *child_;
         if (eof_ && !done_ && !child.reap() && protocol_error_.empty()) protocol_error_ = "it closed the pipe";
         child.kill_and_reap(); // (done: it is ending by itself)
+        // What it wrote last; then the pipe is closed with it, not read to
+        // its end of file (a process the library started may hold it open).
+        relay(k_output_drain);
         const bool no_result = next_ == child_first_; // no library's result came from this child
         if (with_helper() && !done_ && current_ < 0 && pending_ < 0 && no_result) {
             // It never got to a library: not a probe child (TESSERA_PROBE_HELPER
@@ -852,7 +1011,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
     std::string skipped; // a tessera-probe that is not executable
     probe_run run{paths, out, timeout_s,
                   std::chrono::duration_cast<probe_clock::duration>(std::chrono::duration<double>(timeout_s)),
-                  find_helper(&skipped), single_threaded(), note};
+                  find_helper(&skipped), single_threaded(), note, {}};
     if (run.helper.empty() && !skipped.empty() && note != nullptr) {
         *note = helper_note(skipped, "is not executable", run.may_fork);
     }
@@ -872,6 +1031,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
         for (size_t i = 0; i < groups.size(); ++i) {
             ended[i] = groups[i]->child_ended() ? 1 : 0;
             pf.push_back({groups[i]->fd(), POLLIN, 0}); // (fd -1: ignored by poll)
+            pf.push_back({groups[i]->output_fd(), POLLIN, 0});
             if (!groups[i]->busy()) continue;
             any = true;
             drain = drain || ended[i] != 0;
@@ -890,9 +1050,9 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
             for (const auto & g : groups) g->fail(fmt::format("poll failed: {}", std::strerror(poll_error)));
             continue;
         }
-        for (size_t i = 0; i < pf.size(); ++i) {
-            const bool readable = r > 0 && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-            groups[i]->pump(readable, ended[i] != 0, polled);
+        const auto ready = [&](const pollfd & p) { return r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0; };
+        for (size_t i = 0; i < ended.size(); ++i) { // (the groups polled: pf holds two pipes each)
+            groups[i]->pump(ready(pf[2 * i]), ready(pf[2 * i + 1]), ended[i] != 0, polled);
         }
         // Splits, while fewer than k_probe_groups groups have a child.
         const auto busy = [&] {
@@ -908,6 +1068,7 @@ std::vector<probe_result> probe_scores(const std::vector<std::string> & paths, d
             }
         }
     }
+    run.output.say_dropped();
     return out;
 }
 

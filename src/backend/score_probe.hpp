@@ -53,6 +53,12 @@ struct probe_result {
 // more than one thread, or pipe2 or fork failing). Never throws for a
 // library's behaviour; std::bad_alloc when memory runs out (the child is
 // then killed and reaped).
+// The children's stdout and stderr are a pipe (where this process's
+// stderr is open and not close-on-exec) whose bytes this thread passes on
+// to this process's stderr as they come, the first 64 KiB of each call;
+// the rest is read and dropped (a child that prints without end is
+// neither blocked nor let flood the terminal), and a line at the end of
+// the call says how many bytes were.
 // When a helper was found but passed over (it could not be started, or
 // did not act as a probe child), *note (when given) says so in one line:
 // which helper, why, and how the libraries are probed instead; otherwise

@@ -131,6 +131,11 @@ tessera_fake_plugin(crashy libtessera-crashy-ok ${_f} FAKE_FAMILY="crashy" FAKE_
 tessera_fake_plugin(slowprobe libtessera-slowprobe-slow ${_f} FAKE_FAMILY="slowprobe" FAKE_SCORE=3 FAKE_SLOW_SCORE=300)
 tessera_fake_plugin(slowprobe libtessera-slowprobe-unloadhang ${_f} FAKE_FAMILY="slowprobe" FAKE_SCORE=2 FAKE_HANG_AT_UNLOAD)
 tessera_fake_plugin(slowprobe libtessera-slowprobe-ok ${_f} FAKE_FAMILY="slowprobe" FAKE_SCORE=1 FAKE_DEVICE_PREFIX="Slow")
+# A variant whose score writes a line to stdout and one to stderr, then
+# returns 0, so that only the probe child runs it (plugin_exit_test.cpp:
+# both lines reach the host's stderr, from either kind of probe child).
+tessera_fake_plugin(printing libtessera-printing-v ${_f} FAKE_FAMILY="printing" FAKE_DEVICE_PREFIX="Printing"
+                    "FAKE_SCORE=((void)!write(1, \"printing: scored, on stdout\\n\", 28), (void)!write(2, \"printing: scored, on stderr\\n\", 28), 0)")
 
 # Variants of family throwing, written in C++, that throw an exception across
 # the C ABI from one call made while loading them (above the good one, ok, 1).

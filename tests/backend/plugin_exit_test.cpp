@@ -6,11 +6,16 @@
 // hangs there, and the program goes on.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <tuple>
 #include <cstdint>
@@ -44,6 +49,90 @@ std::string exit_message(const fs::path & lib, const std::string & called, const
     return "error: backend library '" + lib.string() + "' called " + called + " during " + during +
            "; a backend must report a failure by returning, not end the program";
 }
+
+// What this process writes to its stderr (descriptor 2) from construction
+// to stop(), read by a forked reader process (not a thread: the probe
+// forks only while this process has one): the first `keep` bytes kept, all
+// counted, so that a flood is measured without being stored.
+class stderr_tap {
+public:
+    explicit stderr_tap(size_t keep) {
+        const std::string kept_path = (dir_.path() / "kept").string();
+        const std::string total_path = (dir_.path() / "total").string();
+        int p[2];
+        if (::pipe2(p, O_CLOEXEC) != 0) return;
+        std::fflush(stderr);
+        reader_ = ::fork();
+        if (reader_ == 0) { // (only calls a fork child of any process may make)
+            ::close(p[1]);
+            const int file = ::open(kept_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            char buf[1 << 16];
+            size_t total = 0;
+            for (;;) {
+                const ssize_t n = ::read(p[0], buf, sizeof buf);
+                if (n < 0 && errno == EINTR) continue;
+                if (n <= 0) break;
+                if (total < keep) (void)!::write(file, buf, std::min(static_cast<size_t>(n), keep - total));
+                total += static_cast<size_t>(n);
+            }
+            char number[32];
+            const auto end = std::to_chars(number, number + sizeof number, total).ptr;
+            const int t = ::open(total_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            (void)!::write(t, number, static_cast<size_t>(end - number));
+            ::_exit(0);
+        }
+        ::close(p[0]);
+        if (reader_ > 0) {
+            saved_ = ::fcntl(2, F_DUPFD_CLOEXEC, 3);
+            ::dup2(p[1], 2);
+        }
+        ::close(p[1]);
+    }
+    ~stderr_tap() { stop(); }
+
+    // Gives descriptor 2 back and waits for the reader (10 s at most: a
+    // process still holding the pipe is a failure, not a hang).
+    void stop() {
+        if (reader_ <= 0) return;
+        std::fflush(stderr);
+        ::dup2(saved_, 2);
+        ::close(saved_);
+        int status = 0;
+        pid_t r = 0;
+        for (int i = 0; i < 1000 && (r = ::waitpid(reader_, &status, WNOHANG)) == 0; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (r == 0) {
+            ADD_FAILURE() << "something still holds this process's stderr";
+            ::kill(reader_, SIGKILL);
+            ::waitpid(reader_, &status, 0);
+        }
+        reader_ = -1;
+        std::ifstream in(dir_.path() / "kept", std::ios::binary);
+        kept.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        std::string number;
+        std::getline(std::ifstream(dir_.path() / "total"), number);
+        total = number.empty() ? 0 : std::stoull(number);
+    }
+
+    std::string kept; // the first `keep` bytes
+    size_t total = 0; // all bytes
+
+private:
+    temp_dir dir_;
+    pid_t reader_ = -1;
+    int saved_ = -1;
+};
+
+size_t count_of(const std::string & text, const std::string & part) {
+    size_t n = 0;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+    return n;
+}
+
+// The probe passes on this much of what its children print (score_probe.cpp).
+constexpr size_t k_output_cap = size_t{64} << 10;
+const std::string k_dropped_line = "tessera: the plugin probe process wrote more than 64 KiB to stdout and stderr; the ";
 
 class PluginExit : public ::testing::Test {
 protected:
@@ -273,6 +362,24 @@ TEST_P(PluginProbe, AVariantWithZeroedCodeIsRefused) {
     EXPECT_TRUE(seen);
 }
 
+// What a library prints to stdout or stderr while it is scored reaches the
+// host's stderr (through the probe's pipe, from a helper and from a fork
+// child alike), once; stdout would be the program's output. (Its score is
+// 0: this process does not open it.)
+TEST_P(PluginProbe, WhatALibraryPrintsWhileScoredIsOnStderr) {
+    stderr_tap tap(1 << 20);
+    registry reg;
+    const load_report rep = reg.load_best("printing", fake_dir("printing"));
+    tap.stop();
+    EXPECT_FALSE(rep.loaded);
+    ASSERT_EQ(rep.candidates.size(), 1u);
+    EXPECT_EQ(rep.candidates[0].score, 0);
+    EXPECT_EQ(rep.candidates[0].error, "score 0: not supported on this system");
+    EXPECT_EQ(count_of(tap.kept, "printing: scored, on stdout\n"), 1u) << tap.kept;
+    EXPECT_EQ(count_of(tap.kept, "printing: scored, on stderr\n"), 1u) << tap.kept;
+    EXPECT_EQ(tap.kept.find("tessera: the plugin probe"), std::string::npos) << tap.kept;
+}
+
 INSTANTIATE_TEST_SUITE_P(Child, PluginProbe, ::testing::Values("helper", "fork"),
                          [](const ::testing::TestParamInfo<const char *> & info) { return std::string(info.param); });
 
@@ -355,35 +462,111 @@ TEST_F(PluginExit, AHelperThatIsNotOneIsPassedOver) {
 
 // The helper starts in a process group of its own (killed as a group; a
 // Ctrl-C for the host's group does not reach it), with stdin on /dev/null
-// and stdout on the host's stderr (what a library prints while probed
-// stays out of the program's output).
+// and stdout and stderr on a pipe that the host passes on to its stderr
+// (what a library prints while probed stays out of the program's output).
 TEST_F(PluginExit, TheHelperHasItsOwnGroupAndStandardDescriptors) {
     temp_dir tmp;
     const fs::path info = tmp.path() / "info";
     const fs::path wrap = tmp.path() / "wrap";
     std::ofstream(wrap) << "#!/bin/sh\ng=$(cut -d' ' -f5 /proc/$$/stat); i=$(readlink /proc/$$/fd/0); o=$(readlink /proc/$$/fd/1)\n"
-                        << "printf '%s\\n%s\\n%s\\n%s\\n' $$ \"$g\" \"$i\" \"$o\" > '" << info.string() << "'\nexec '"
-                        << helper_path() << "' \"$@\"\n";
+                        << "e=$(readlink /proc/$$/fd/2)\n"
+                        << "printf '%s\\n%s\\n%s\\n%s\\n%s\\n' $$ \"$g\" \"$i\" \"$o\" \"$e\" > '" << info.string() << "'\n"
+                        << "echo 'wrap: a line on stdout'\necho 'wrap: a line on stderr' >&2\nexec '" << helper_path()
+                        << "' \"$@\"\n";
     fs::permissions(wrap, fs::perms::owner_all);
     detail::set_probe_helper(wrap.string());
+    stderr_tap tap(1 << 20);
     registry reg;
     const load_report rep = reg.load_best("fakevar", fake_dir("variants"));
+    tap.stop();
     detail::set_probe_helper(std::nullopt);
     ASSERT_TRUE(rep.loaded);
     std::ifstream in(info);
-    std::string pid, pgrp, fd0, fd1;
+    std::string pid, pgrp, fd0, fd1, fd2;
     std::getline(in, pid);
     std::getline(in, pgrp);
     std::getline(in, fd0);
     std::getline(in, fd1);
+    std::getline(in, fd2);
     EXPECT_FALSE(pid.empty());
     EXPECT_EQ(pgrp, pid);
     EXPECT_NE(pgrp, std::to_string(::getpgrp()));
     EXPECT_EQ(fd0, "/dev/null");
+    EXPECT_EQ(fd1.rfind("pipe:", 0), 0u) << fd1;
+    EXPECT_EQ(fd2, fd1);
     char target[4096];
     const ssize_t n = ::readlink("/proc/self/fd/2", target, sizeof target);
     ASSERT_GT(n, 0);
-    EXPECT_EQ(fd1, std::string(target, static_cast<size_t>(n)));
+    EXPECT_NE(fd1, std::string(target, static_cast<size_t>(n)));
+    EXPECT_EQ(tap.kept.rfind("wrap: a line on stdout\nwrap: a line on stderr\n", 0), 0u) << tap.kept;
+}
+
+// A helper that prints without end (another program: /bin/yes) gets 64 KiB
+// of it onto the host's stderr, then one line saying how much more was
+// dropped; it is passed over as one that did not greet, and the libraries
+// are probed without it. (The whole flood reached the terminal: 6.3 GB in
+// the 5 s before the greeting limit.)
+TEST_F(PluginExit, AHelperThatPrintsWithoutEndIsCapped) {
+    if (!fs::exists("/bin/yes")) GTEST_SKIP() << "no /bin/yes";
+    const double saved = detail::probe_timeout_s();
+    detail::set_probe_timeout_s(1.5);
+    detail::set_probe_helper("/bin/yes");
+    std::vector<std::string> logged;
+    load_report rep;
+    stderr_tap tap(1 << 20);
+    {
+        registry reg;
+        reg.set_log([&](std::string_view m) { logged.emplace_back(m); });
+        rep = reg.load_best("fakevar", fake_dir("variants"));
+    }
+    tap.stop();
+    detail::set_probe_helper(std::nullopt);
+    detail::set_probe_timeout_s(saved);
+    EXPECT_LT(tap.total, k_output_cap + 4096);
+    EXPECT_EQ(count_of(tap.kept, k_dropped_line), 1u) << tap.kept.substr(tap.kept.size() - std::min<size_t>(tap.kept.size(), 400));
+    // yes repeats its arguments: the report descriptor, the first index, the paths.
+    EXPECT_EQ(tap.kept.find(" 0 " + fake_dir("variants").string()), 1u) << tap.kept.substr(0, 200);
+    EXPECT_EQ(std::count_if(logged.begin(), logged.end(), [](const std::string & m) {
+                  return m.rfind("plugin probe helper '/bin/yes' did not greet as a probe helper within 1.5 s; ", 0) == 0;
+              }),
+              1)
+        << ::testing::PrintToString(logged);
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_EQ(rep.loaded.path(), fake_plugin("variants", "libtessera-fakevar-high").string());
+}
+
+// One that prints 4 MiB before it goes on as the helper is read all along
+// (not blocked on a full pipe, and then taken for one that hangs): it
+// probes the libraries, its first lines are on stderr, and the line at the
+// end counts exactly the bytes dropped.
+TEST_F(PluginExit, AHelperThatPrintsMuchFirstIsNotHeldUp) {
+    temp_dir tmp;
+    const fs::path wrap = tmp.path() / "wrap";
+    const std::string first = "wrap: a line on stdout\n", second = "wrap: a line on stderr\n";
+    const size_t flood = size_t{4} << 20;
+    std::ofstream(wrap) << "#!/bin/sh\necho 'wrap: a line on stdout'\necho 'wrap: a line on stderr' >&2\n"
+                        << "yes 'wrap: flood' | head -c " << flood << "\nexec '" << helper_path() << "' \"$@\"\n";
+    fs::permissions(wrap, fs::perms::owner_all);
+    detail::set_probe_helper(wrap.string());
+    std::vector<std::string> logged;
+    load_report rep;
+    stderr_tap tap(1 << 20);
+    {
+        registry reg;
+        reg.set_log([&](std::string_view m) { logged.emplace_back(m); });
+        rep = reg.load_best("fakevar", fake_dir("variants"));
+    }
+    tap.stop();
+    detail::set_probe_helper(std::nullopt);
+    EXPECT_EQ(std::count_if(logged.begin(), logged.end(), [](const std::string & m) { return m.rfind("plugin probe helper", 0) == 0; }), 0)
+        << ::testing::PrintToString(logged);
+    ASSERT_TRUE(rep.loaded);
+    EXPECT_EQ(rep.loaded.path(), fake_plugin("variants", "libtessera-fakevar-high").string());
+    EXPECT_EQ(tap.kept.rfind(first + second + "wrap: flood\n", 0), 0u) << tap.kept.substr(0, 200);
+    EXPECT_LT(tap.total, k_output_cap + 4096);
+    const size_t dropped = first.size() + second.size() + flood - k_output_cap;
+    EXPECT_EQ(count_of(tap.kept, k_dropped_line + std::to_string(dropped) + " bytes after that were dropped\n"), 1u)
+        << tap.kept.substr(tap.kept.size() - std::min<size_t>(tap.kept.size(), 400));
 }
 
 // Libraries are probed in groups at the same time (score_probe.hpp): four
