@@ -165,7 +165,7 @@ size_t kt_bytes(const tsr_tensor * node) {
     if (!(transposed_scores(node) || transposed_d_scores(node)) || dm.T * dm.group <= k_tile) return 0;
     size_t bytes = 0;
     const auto blocks = static_cast<size_t>(k->ne[2]) * static_cast<size_t>((k->ne[1] + k_block - 1) / k_block);
-    const size_t per_block = static_cast<size_t>(D * k_block) * float_type_size(k->type);
+    const size_t per_block = kt_block_bytes(D); // (F32 units whatever K's type)
     if (__builtin_mul_overflow(blocks, per_block, &bytes)) throw std::length_error("flash_attn_ext: transposed keys exceed the address space");
     return bytes;
 #else
@@ -302,11 +302,11 @@ void tile_block(const tsr_tensor * mask, row_state * st, int64_t nr, const char 
     const bool vec = D % 8 == 0;
     if (ktb != nullptr && d_bits) {
         for (int g = 0; g < na; g += k_group_dt) {
-            scores_group_dt<K16>(std::min(k_group_dt, na - g), q + g, ktb, D, n + g, scale, mk + g, s + g, mx + g);
+            scores_group_dt<false>(std::min(k_group_dt, na - g), q + g, ktb, D, n + g, scale, mk + g, s + g, mx + g);
         }
     } else if (ktb != nullptr) {
         for (int g = 0; g < na; g += k_group) {
-            scores_group<K16>(std::min(k_group, na - g), q + g, ktb, D, n + g, scale, mk + g, s + g, mx + g);
+            scores_group<false>(std::min(k_group, na - g), q + g, ktb, D, n + g, scale, mk + g, s + g, mx + g);
         }
     } else if (vec) {
         for (int g = 0; g < na; g += k_group_d) {
@@ -410,7 +410,7 @@ void attend_tile(const tsr_tensor * dst, const fa_dims & dm, float scale, int64_
         const char * ktb = nullptr;
 #ifdef TSR_CPU_AVX2
         if (kt != nullptr) {
-            ktb = kt + static_cast<size_t>(hk * key_blocks(dm.n_kv) + j0 / k_block) * kt_block_bytes<K16>(D);
+            ktb = kt + static_cast<size_t>(hk * key_blocks(dm.n_kv) + j0 / k_block) * kt_block_bytes(D);
         } else if (transposed) {
             transpose_block<K16>(k0 + static_cast<size_t>(j0) * k_row, k_row, std::min(k_block, dm.n_kv - j0),
                                  n_end_max - j0, D, w.kt);

@@ -187,8 +187,10 @@ void accumulate_chunk_rows(float * const * acc, const float * const * w, const c
 
 // The node's keys transposed (prepare call, transpose_keys), in units of
 // two consecutive dimensions: per KV head hk and block b of k_block keys,
-// a [D / 2][k_block][2] array of K's own element type (F16 or F32): unit
-// c of key b k_block + j (dimensions 2c, 2c + 1) at
+// a [D / 2][k_block][2] array of F32 (an F16 cache widened on the way:
+// exact, so the same scores, and the score kernels then load without
+// converting; a vcvtph2ps per key vector took the FMA ports, once per
+// group of rows): unit c of key b k_block + j (dimensions 2c, 2c + 1) at
 // kt + ((hk n_blocks + b) D / 2 + c) k_block 2 elements; keys past n_kv
 // are zero. With the keys along the vector lanes (two lanes a key) a score
 // is two FMA chains and one add, where the old kernel (dimensions along
@@ -199,15 +201,15 @@ int64_t key_blocks(int64_t n_kv) {
     return (n_kv + k_block - 1) / k_block;
 }
 
-template <bool F16>
 size_t kt_block_bytes(int64_t D) {
-    return static_cast<size_t>(D * k_block) * (F16 ? 2 : 4);
+    return static_cast<size_t>(D * k_block) * sizeof(float);
 }
 
 // One block of transposed keys (D % 8 == 0): out[c][j] = unit c of key j
-// of the nk keys at kb (k_row bytes apart; keys nk .. k_block - 1 zero).
-// F16 units (32 bits) go through 8 x 8 transposes of 8 keys x 8 units,
-// F32 units (64 bits) through 4 x 4 transposes of 4 keys x 4 units. The
+// of the nk keys at kb (k_row bytes apart; keys nk .. k_block - 1 zero),
+// as F32. F16 units (32 bits) go through 8 x 8 transposes of 8 keys x 8
+// units and are widened as they are stored, F32 units (64 bits) through
+// 4 x 4 transposes of 4 keys x 4 units. The
 // rows `ahead` keys on (if fewer than n_next keys follow kb) are
 // prefetched: decoding reads the cache from memory (see k_kv_prefetch).
 template <bool F16>
@@ -215,7 +217,7 @@ void transpose_block(const char * kb, size_t k_row, int64_t nk, int64_t n_next, 
     constexpr size_t esz = F16 ? 2 : 4, unit = 2 * esz;
     constexpr int64_t ahead = 2 * k_kv_prefetch;
     auto key = [&](int64_t j, int64_t c) { return kb + static_cast<size_t>(j) * k_row + static_cast<size_t>(c) * unit; };
-    auto dst = [&](int64_t c, int64_t j) { return out + static_cast<size_t>(c * k_block + j) * unit; };
+    auto dst = [&](int64_t c, int64_t j) { return out + static_cast<size_t>(c * k_block + j) * 2 * sizeof(float); };
     auto prefetch_ahead = [&](int64_t jj, int64_t keys) {
         for (int64_t j = jj + ahead; j < std::min(jj + ahead + keys, n_next); ++j) {
             prefetch_bytes(kb + static_cast<size_t>(j) * k_row, static_cast<size_t>(D) * esz);
@@ -242,7 +244,16 @@ void transpose_block(const char * kb, size_t k_row, int64_t nk, int64_t n_next, 
                     }
                 }
                 simd::transpose8x8(r); // r[u]: unit c + u of the 8 keys
-                for (int u = 0; u < (four ? 4 : 8); ++u) _mm256_storeu_ps(reinterpret_cast<float *>(dst(c + u, jj)), r[u]);
+                for (int u = 0; u < (four ? 4 : 8); ++u) {
+                    const __m256i h = _mm256_castps_si256(r[u]);
+                    auto * o = reinterpret_cast<float *>(dst(c + u, jj));
+#ifdef TSR_CPU_AVX512
+                    _mm512_storeu_ps(o, _mm512_cvtph_ps(h));
+#else
+                    _mm256_storeu_ps(o, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+                    _mm256_storeu_ps(o + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
+#endif
+                }
             }
         }
     } else {
@@ -273,7 +284,7 @@ void transpose_keys(const compute_params & p, const tsr_tensor * k, int64_t D, i
     for (int64_t it = items * p.ith / p.nth; it < items * (p.ith + 1) / p.nth; ++it) {
         const int64_t hk = it / nb_vis, b = it % nb_vis, j0 = b * k_block;
         transpose_block<F16>(row_ptr(k, 0, hk, 0) + static_cast<size_t>(j0) * k_row, k_row, std::min(k_block, n_kv - j0),
-                             n_vis - j0, D, kt + static_cast<size_t>(hk * nb + b) * kt_block_bytes<F16>(D));
+                             n_vis - j0, D, kt + static_cast<size_t>(hk * nb + b) * kt_block_bytes(D));
     }
 }
 
