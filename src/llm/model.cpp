@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -69,6 +70,21 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     }
     if (auto n = r.find_string("general.name")) hp.name = std::string(*n);
     const std::string & a = hp.arch;
+    // Mixtral-style files say architecture "llama" too; their expert
+    // feed-forward tensors (blk.N.ffn_*_exps) would otherwise fail as a
+    // missing dense tensor, or a dense file with an expert count would run
+    // as if it had none.
+    if (const gguf::value * e = r.find_key(a + ".expert_count")) {
+        std::optional<int64_t> n; // none: not an integer
+        try {
+            n = e->as_int();
+        } catch (const error &) {
+        }
+        if (!n || *n != 0) {
+            throw error(fmt::format("{}: mixture-of-experts models are not supported ({}.expert_count = {})", r.name(), a,
+                                    n ? std::to_string(*n) : "a " + std::string(gguf::value_type_name(e->type()))));
+        }
+    }
     hp.n_ctx_train = read_u32(r, a, "context_length", -1);
     hp.n_embd = read_u32(r, a, "embedding_length", -1);
     hp.n_layer = read_u32(r, a, "block_count", -1);
@@ -128,6 +144,10 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
     // has one (Llama 3.1's scaling, computed by the converter). YaRN and
     // LongRoPE are not implemented: refused rather than run with the wrong
     // positions.
+    // Type "none" scales nothing whatever factor the file also gives (as
+    // the reference does: the factor is then not read); an absent type
+    // with a factor is linear.
+    bool scaling_none = false;
     if (const gguf::value * type = r.find_key(a + ".rope.scaling.type")) {
         const bool is_string = type->type() == gguf::value_type::STRING;
         const std::string_view t = is_string ? type->as_string() : std::string_view{};
@@ -135,8 +155,9 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
             throw error(fmt::format("{}: {}.rope.scaling.type {} is not supported (supported: none, linear)", r.name(), a,
                                     is_string ? "'" + tessera::printable(t) + "'" : std::string("(not a string)")));
         }
+        scaling_none = t == "none";
     }
-    const float rope_factor = read_f32(r, a + ".rope.scaling.factor", 0.0f);
+    const float rope_factor = scaling_none ? 0.0f : read_f32(r, a + ".rope.scaling.factor", 0.0f);
     if (!(rope_factor >= 0.0f) || !std::isfinite(rope_factor)) {
         throw error(fmt::format("{}: {}.rope.scaling.factor = {} must be a finite number >= 0 (0: no scaling)", r.name(), a,
                                 rope_factor));

@@ -267,6 +267,31 @@ TEST(model_errors, missing_rms_epsilon_is_named) {
     fs::remove_all(dir);
 }
 
+// A mixture-of-experts file (Mixtral's say architecture llama) is refused
+// by name at load; an expert count of 0 is a dense model and loads.
+TEST(model_errors, mixture_of_experts_is_refused_by_name) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_moe";
+    fs::create_directories(dir);
+    for (const uint32_t n : {8u, 2u, 0u}) {
+        SCOPED_TRACE(n);
+        gguf::writer w = copy_of(src);
+        w.set_u32("llama.expert_count", n);
+        w.write(dir / "m.gguf");
+        if (n == 0) {
+            EXPECT_NO_THROW(llm::model::load(dir / "m.gguf"));
+            continue;
+        }
+        expect_load_error(dir / "m.gguf", "m.gguf: mixture-of-experts models are not supported (llama.expert_count = " +
+                                              std::to_string(n) + ")");
+    }
+    gguf::writer w = copy_of(src);
+    w.set_string("llama.expert_count", "eight");
+    w.write(dir / "m.gguf");
+    expect_load_error(dir / "m.gguf", "(llama.expert_count = a STRING)");
+    fs::remove_all(dir);
+}
+
 TEST(model_errors, unsupported_rope_scaling_is_refused) {
     const gguf::reader src(shared_dir + "/models/stories260K.gguf");
     const fs::path dir = fs::temp_directory_path() / "tessera_rope_scaling";
@@ -277,6 +302,7 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
         float factor;      // < -1e30: no factor key
         std::vector<float> freqs; // rope_freqs.weight's values (none: no tensor)
         std::string error; // "" = loads
+        float freq_scale = 1.0f; // rope_freq_scale when it loads
     };
     const float none = -1e38f;
     const float inf = std::numeric_limits<float>::infinity();
@@ -290,8 +316,12 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
                                 rope_case{"", none, {1, 1, 1, 1, 1}, "tensor 'rope_freqs.weight' has shape [5,1,1,1], expected [4,1,1,1]"},
                                 rope_case{"", -2.0f, {}, "llama.rope.scaling.factor = -2 must be a finite number >= 0"},
                                 rope_case{"", std::nanf(""), {}, "llama.rope.scaling.factor = nan"},
-                                rope_case{"linear", 4.0f, {}, ""},
-                                rope_case{"none", none, {}, ""}}) {
+                                rope_case{"linear", 4.0f, {}, "", 0.25f},
+                                rope_case{"", 2.0f, {}, "", 0.5f},
+                                rope_case{"none", none, {}, ""},
+                                // "none" with a factor: not scaled (as the reference; it used to be)
+                                rope_case{"none", 4.0f, {}, ""},
+                                rope_case{"none", std::nanf(""), {}, ""}}) {
         SCOPED_TRACE(c.type + " " + std::to_string(c.factor));
         gguf::writer w = copy_of(src);
         if (!c.type.empty()) w.set_string("llama.rope.scaling.type", c.type);
@@ -304,7 +334,9 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
         }
         w.write(path);
         if (c.error.empty()) {
-            EXPECT_NO_THROW(llm::model::load(path));
+            std::unique_ptr<llm::model> m;
+            EXPECT_NO_THROW(m = llm::model::load(path));
+            if (m) EXPECT_EQ(m->hp().rope_freq_scale, c.freq_scale);
             continue;
         }
         expect_load_error(path, c.error);
