@@ -284,6 +284,9 @@ int whole_number(const std::string & text, const list_entry & e, const char * fl
 
 // Most values one range entry may stand for.
 constexpr int64_t k_max_range_values = 1024;
+// Most tests one run may ask for (every model and test with every
+// combination of the list options; check_options).
+constexpr int64_t k_max_tests = 100000;
 
 // The whole numbers of a list option (split_list), each entry a decimal
 // int or a range as the reference writes them: "first-last" (every value),
@@ -432,6 +435,35 @@ void check_options(options & o) {
     }
     if (!skipped.empty()) {
         eprint("note: skipped {}: tessera's KV cache holds K and V in one type\n", fmt::join(skipped, ", "));
+    }
+    // Every test runs for every combination of the lists: their product is
+    // bounded (each list alone is, by k_max_range_values, but six lists of
+    // 1024 asked for 2e9 tests, built in memory before the first ran).
+    std::vector<std::pair<std::string, size_t>> factors{{"-m", o.models.size()}};
+    const auto add = [&](const char * flag, size_t n) {
+        if (n > 1) factors.emplace_back(flag, n);
+    };
+    size_t per_depth = o.pg.size();
+    for (int p : o.n_prompt) per_depth += p > 0 ? 1 : 0;
+    for (int n : o.n_gen) per_depth += n > 0 ? 1 : 0;
+    add("-p/-n/-pg", per_depth);
+    add("-d", o.n_depth.size());
+    add("-t", o.threads.size());
+    add("-fa", o.flash_attn.size());
+    add("-rp", o.repack.size());
+    add("-b", o.n_batch.size());
+    add("-ub", o.n_ubatch.size());
+    add("-ctk/-ctv", o.kv_types.size());
+    add("-ngl", o.n_gpu_layers.size());
+    double total = 1;
+    std::vector<std::string> terms;
+    for (const auto & [flag, n] : factors) {
+        total *= double(n);
+        terms.push_back(fmt::format("{} {}", n, flag));
+    }
+    if (total > double(k_max_tests)) {
+        throw option_error(fmt::format("the options ask for {:.0f} tests ({}), more than {} in one run", total,
+                                       fmt::join(terms, " x "), k_max_tests));
     }
 }
 

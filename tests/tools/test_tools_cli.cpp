@@ -1140,6 +1140,9 @@ TEST(BenchCli, ReferenceOptionsRangesAndSql) {
         {{"-p", "0-8*2"}, "error: tessera bench: -p '0-8*2': range '0-8*2': needs a multiplier of 2 or more and a first value of 1 or more"},
         {{"-p", "1-9*1"}, "error: tessera bench: -p '1-9*1': range '1-9*1': needs a multiplier of 2 or more and a first value of 1 or more"},
         {{"-n", "1-5000"}, "error: tessera bench: -n '1-5000': range '1-5000': more than 1024 values"},
+        // each list within its bound, their product not (it was built in memory: 2e9 tests took gigabytes)
+        {{"-b", "1-1024", "-ub", "1-1024", "-ngl", "0-1023"},
+         "error: tessera bench: the options ask for 2147483648 tests (1 -m x 2 -p/-n/-pg x 1024 -b x 1024 -ub x 1024 -ngl), more than 100000 in one run"},
         {{"-t", "1-x"}, "error: tessera bench: -t '1-x': '1-x' is not a whole number"},
         {{"-fa", "maybe"}, "error: tessera bench: -fa 'maybe': 'maybe' is not 0, 1, off, on or auto"},
         {{"-ctk", "q8_0"}, "error: tessera bench: -ctk 'q8_0': cache type 'q8_0' is not one tessera has (f16 or f32)"},
