@@ -22,7 +22,8 @@ using gguf::value_type;
 using json = nlohmann::ordered_json; // keeps fields in insertion order
 
 constexpr size_t array_head = 8;     // array elements shown when abbreviated
-constexpr size_t string_head = 120;  // string bytes shown when abbreviated (text output)
+constexpr size_t string_head = 120;  // string bytes shown when abbreviated
+constexpr size_t column_most = 64;   // widest a name column is padded to (longer names overflow it)
 
 // Length of the well-formed UTF-8 sequence at the start of `s` (1 to 4
 // bytes, RFC 3629: no overlong forms, surrogates or code points above
@@ -154,12 +155,25 @@ json scalar_json(const value & v) {
 }
 
 // {"type": ..., "value": ...}; arrays add "element_type", "length" and, when
-// abbreviated, "truncated": true (only the first elements in "value").
+// abbreviated, "truncated": true (only the first elements in "value");
+// an abbreviated string adds "length" (its bytes) and "truncated": true.
 json value_json(const value & v, bool full) {
     json j;
     j["type"] = gguf::value_type_name(v.type());
     if (v.type() == value_type::STRING) {
-        j["value"] = std::string(v.as_string());
+        // Abbreviated as in the text output: the first string_head bytes
+        // (never cut inside a UTF-8 sequence), "length" the whole string's
+        // bytes and "truncated": true.
+        const std::string_view str = v.as_string();
+        if (full || str.size() <= string_head) {
+            j["value"] = std::string(str);
+            return j;
+        }
+        size_t cut = string_head;
+        while (cut > 0 && (static_cast<unsigned char>(str[cut]) & 0xc0) == 0x80) --cut;
+        j["value"] = std::string(str.substr(0, cut));
+        j["length"] = str.size();
+        j["truncated"] = true;
         return j;
     }
     if (!v.is_array()) {
@@ -187,6 +201,25 @@ json value_json(const value & v, bool full) {
 // replaced by U+FFFD.
 std::string dump(const json & j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
 
+// Writes `,\n  "key": [...]` as the last member of a document dumped by
+// dump(): `n` entries entry(i), each indented as an array element two
+// levels down; `last`: then the document's closing brace.
+template <class Entry>
+void print_json_array(const char * key, size_t n, bool last, const Entry & entry) {
+    fmt::print(",\n  \"{}\": {}", key, n == 0 ? "[]" : "[");
+    for (size_t i = 0; i < n; ++i) {
+        const std::string text = dump(entry(i));
+        std::string indented = "    ";
+        indented.reserve(text.size() + text.size() / 4);
+        for (const char c : text) {
+            indented += c;
+            if (c == '\n') indented += "    ";
+        }
+        fmt::print("{}\n{}", i == 0 ? "" : ",", indented);
+    }
+    fmt::print("{}{}", n == 0 ? "" : "\n  ]", last ? "\n}\n" : "");
+}
+
 std::string shape_text(const gguf::tensor_info & t) {
     std::string s = "[";
     for (uint32_t d = 0; d < t.n_dims; ++d) s += fmt::format("{}{}", d ? ", " : "", t.ne[d]);
@@ -202,43 +235,35 @@ int run_info(const std::string & path, bool as_json, bool full) {
         j["alignment"] = r.alignment();
         j["data_offset"] = r.data_offset();
         j["file_size"] = r.file_size();
-        json md = json::array();
-        for (const auto & e : r.metadata()) {
-            json k = value_json(e.val, full);
-            k["key"] = std::string(e.key);
-            md.push_back(std::move(k));
-        }
-        j["metadata"] = std::move(md);
-        // The tensor table is written one entry at a time, each formatted
-        // as the whole document's dump would indent it, so that memory
-        // does not grow with the tensor count (a document of 300,000
-        // entries took 435 MB). The text is that of j["tensors"] = [...];
-        // j.dump(2) byte for byte (GgufCli.InfoJsonStreamsTheDocumentsText).
+        // The metadata and the tensor table are written one entry at a
+        // time, each formatted as the whole document's dump would indent
+        // it, so that memory grows with neither count (a document of
+        // 300,000 tensors took 435 MB); the largest single entry is what
+        // is held (a value abbreviated without --full). The text is that
+        // of the whole document's j.dump(2), byte for byte
+        // (GgufCli.InfoJsonStreamsTheDocumentsText).
         std::string head = dump(j);
         head.resize(head.size() - 2); // the closing "\n}"
+        fmt::print("{}", head);
+        const auto & metadata = r.metadata();
+        print_json_array("metadata", metadata.size(), false, [&](size_t i) {
+            json k = value_json(metadata[i].val, full);
+            k["key"] = std::string(metadata[i].key);
+            return k;
+        });
         const auto & tensors = r.tensors();
-        fmt::print("{},\n  \"tensors\": {}", head, tensors.empty() ? "[]" : "[");
-        for (size_t i = 0; i < tensors.size(); ++i) {
+        print_json_array("tensors", tensors.size(), true, [&](size_t i) {
             const gguf::tensor_info & t = tensors[i];
             json ne = json::array();
             for (uint32_t d = 0; d < t.n_dims; ++d) ne.push_back(t.ne[d]);
-            const json entry = {{"name", std::string(t.name)},
-                                {"type", std::string(type_name(t.type))},
-                                {"ne", std::move(ne)},
-                                {"n_elements", t.n_elements()},
-                                {"size", t.size},
-                                {"offset", t.offset},
-                                {"file_offset", t.file_offset}};
-            std::string text = dump(entry);
-            std::string indented = "    "; // an array element two levels down
-            indented.reserve(text.size() + text.size() / 4);
-            for (const char c : text) {
-                indented += c;
-                if (c == '\n') indented += "    ";
-            }
-            fmt::print("{}\n{}", i == 0 ? "" : ",", indented);
-        }
-        fmt::print("{}\n}}\n", tensors.empty() ? "" : "\n  ]");
+            return json{{"name", std::string(t.name)},
+                        {"type", std::string(type_name(t.type))},
+                        {"ne", std::move(ne)},
+                        {"n_elements", t.n_elements()},
+                        {"size", t.size},
+                        {"offset", t.offset},
+                        {"file_offset", t.file_offset}};
+        });
         return 0;
     }
     fmt::print("file: {}\n", path);
@@ -248,7 +273,7 @@ int run_info(const std::string & path, bool as_json, bool full) {
     fmt::print("GGUF version {}, alignment {}, {}, file size {} bytes\n", r.version(), r.alignment(), data, r.file_size());
     fmt::print("\nmetadata: {}\n", count_text(r.n_kv(), "key"));
     size_t width = 0;
-    for (const auto & e : r.metadata()) width = std::max(width, escaped(e.key).size());
+    for (const auto & e : r.metadata()) width = std::min(std::max(width, escaped(e.key).size()), column_most);
     for (const auto & e : r.metadata()) {
         const std::string type = e.val.is_array() ? "ARRAY" : gguf::value_type_name(e.val.type());
         fmt::print("  {:<{}}  {:<7}  {}\n", escaped(e.key), width, type, value_text(e.val, full));
@@ -256,7 +281,7 @@ int run_info(const std::string & path, bool as_json, bool full) {
     fmt::print("\ntensors: {}\n", r.n_tensors());
     if (r.n_tensors() == 0) return 0;
     size_t nw = 4;
-    for (const auto & t : r.tensors()) nw = std::max(nw, escaped(t.name).size());
+    for (const auto & t : r.tensors()) nw = std::min(std::max(nw, escaped(t.name).size()), column_most);
     fmt::print("  {:<{}}  {:<7}  {:<24}  {:>12}  {:>12}\n", "name", nw, "type", "shape (ne)", "bytes", "offset");
     uint64_t total = 0, elements = 0;
     for (const auto & t : r.tensors()) {

@@ -154,6 +154,7 @@ TEST(GgufCli, InvalidUtf8IsEscaped) {
     const auto text = run_tessera({"gguf", "info", templ});
     const auto full = run_tessera({"gguf", "info", "--full", templ});
     const auto js = run_tessera({"gguf", "info", "--json", "--full", templ});
+    const auto short_js = run_tessera({"gguf", "info", "--json", templ});
     ::unlink(templ);
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.out.find("'ok \xc3\xa9 bad \\xff\\xc3( \\xed\\xa0\\x80 \\xc0\\xaf end'"), std::string::npos) << text.out;
@@ -169,4 +170,38 @@ TEST(GgufCli, InvalidUtf8IsEscaped) {
     EXPECT_EQ(j["metadata"][1]["value"], "ok \xc3\xa9 bad " + f2 + "( " + f3 + " " + f2 + " end") << js.out;
     EXPECT_EQ(j["metadata"][2]["value"][0], fffd + "x");
     EXPECT_EQ(j["metadata"][3]["value"], long_value);
+    EXPECT_FALSE(j["metadata"][3].contains("truncated"));
+    // Without --full a long string is abbreviated as in the text (never cut
+    // inside a character), with its whole length: memory and output stay
+    // bounded (a 20 MB string took 417 MB for --json).
+    ASSERT_EQ(short_js.exit_code, 0) << short_js.err;
+    const auto sj = nlohmann::json::parse(short_js.out);
+    EXPECT_EQ(sj["metadata"][3]["value"], std::string(119, 'a')) << short_js.out;
+    EXPECT_EQ(sj["metadata"][3]["length"], 122) << short_js.out;
+    EXPECT_EQ(sj["metadata"][3]["truncated"], true) << short_js.out;
+    EXPECT_FALSE(sj["metadata"][1].contains("truncated")) << short_js.out; // 27 bytes: whole
+}
+
+// The text output pads the key and tensor-name columns to the longest
+// name up to 64 columns; a longer name overflows its column instead of
+// widening every line (one key of 65535 control bytes made 2000 short keys
+// print 524 MB).
+TEST(GgufCli, LongKeysDoNotWidenEveryLine) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    raw f;
+    f.b.reserve(4096);
+    f.header(0, 3);
+    f.str("general.architecture").u32(8).str("test");
+    f.str(std::string(1000, '\x01')).u32(0).put<uint8_t>(7);
+    f.str("short").u32(0).put<uint8_t>(9);
+    char templ[] = "/tmp/tessera_cli_widekey_XXXXXX";
+    const int fd = ::mkstemp(templ);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, f.b.data(), f.b.size()), ssize_t(f.b.size()));
+    ::close(fd);
+    const auto text = run_tessera({"gguf", "info", templ});
+    ::unlink(templ);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("\n  short" + std::string(64 - 5, ' ') + "  UINT8    9\n"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("\\x01\\x01  UINT8    7\n"), std::string::npos) << text.out;
 }
