@@ -206,6 +206,10 @@ private:
 // sorting the folder for each of them took minutes).
 struct plugin_scan {
     std::deque<folder_listing> folders; // (a deque: a listing stays put while more are added)
+    // Libraries load_all probed for every family at once (one probe_scores
+    // call: hanging variants of different families cost one time limit
+    // together), by path; load_best_in probes only the others.
+    std::unordered_map<std::string, probe_result> probed;
 
     // `dir`'s listing; a folder already listed under another spelling of
     // the same directory is not listed again.
@@ -366,6 +370,37 @@ backend_reg registry::load_handle(void * handle, const std::string & p) {
     return add_entry(std::move(e), what);
 }
 
+namespace {
+
+// A family's variant files in the folders `dirs` (first occurrence of a
+// file wins: another name or link for it is dropped), and in *base its
+// base file (the first found; empty for none).
+std::vector<fs::path> family_files(std::string_view name, const std::vector<fs::path> & dirs, detail::plugin_scan & scan,
+                                   fs::path * base) {
+    std::vector<fs::path> variants;
+    const std::string key = detail::to_lower(name);
+    std::unordered_set<file_id, file_id_hash> seen;
+    for (const auto & d : dirs) {
+        const detail::folder_listing & l = scan.folder(d);
+        const auto it = l.families.find(key);
+        if (it == l.families.end()) continue;
+        for (const auto & fname : it->second.variants) {
+            fs::path f = d / fname;
+            // A file that cannot be looked at (a broken link) is never the
+            // same as another, as with fs::equivalent.
+            struct stat st {};
+            if (::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !seen.insert({st.st_dev, st.st_ino}).second) {
+                continue;
+            }
+            variants.push_back(std::move(f));
+        }
+        if (base->empty() && !it->second.base.empty()) *base = d / it->second.base;
+    }
+    return variants;
+}
+
+} // namespace
+
 load_report registry::load_best(std::string_view name, const fs::path & dir) {
     detail::plugin_scan scan;
     return load_best_in(name, dir, scan);
@@ -385,39 +420,30 @@ load_report registry::load_best_in(std::string_view name, const fs::path & dir, 
         return report;
     }
 
-    // Gather variant files (first occurrence of a file wins: another name
-    // or link for it is dropped) and the base file.
-    std::vector<fs::path> variants;
     fs::path base;
-    const std::string key = detail::to_lower(name);
-    std::unordered_set<file_id, file_id_hash> seen;
-    for (const auto & d : search_paths(dir)) {
-        const detail::folder_listing & l = scan.folder(d);
-        const auto it = l.families.find(key);
-        if (it == l.families.end()) continue;
-        for (const auto & fname : it->second.variants) {
-            fs::path f = d / fname;
-            // A file that cannot be looked at (a broken link) is never the
-            // same as another, as with fs::equivalent.
-            struct stat st {};
-            if (::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !seen.insert({st.st_dev, st.st_ino}).second) {
-                continue;
-            }
-            variants.push_back(std::move(f));
-        }
-        if (base.empty() && !it->second.base.empty()) base = d / it->second.base;
-    }
+    const std::vector<fs::path> variants = family_files(name, search_paths(dir), scan, &base);
 
     // Score each variant in a probe process (score_probe.hpp): a variant
     // that crashes, exits or hangs while opened or scored is refused there;
     // none is opened in this process but the one loaded below. Where the
-    // probe cannot run, each is opened and scored here, as before.
-    std::vector<std::string> paths;
+    // probe cannot run, each is opened and scored here, as before. Those
+    // load_all probed already (scan.probed) are not probed again.
+    std::vector<std::string> paths, to_probe;
     paths.reserve(variants.size());
-    for (const auto & v : variants) paths.push_back(v.string());
+    for (const auto & v : variants) {
+        paths.push_back(v.string());
+        if (scan.probed.count(paths.back()) == 0) to_probe.push_back(paths.back());
+    }
     std::string note;
-    const std::vector<detail::probe_result> probed = detail::probe_scores(paths, detail::probe_timeout_s(), &note);
+    const std::vector<detail::probe_result> fresh =
+        to_probe.empty() ? std::vector<detail::probe_result>{} : detail::probe_scores(to_probe, detail::probe_timeout_s(), &note);
     if (!note.empty()) log(note);
+    std::vector<detail::probe_result> probed;
+    probed.reserve(paths.size());
+    for (size_t i = 0, f = 0; i < paths.size(); ++i) {
+        const auto it = scan.probed.find(paths[i]);
+        probed.push_back(it != scan.probed.end() ? it->second : fresh.at(f++));
+    }
     std::unordered_set<std::string> probe_passed;
     for (size_t i = 0; i < paths.size(); ++i) {
         load_candidate c;
@@ -509,9 +535,43 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
             reports.push_back(std::move(rep));
         }
     }
-    for (const auto & name : known_names()) reports.push_back(load_best_in(name, dir, scan));
+    // The families to load: the known ones, then (a folder named by the
+    // variable) those only its files name. Every variant of every family
+    // not loaded yet is probed in one call, so that hanging variants of
+    // different families cost one time limit together, not one each.
+    const bool env_dir = !env.empty() && !env_file && fs::is_directory(ep, ec);
+    std::vector<std::pair<std::string, fs::path>> families; // name, and the folder load_best_in searches
+    for (const auto & name : known_names()) families.emplace_back(name, dir);
+    if (env_dir) {
+        const auto & known = known_names();
+        for (const auto & fam : scan.folder(ep).named_families) {
+            const bool is_known = std::any_of(known.begin(), known.end(),
+                                              [&](const std::string & k) { return detail::iequals(k, fam); });
+            if (!is_known) families.emplace_back(fam, ep);
+        }
+    }
+    {
+        std::vector<std::string> all;
+        std::unordered_set<std::string> listed;
+        for (const auto & [name, where] : families) {
+            if (!detail::valid_family_name(name) || find_reg(name)) continue;
+            fs::path base;
+            for (const auto & f : family_files(name, search_paths(where), scan, &base)) {
+                if (listed.insert(f.string()).second) all.push_back(f.string());
+            }
+        }
+        std::string note;
+        const std::vector<detail::probe_result> probed =
+            all.empty() ? std::vector<detail::probe_result>{} : detail::probe_scores(all, detail::probe_timeout_s(), &note);
+        if (!note.empty()) log(note);
+        for (size_t i = 0; i < all.size(); ++i) {
+            if (probed[i].outcome != detail::probe_outcome::not_probed) scan.probed.emplace(all[i], probed[i]);
+        }
+    }
+    const size_t n_known = known_names().size();
+    for (size_t i = 0; i < n_known; ++i) reports.push_back(load_best_in(families[i].first, dir, scan));
     if (env.empty() || env_file) return reports;
-    if (fs::is_directory(ep, ec)) {
+    if (env_dir) {
         // A folder this user may not list was searched as an empty one.
         // (The iterator is closed at once: its descriptor would otherwise
         // stay open, inherited by the plugins loaded below.)
@@ -520,12 +580,7 @@ std::vector<load_report> registry::load_all(const fs::path & dir) {
         if (lec) log(fmt::format("{}='{}': cannot list the folder: {}; ignored", env_var, printable_utf8(env), lec.message()));
         // Families named only by files in that directory (each once, in
         // the order of their first file's name).
-        const auto & known = known_names();
-        for (const auto & fam : scan.folder(ep).named_families) {
-            const bool is_known = std::any_of(known.begin(), known.end(),
-                                              [&](const std::string & k) { return detail::iequals(k, fam); });
-            if (!is_known) reports.push_back(load_best_in(fam, ep, scan));
-        }
+        for (size_t i = n_known; i < families.size(); ++i) reports.push_back(load_best_in(families[i].first, ep, scan));
     } else {
         log(fmt::format("{}='{}' is neither a regular file nor a directory; ignored", env_var, printable_utf8(env)));
     }

@@ -603,6 +603,40 @@ TEST_P(PluginProbe, HangingVariantsAreProbedAtTheSameTime) {
     EXPECT_LT(seconds, 4.5) << "the hanging variants were probed one after another";
 }
 
+// load_all probes the variants of every family in one call: three
+// families whose one variant hangs in its score (copies of crashy's hang
+// variant under other family names, in a TESSERA_BACKEND_PATH folder) are
+// refused after about one time limit together, where one family after
+// another took one each (4.5 s at least here; five hanging GPU-driver
+// plugins took 2.5 minutes on every command).
+TEST_P(PluginProbe, HangingVariantsOfSeveralFamiliesCostOneTimeLimit) {
+    temp_dir tmp;
+    const fs::path hang = fake_plugin("crashy", "libtessera-crashy-hang");
+    for (const char * fam : {"hanga", "hangb", "hangc"}) {
+        fs::copy_file(hang, tmp.path() / (std::string("libtessera-") + fam + "-x.so"));
+    }
+    const double saved = detail::probe_timeout_s();
+    detail::set_probe_timeout_s(1.5);
+    registry reg;
+    ASSERT_EQ(setenv("TESSERA_BACKEND_PATH", tmp.path().c_str(), 1), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<load_report> reports = reg.load_all(tmp.path());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    unsetenv("TESSERA_BACKEND_PATH");
+    detail::set_probe_timeout_s(saved);
+    int refused = 0;
+    for (const load_report & rep : reports) {
+        if (rep.name.rfind("hang", 0) != 0) continue;
+        EXPECT_FALSE(rep.loaded) << rep.name;
+        ASSERT_EQ(rep.candidates.size(), 1u) << rep.name;
+        EXPECT_NE(rep.candidates[0].error.find("within 1.5 s"), std::string::npos) << rep.candidates[0].error;
+        ++refused;
+    }
+    EXPECT_EQ(refused, 3);
+    EXPECT_GE(seconds, 1.5);
+    EXPECT_LT(seconds, 4.0) << "the families' hanging variants were probed one family after another";
+}
+
 // The same for libraries that hang while being closed (a destructor that
 // never returns, after their score came), and behind libraries that are
 // slow but fine (300 ms each: each hands the rest on, and its group ends
