@@ -266,7 +266,7 @@ int run_info(const std::string & path, bool as_json, bool full) {
         });
         return 0;
     }
-    fmt::print("file: {}\n", path);
+    fmt::print("file: {}\n", escaped(path)); // (a name with control bytes must not drive the terminal)
     // Without tensors the data offset (the aligned end of the header) can lie
     // past the end of the file: there is no data section to point at.
     const std::string data = r.n_tensors() == 0 ? std::string("no tensor data") : fmt::format("data offset {}", r.data_offset());

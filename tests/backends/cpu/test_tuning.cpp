@@ -128,6 +128,12 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
         EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, bad}, warning).amx) << "'" << bad << "'";
         EXPECT_EQ(warning, std::string(k_amx_env) + "='" + bad + "' is not 0 or 1; using 1");
     }
+    // A value with control bytes is shown escaped (it reaches the terminal).
+    {
+        std::string warning;
+        (void)tuning_for(k_intel, {nullptr, nullptr, nullptr, "\x1b[2J"}, warning);
+        EXPECT_EQ(warning, std::string(k_amx_env) + "='\\x1b[2J' is not 0 or 1; using 1");
+    }
     // All bad: one line each, every default kept.
     std::string warning;
     const cpu_tuning t = tuning_for(k_intel, {"x", "y", "z", "w"}, warning);

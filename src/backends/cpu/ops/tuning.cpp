@@ -1,6 +1,7 @@
 // backends/cpu/ops/tuning.cpp — per-processor kernel choices (tuning.hpp).
 #include "backends/cpu/ops/tuning.hpp"
 #include "backends/cpu/cpuid.hpp"
+#include "tessera/core/printable.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -69,7 +70,8 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
     warning.clear();
     const auto refuse = [&](const char * name, const char * value, const char * wanted, const std::string & kept) {
         if (!warning.empty()) warning += "\n";
-        warning += std::string(name) + "='" + value + "' is not " + wanted + "; using " + kept;
+        // (the value escaped: a control byte must not reach the terminal)
+        warning += std::string(name) + "='" + tessera::printable(value) + "' is not " + wanted + "; using " + kept;
     };
     if (const char * v = env.stream_prefetch; v != nullptr) {
         char * end = nullptr;
