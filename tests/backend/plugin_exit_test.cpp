@@ -16,6 +16,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <thread>
 #include <tuple>
 #include <cstdint>
@@ -133,6 +134,28 @@ size_t count_of(const std::string & text, const std::string & part) {
 // The probe passes on this much of what its children print (score_probe.cpp).
 constexpr size_t k_output_cap = size_t{64} << 10;
 const std::string k_dropped_line = "tessera: the plugin probe process wrote more than 64 KiB to stdout and stderr; the ";
+
+// load_best("fakevar") of the fake variants with `helper` as the probe
+// helper: its report, the registry's log lines and this process's stderr
+// meanwhile.
+struct tapped_load {
+    load_report rep;
+    std::vector<std::string> logged;
+    std::unique_ptr<stderr_tap> tap;
+};
+tapped_load load_fakevar_with_helper(const std::string & helper) {
+    tapped_load t;
+    detail::set_probe_helper(helper);
+    t.tap = std::make_unique<stderr_tap>(1 << 20);
+    {
+        registry reg;
+        reg.set_log([&](std::string_view m) { t.logged.emplace_back(m); });
+        t.rep = reg.load_best("fakevar", fake_dir("variants"));
+    }
+    t.tap->stop();
+    detail::set_probe_helper(std::nullopt);
+    return t;
+}
 
 class PluginExit : public ::testing::Test {
 protected:
@@ -510,17 +533,10 @@ TEST_F(PluginExit, AHelperThatPrintsWithoutEndIsCapped) {
     if (!fs::exists("/bin/yes")) GTEST_SKIP() << "no /bin/yes";
     const double saved = detail::probe_timeout_s();
     detail::set_probe_timeout_s(1.5);
-    detail::set_probe_helper("/bin/yes");
-    std::vector<std::string> logged;
-    load_report rep;
-    stderr_tap tap(1 << 20);
-    {
-        registry reg;
-        reg.set_log([&](std::string_view m) { logged.emplace_back(m); });
-        rep = reg.load_best("fakevar", fake_dir("variants"));
-    }
-    tap.stop();
-    detail::set_probe_helper(std::nullopt);
+    const tapped_load t = load_fakevar_with_helper("/bin/yes");
+    const load_report & rep = t.rep;
+    const std::vector<std::string> & logged = t.logged;
+    const stderr_tap & tap = *t.tap;
     detail::set_probe_timeout_s(saved);
     EXPECT_LT(tap.total, k_output_cap + 4096);
     EXPECT_EQ(count_of(tap.kept, k_dropped_line), 1u) << tap.kept.substr(tap.kept.size() - std::min<size_t>(tap.kept.size(), 400));
@@ -547,17 +563,10 @@ TEST_F(PluginExit, AHelperThatPrintsMuchFirstIsNotHeldUp) {
     std::ofstream(wrap) << "#!/bin/sh\necho 'wrap: a line on stdout'\necho 'wrap: a line on stderr' >&2\n"
                         << "yes 'wrap: flood' | head -c " << flood << "\nexec '" << helper_path() << "' \"$@\"\n";
     fs::permissions(wrap, fs::perms::owner_all);
-    detail::set_probe_helper(wrap.string());
-    std::vector<std::string> logged;
-    load_report rep;
-    stderr_tap tap(1 << 20);
-    {
-        registry reg;
-        reg.set_log([&](std::string_view m) { logged.emplace_back(m); });
-        rep = reg.load_best("fakevar", fake_dir("variants"));
-    }
-    tap.stop();
-    detail::set_probe_helper(std::nullopt);
+    const tapped_load t = load_fakevar_with_helper(wrap.string());
+    const load_report & rep = t.rep;
+    const std::vector<std::string> & logged = t.logged;
+    const stderr_tap & tap = *t.tap;
     EXPECT_EQ(std::count_if(logged.begin(), logged.end(), [](const std::string & m) { return m.rfind("plugin probe helper", 0) == 0; }), 0)
         << ::testing::PrintToString(logged);
     ASSERT_TRUE(rep.loaded);
