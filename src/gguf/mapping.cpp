@@ -67,7 +67,9 @@ struct fd_guard {
 };
 } // namespace
 
-mapping::mapping(const std::filesystem::path & path) : name_(path.string()) {
+// The name every message shows is the path escaped (printable_utf8): a
+// file name with control bytes must not drive the terminal.
+mapping::mapping(const std::filesystem::path & path) : name_(printable_utf8(path.string())) {
     // O_NONBLOCK: opening a FIFO must not wait for a writer before the
     // S_ISREG check refuses it (it has no effect on a regular file).
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -92,7 +94,7 @@ mapping::mapping(const std::filesystem::path & path) : name_(path.string()) {
     }
     data_ = static_cast<const uint8_t *>(p);
     mapped_ = true;
-    slot_ = track(data_, size_, name_);
+    slot_ = track(data_, size_, path.string()); // (escaped there, once)
 }
 
 const char * mapped_file_at(const void * p) noexcept {

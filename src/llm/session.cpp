@@ -19,6 +19,7 @@
 #include "tessera/backend/registry.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/graph.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::llm {
 
@@ -44,7 +45,7 @@ device choose_device(registry & reg, const std::string & name) {
     if (auto d = reg.find_device(name)) return *d;
     std::string known;
     for (const device & d : reg.devices()) known += fmt::format("{}{}", known.empty() ? "" : ", ", d.name());
-    throw error(fmt::format("unknown device '{}' (available: {})", name, known.empty() ? "none" : known));
+    throw error(fmt::format("unknown device '{}' (available: {})", tessera::printable_utf8(name, 256), known.empty() ? "none" : known));
 }
 
 // a * b, or UINT64_MAX when the product does not fit.

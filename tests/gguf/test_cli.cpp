@@ -87,6 +87,10 @@ TEST(GgufCli, BadInputExitsOne) {
     auto r = run_tessera({"gguf", "info", "/nonexistent/file.gguf"});
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("error: gguf: /nonexistent/file.gguf: no such file"), std::string::npos) << r.err;
+    // A name with control bytes is shown escaped (UTF-8 kept).
+    r = run_tessera({"gguf", "info", "/nonexistent/a\x1b[31m\xc3\xa9.gguf"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("error: gguf: /nonexistent/a\\x1b[31m\xc3\xa9.gguf: no such file"), std::string::npos) << r.err;
     // A truncated copy of a real file.
     char templ[] = "/tmp/tessera_cli_XXXXXX";
     const int fd = ::mkstemp(templ);

@@ -229,6 +229,7 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", shared_dir + "/models/mnist-fc-f32.gguf", "-p", "x"}, "unsupported architecture 'mnist-fc'"},
         {{"run", "-m", shared_dir + "/vocab/ggml-vocab-llama-spm.gguf", "-p", "x"}, "missing tensor 'token_embd.weight'"},
         {{"run", "-m", stories, "-p", "x", "--device", "NoSuchGPU"}, "unknown device 'NoSuchGPU'"},
+        {{"run", "-m", stories, "-p", "x", "--device", "GPU\x1b[2J"}, "unknown device 'GPU\\x1b[2J'"}, // escaped
         {{"run", "-m", stories, "-p", "x", "--device", ""},
          "error: tessera run: --device '': expected a device name (see `tessera devices`); leave --device out for the best device (see tessera run --help)"},
         {{"run", "-m", stories, "-p", "x", "--seed", "-1"},

@@ -65,7 +65,8 @@ public:
 
     const uint8_t * data() const { return data_; }
     size_t size() const { return size_; }
-    // The path (or the name given to the in-memory constructor).
+    // The path as messages show it (escaped: printable_utf8), or the name
+    // given to the in-memory constructor.
     const std::string & name() const { return name_; }
     // Gives back to the system the pages wholly inside [p, p + n) (a range
     // of data()) that this process has read, once their bytes have been
