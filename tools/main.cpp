@@ -104,7 +104,16 @@ struct unexpected {
 std::optional<unexpected> unexpected_argument(CLI::App & app, int argc, char ** argv) {
     const std::string where = parsed_command(app);
     const std::vector<std::string> extras = app.remaining(true);
-    const auto is_extra = [&](const std::string & a) { return std::find(extras.begin(), extras.end(), a) != extras.end(); };
+    // Which arguments are the extras (a subsequence of argv, in order):
+    // matched from the end, so that an extra after "--" spelled like an
+    // option given before it (`-p hi -- -p`) is taken for the value it is.
+    std::vector<char> extra(static_cast<size_t>(argc), 0);
+    for (int i = argc - 1, k = static_cast<int>(extras.size()) - 1; i >= 1 && k >= 0; --i) {
+        if (extras[static_cast<size_t>(k)] == argv[i]) {
+            extra[static_cast<size_t>(i)] = 1;
+            --k;
+        }
+    }
     std::optional<std::string> stray;
     bool values_only = false; // past "--"
     for (int i = 1; i < argc; ++i) {
@@ -113,7 +122,7 @@ std::optional<unexpected> unexpected_argument(CLI::App & app, int argc, char ** 
             values_only = true;
             continue;
         }
-        if (!is_extra(a)) continue;
+        if (extra[static_cast<size_t>(i)] == 0) continue;
         if (!values_only && a.size() > 1 && a[0] == '-') return unexpected{a, where, true};
         if (!stray) stray = a;
     }

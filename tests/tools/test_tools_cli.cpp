@@ -1166,12 +1166,19 @@ TEST(BenchCli, ReferenceOptionsRangesAndSql) {
     const auto stray = run_tessera(std::vector<std::string>{"run", "-m", model, "stray"});
     EXPECT_EQ(stray.exit_code, 1);
     EXPECT_TRUE(contains(stray.err, "error: tessera run: unexpected argument 'stray' (see tessera run --help)")) << stray.err;
-    // After "--" every argument is a value: a stray one, never an option.
+    // After "--" every argument is a value: a stray one, never an option,
+    // also when spelled like an option given before it (`-p hi -- -p`).
     for (const char * after : {"-p", "--foo"}) {
-        const auto dashed = run_tessera(std::vector<std::string>{"run", "-m", model, "--", after});
-        EXPECT_EQ(dashed.exit_code, 1) << after;
-        EXPECT_TRUE(contains(dashed.err, std::string("error: tessera run: unexpected argument '") + after + "' (see tessera run --help)"))
-            << dashed.err;
+        for (const bool given_before : {false, true}) {
+            if (given_before && std::string_view(after) != "-p") continue; // (--foo is no option of run's)
+            std::vector<std::string> args{"run", "-m", model};
+            if (given_before) args.insert(args.end(), {after, "hi"});
+            args.insert(args.end(), {"--", after});
+            const auto dashed = run_tessera(args);
+            EXPECT_EQ(dashed.exit_code, 1) << after;
+            EXPECT_TRUE(contains(dashed.err, std::string("error: tessera run: unexpected argument '") + after + "' (see tessera run --help)"))
+                << dashed.err;
+        }
     }
 }
 
