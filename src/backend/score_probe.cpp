@@ -115,15 +115,22 @@ int child_fd = -1;
 int child_index = -1; // the library being opened, scored or closed; -1 after the last
 const char * child_call = "";
 
-void write_all(const void * data, size_t n) {
+// Writes all n bytes at data to fd (again after EINTR or a short write);
+// false when a write fails (errno says why) or writes nothing.
+bool write_fully(int fd, const void * data, size_t n) {
     const auto * p = static_cast<const char *>(data);
     while (n > 0) {
-        const ssize_t w = ::write(child_fd, p, n);
+        const ssize_t w = ::write(fd, p, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) _exit(2); // the parent is gone
+        if (w <= 0) return false;
         p += w;
         n -= static_cast<size_t>(w);
     }
+    return true;
+}
+
+void write_all(const void * data, size_t n) {
+    if (!write_fully(child_fd, data, n)) _exit(2); // the parent is gone
 }
 
 void send(int32_t kind, int32_t score, const std::string & message) {
@@ -586,17 +593,7 @@ bool write_stderr(const char * p, size_t n) {
     ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &old);
     sigset_t pending;
     const bool was_pending = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-    bool ok = true;
-    while (n > 0) {
-        const ssize_t w = ::write(2, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            ok = false;
-            break;
-        }
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
+    const bool ok = write_fully(2, p, n);
     if (!ok && !was_pending && ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
         const timespec now{};
         while (::sigtimedwait(&pipe_signal, nullptr, &now) < 0 && errno == EINTR) {
