@@ -2,9 +2,10 @@
 // clear message on bad input. Skipped when the tessera program is not built.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 
 #include "gguf/gguf_bytes.hpp"
 #include "support/run_process.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace tessera::test;
 namespace fs = std::filesystem;
@@ -25,6 +27,14 @@ process_result run_tessera(const std::vector<std::string> & args) {
 }
 
 bool have_tessera() { return fs::exists(fs::path(TESSERA_BINARY_DIR) / "tessera"); }
+
+// The first `n` of `bytes` written as m.gguf in `dir` (removed with it); its path.
+std::string write_gguf(const temp_dir & dir, const std::vector<uint8_t> & bytes, size_t n = SIZE_MAX) {
+    const fs::path path = dir / "m.gguf";
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(bytes.data()),
+                                                static_cast<std::streamsize>(std::min(n, bytes.size())));
+    return path.string();
+}
 
 } // namespace
 
@@ -92,14 +102,8 @@ TEST(GgufCli, BadInputExitsOne) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("error: gguf: /nonexistent/a\\x1b[31m\xc3\xa9.gguf: no such file"), std::string::npos) << r.err;
     // A truncated copy of a real file.
-    char templ[] = "/tmp/tessera_cli_XXXXXX";
-    const int fd = ::mkstemp(templ);
-    ASSERT_GE(fd, 0);
-    const auto bytes = read_file(shared_dir() / "models" / "stories260K.gguf");
-    ASSERT_EQ(::write(fd, bytes.data(), 5000), 5000);
-    ::close(fd);
-    r = run_tessera({"gguf", "info", templ});
-    ::unlink(templ);
+    const temp_dir dir("cli");
+    r = run_tessera({"gguf", "info", write_gguf(dir, read_file(shared_dir() / "models" / "stories260K.gguf"), 5000)});
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("truncated file"), std::string::npos) << r.err;
     r = run_tessera({"gguf", "info"});
@@ -119,13 +123,8 @@ TEST(GgufCli, NonFiniteFloatsInJsonAreNamed) {
     f.str("test.ninf").u32(6).f32(-std::numeric_limits<float>::infinity());
     f.str("test.f64").u32(12).put<double>(std::numeric_limits<double>::infinity());
     f.str("test.list").u32(9).u32(6).u64(3).f32(1.5f).f32(std::numeric_limits<float>::infinity()).f32(std::nanf(""));
-    char templ[] = "/tmp/tessera_cli_nonfinite_XXXXXX";
-    const int fd = ::mkstemp(templ);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::write(fd, f.b.data(), f.b.size()), ssize_t(f.b.size()));
-    ::close(fd);
-    const auto js = run_tessera({"gguf", "info", "--json", templ});
-    ::unlink(templ);
+    const temp_dir dir("cli");
+    const auto js = run_tessera({"gguf", "info", "--json", write_gguf(dir, f.b)});
     ASSERT_EQ(js.exit_code, 0) << js.err;
     const auto j = nlohmann::json::parse(js.out);
     EXPECT_EQ(j["metadata"][1]["value"], "nan") << js.out;
@@ -150,16 +149,12 @@ TEST(GgufCli, InvalidUtf8IsEscaped) {
     f.str("test.bad").u32(8).str(bad);
     f.str("test.list").u32(9).u32(8).u64(2).str("\x80x").str("fine");
     f.str("test.long").u32(8).str(long_value);
-    char templ[] = "/tmp/tessera_cli_utf8_XXXXXX";
-    const int fd = ::mkstemp(templ);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::write(fd, f.b.data(), f.b.size()), ssize_t(f.b.size()));
-    ::close(fd);
-    const auto text = run_tessera({"gguf", "info", templ});
-    const auto full = run_tessera({"gguf", "info", "--full", templ});
-    const auto js = run_tessera({"gguf", "info", "--json", "--full", templ});
-    const auto short_js = run_tessera({"gguf", "info", "--json", templ});
-    ::unlink(templ);
+    const temp_dir dir("cli");
+    const std::string file = write_gguf(dir, f.b);
+    const auto text = run_tessera({"gguf", "info", file});
+    const auto full = run_tessera({"gguf", "info", "--full", file});
+    const auto js = run_tessera({"gguf", "info", "--json", "--full", file});
+    const auto short_js = run_tessera({"gguf", "info", "--json", file});
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.out.find("'ok \xc3\xa9 bad \\xff\\xc3( \\xed\\xa0\\x80 \\xc0\\xaf end'"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("[STRING x 2] ['\\x80x', 'fine']"), std::string::npos) << text.out;
@@ -198,13 +193,8 @@ TEST(GgufCli, LongKeysDoNotWidenEveryLine) {
     f.str("general.architecture").u32(8).str("test");
     f.str(std::string(1000, '\x01')).u32(0).put<uint8_t>(7);
     f.str("short").u32(0).put<uint8_t>(9);
-    char templ[] = "/tmp/tessera_cli_widekey_XXXXXX";
-    const int fd = ::mkstemp(templ);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::write(fd, f.b.data(), f.b.size()), ssize_t(f.b.size()));
-    ::close(fd);
-    const auto text = run_tessera({"gguf", "info", templ});
-    ::unlink(templ);
+    const temp_dir dir("cli");
+    const auto text = run_tessera({"gguf", "info", write_gguf(dir, f.b)});
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.out.find("\n  short" + std::string(64 - 5, ' ') + "  UINT8    9\n"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("\\x01\\x01  UINT8    7\n"), std::string::npos) << text.out;
