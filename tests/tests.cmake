@@ -44,9 +44,10 @@ endif()
 # --- the per-processor kernel choices (backends/cpu/ops/tuning.hpp) both
 # ways, whichever this machine's defaults: the repack tests once more on the
 # vector builds (AVX2; AVX-512 VNNI) with TESSERA_CPU_STREAM_PREFETCH (the
-# mat-vec kernels' software prefetch) and TESSERA_CPU_GEMM_FLOAT_IN_PLACE
-# (the AVX-512 GEMM reading repacked F16/BF16 groups in place) set:
-# tuning_a = no prefetch, in place; tuning_b = prefetch, packed.
+# mat-vec kernels' software prefetch), TESSERA_CPU_STREAM_PREFETCH_L2 (into
+# L2, not L1) and TESSERA_CPU_GEMM_FLOAT_IN_PLACE (the AVX-512 GEMM reading
+# repacked F16/BF16 groups in place) set: tuning_a = no prefetch, in place;
+# tuning_b = prefetch into L1, packed; tuning_c = prefetch into L2, packed.
 # The AMX build's repack tests once more with the tiles off
 # (TESSERA_CPU_AMX=0): the AVX-512 kernels of the same copy.
 if(TARGET test_backends_cpu_sapphirerapids AND TESSERA_BUILD_MACHINE_RUNS_sapphirerapids)
@@ -59,13 +60,14 @@ foreach(_isa haswell zen4)
   if(NOT TARGET ${_t} OR NOT TESSERA_BUILD_MACHINE_RUNS_${_isa})
     continue()
   endif()
-  foreach(_case "a;0;1" "b;4096;0")
+  foreach(_case "a;0;0;1" "b;4096;0;0" "c;4096;1;0")
     list(GET _case 0 _name)
     list(GET _case 1 _pf)
-    list(GET _case 2 _in_place)
+    list(GET _case 2 _l2)
+    list(GET _case 3 _in_place)
     add_test(NAME ${_t}.tuning_${_name}
              COMMAND ${_t} "--gtest_filter=CpuTuning.*:*RepackMulMat.*:*RepackMulMatK*K256*:*RepackMulMatK*K512*")
     set_tests_properties(${_t}.tuning_${_name} PROPERTIES TIMEOUT 600 ENVIRONMENT
-                         "TESSERA_CPU_STREAM_PREFETCH=${_pf};TESSERA_CPU_GEMM_FLOAT_IN_PLACE=${_in_place}")
+                         "TESSERA_CPU_STREAM_PREFETCH=${_pf};TESSERA_CPU_STREAM_PREFETCH_L2=${_l2};TESSERA_CPU_GEMM_FLOAT_IN_PLACE=${_in_place}")
   endforeach()
 endforeach()

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -86,7 +87,25 @@ TEST(CpuTuning, DefaultsPerVendorAndFamily) {
     }
     // Family 0x1A of another vendor (none exists) is not Zen 5.
     EXPECT_EQ(tuning_for({cpu_vendor::other, 0x1A, 0}, {}, warning).stream_prefetch, 0u);
+    // The stream prefetch goes into L2 on Intel only.
+    EXPECT_TRUE(tuning_for(k_intel, {}, warning).stream_prefetch_l2);
+    for (const cpu_model & m : {k_zen4, k_zen5, k_other}) EXPECT_FALSE(tuning_for(m, {}, warning).stream_prefetch_l2);
     EXPECT_TRUE(warning.empty());
+}
+
+TEST(CpuTuning, TheStreamPrefetchKindFollowsDistanceAndLevel) {
+    cpu_tuning t;
+    t.stream_prefetch = 0;
+    t.stream_prefetch_l2 = true;
+    EXPECT_EQ(stream_pf_of(t), stream_pf::none); // no distance: no prefetch at all
+    t.stream_prefetch = 4096;
+    EXPECT_EQ(stream_pf_of(t), stream_pf::l2);
+    t.stream_prefetch_l2 = false;
+    EXPECT_EQ(stream_pf_of(t), stream_pf::l1);
+    // with_stream_pf hands the kernel the kind as a constant.
+    for (const stream_pf k : {stream_pf::none, stream_pf::l1, stream_pf::l2}) {
+        EXPECT_EQ(with_stream_pf(k, [](auto c) { return decltype(c)::value; }), k);
+    }
 }
 
 TEST(CpuTuning, TheEnvironmentOverridesTheDefault) {
@@ -101,6 +120,8 @@ TEST(CpuTuning, TheEnvironmentOverridesTheDefault) {
     EXPECT_TRUE(tuning_for(k_zen4, {nullptr, nullptr, "1"}, warning).huge_pages);
     EXPECT_FALSE(tuning_for(k_intel, {nullptr, nullptr, nullptr, "0"}, warning).amx);
     EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, "1"}, warning).amx);
+    EXPECT_FALSE(tuning_for(k_intel, {nullptr, nullptr, nullptr, nullptr, "0"}, warning).stream_prefetch_l2);
+    EXPECT_TRUE(tuning_for(k_zen4, {nullptr, nullptr, nullptr, nullptr, "1"}, warning).stream_prefetch_l2);
     const cpu_tuning all = tuning_for(k_zen4, {"128", "0", "0", "0"}, warning);
     EXPECT_EQ(all.stream_prefetch, 128u);
     EXPECT_FALSE(all.gemm_float_in_place);
@@ -127,6 +148,8 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
         EXPECT_EQ(warning, std::string(k_huge_pages_env) + "='" + bad + "' is not 0 or 1; using 1");
         EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, bad}, warning).amx) << "'" << bad << "'";
         EXPECT_EQ(warning, std::string(k_amx_env) + "='" + bad + "' is not 0 or 1; using 1");
+        EXPECT_FALSE(tuning_for(k_zen4, {nullptr, nullptr, nullptr, nullptr, bad}, warning).stream_prefetch_l2) << "'" << bad << "'";
+        EXPECT_EQ(warning, std::string(k_stream_prefetch_l2_env) + "='" + bad + "' is not 0 or 1; using 0");
     }
     // A value with control bytes is shown escaped (it reaches the terminal).
     {
@@ -136,15 +159,17 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
     }
     // All bad: one line each, every default kept.
     std::string warning;
-    const cpu_tuning t = tuning_for(k_intel, {"x", "y", "z", "w"}, warning);
+    const cpu_tuning t = tuning_for(k_intel, {"x", "y", "z", "w", "v"}, warning);
     EXPECT_EQ(t.stream_prefetch, 4096u);
     EXPECT_FALSE(t.gemm_float_in_place);
     EXPECT_TRUE(t.huge_pages);
     EXPECT_TRUE(t.amx);
+    EXPECT_TRUE(t.stream_prefetch_l2);
     EXPECT_EQ(warning, std::string(k_stream_prefetch_env) +
                            "='x' is not a byte count that is a multiple of 64 in [0, 65536]; using 4096\n" +
                            k_gemm_float_in_place_env + "='y' is not 0 or 1; using 0\n" + k_huge_pages_env +
-                           "='z' is not 0 or 1; using 1\n" + k_amx_env + "='w' is not 0 or 1; using 1");
+                           "='z' is not 0 or 1; using 1\n" + k_amx_env + "='w' is not 0 or 1; using 1\n" +
+                           k_stream_prefetch_l2_env + "='v' is not 0 or 1; using 1");
 }
 
 // The process's tuning is the vendor default, or the variable's value when
@@ -156,8 +181,12 @@ TEST(CpuTuning, TheProcessTuningFollowsTheEnvironment) {
     EXPECT_EQ(tuning().gemm_float_in_place, expect.gemm_float_in_place);
     EXPECT_EQ(tuning().huge_pages, expect.huge_pages);
     EXPECT_EQ(tuning().amx, expect.amx);
+    EXPECT_EQ(tuning().stream_prefetch_l2, expect.stream_prefetch_l2);
     if (const char * env = std::getenv(k_stream_prefetch_env); env != nullptr && warning.empty()) {
         EXPECT_EQ(tuning().stream_prefetch, std::strtoul(env, nullptr, 10));
+    }
+    if (const char * env = std::getenv(k_stream_prefetch_l2_env); env != nullptr && warning.empty()) {
+        EXPECT_EQ(tuning().stream_prefetch_l2, std::strcmp(env, "1") == 0);
     }
 }
 

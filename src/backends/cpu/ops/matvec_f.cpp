@@ -436,13 +436,13 @@ void strips_path(const compute_params & p, const mm_dims & d, float * xbuf) {
 // group g's stream at g0 + g group_bytes, step k (16 weights) at k * 16
 // elements. y[16 g + r] = row r of group g . x, with the GEMM's operations
 // (gemm_f.cpp): per K chunk of k_gemm_f_kc a sequential FMA chain from
-// zero, the chunk sums added to the first in order. PF: each stream is
-// prefetched `pf` bytes ahead, a line per 64 bytes of steps (tuning.hpp:
+// zero, the chunk sums added to the first in order. P: each stream is
+// prefetched `pf` bytes ahead (into L1 or L2), a line per 64 bytes of steps (tuning.hpp:
 // on Intel; on Zen 4 the hardware prefetcher alone read faster, BM_mul_mat_repack
 // F16 4096 x 4096, one column, GFLOP/s with prefetch 2048 bytes ahead ->
 // none: AVX-512 1 thread 17.8 -> 24.4, 2 threads 27.8 -> 32.0; the AVX2
 // build 18.0 -> 22.2 and 26.5 -> 29.7).
-template <int32_t T, int NG, bool PF>
+template <int32_t T, int NG, stream_pf P>
 void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, float * y, [[maybe_unused]] size_t pf) {
     constexpr int64_t G = k_repack_float_rows;
     constexpr size_t step = G * esize<T>();
@@ -458,8 +458,8 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
             const __m512 xv = _mm512_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
                 const char * w = g[i] + static_cast<size_t>(k) * step;
-                if constexpr (PF) {
-                    if (k % steps_per_line == 0) _mm_prefetch(w + pf, _MM_HINT_T0);
+                if constexpr (P != stream_pf::none) {
+                    if (k % steps_per_line == 0) prefetch_line<P>(w + pf);
                 }
                 acc[i] = _mm512_fmadd_ps(load16<T>(w), xv, acc[i]);
             }
@@ -476,8 +476,8 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
             const __m256 xv = _mm256_set1_ps(x[k]);
             for (int i = 0; i < NG; ++i) {
                 const char * w = g[i] + static_cast<size_t>(k) * step;
-                if constexpr (PF) {
-                    if (k % steps_per_line == 0) _mm_prefetch(w + pf, _MM_HINT_T0);
+                if constexpr (P != stream_pf::none) {
+                    if (k % steps_per_line == 0) prefetch_line<P>(w + pf);
                 }
                 acc[i][0] = _mm256_fmadd_ps(load8<T>(w), xv, acc[i][0]);
                 acc[i][1] = _mm256_fmadd_ps(load8<T>(w + 8 * esize<T>()), xv, acc[i][1]);
@@ -495,11 +495,11 @@ void groups(const char * g0, size_t group_bytes, const float * x, int64_t K, flo
 }
 
 #ifdef TSR_CPU_BF16DOT
-// groups<TSR_TYPE_BF16, NG, PF> on AVX512-BF16 builds: the GEMM's
+// groups<TSR_TYPE_BF16, NG, P> on AVX512-BF16 builds: the GEMM's
 // operations there (gemm_f.cpp run_bf16): per K chunk a vdpbf16ps chain
 // from zero over the pairs of two steps (bf16_dot::group_pairs) and the
 // column's pairs xp (bf16_dot::to_pairs), the chunk sums added in order.
-template <int NG, bool PF>
+template <int NG, stream_pf P>
 void groups_pairs(const char * g0, size_t group_bytes, const uint32_t * xp, int64_t K, float * y, [[maybe_unused]] size_t pf) {
     constexpr int64_t G = k_repack_float_rows;
     constexpr size_t step = G * 2;
@@ -513,8 +513,8 @@ void groups_pairs(const char * g0, size_t group_bytes, const uint32_t * xp, int6
             const __m512i xv = _mm512_set1_epi32(static_cast<int>(xp[k / 2]));
             for (int i = 0; i < NG; ++i) {
                 const char * w = g[i] + static_cast<size_t>(k) * step;
-                if constexpr (PF) {
-                    if (k % 2 == 0) _mm_prefetch(w + pf, _MM_HINT_T0); // a line per two steps
+                if constexpr (P != stream_pf::none) {
+                    if (k % 2 == 0) prefetch_line<P>(w + pf); // a line per two steps
                 }
                 acc[i] = bf16_dot::dot(acc[i], bf16_dot::group_pairs(w, k + 1 < k1), xv);
             }
@@ -525,19 +525,19 @@ void groups_pairs(const char * g0, size_t group_bytes, const uint32_t * xp, int6
 }
 #endif
 
-// groups<T, ng, PF> for ng in 1..k_item_groups, or groups<T, 1, PF> ng
+// groups<T, ng, P> for ng in 1..k_item_groups, or groups<T, 1, P> ng
 // times in a row for groups of at most k_one_stream_bytes (the same
 // operations per row either way).
 // (BF16 on AVX512-BF16 builds: groups_pairs over the column's pairs xp.)
-template <int32_t T, bool PF>
+template <int32_t T, stream_pf P>
 void groups_of(int64_t ng, const char * w, size_t group_bytes, const float * x, [[maybe_unused]] const uint32_t * xp,
                int64_t K, float * y, size_t pf) {
     static_assert(k_item_groups == 4, "one case per group count");
     auto run_groups = [&]<int NG>(const char * wg, float * yg) {
 #ifdef TSR_CPU_BF16DOT
-        if constexpr (T == TSR_TYPE_BF16) return groups_pairs<NG, PF>(wg, group_bytes, xp, K, yg, pf);
+        if constexpr (T == TSR_TYPE_BF16) return groups_pairs<NG, P>(wg, group_bytes, xp, K, yg, pf);
 #endif
-        groups<T, NG, PF>(wg, group_bytes, x, K, yg, pf);
+        groups<T, NG, P>(wg, group_bytes, x, K, yg, pf);
     };
     if (group_bytes <= k_one_stream_bytes) {
         for (int64_t i = 0; i < ng; ++i) {
@@ -568,6 +568,7 @@ void groups_path(const compute_params & p, const mm_dims & d, float * xbuf, [[ma
     batch_view bv;
     int64_t loaded = -1;
     const size_t pf = tuning().stream_prefetch;
+    const stream_pf kind = stream_pf_of(tuning());
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const int64_t batch = it / per_batch, g0 = it % per_batch * k_item_groups;
@@ -582,11 +583,9 @@ void groups_path(const compute_params & p, const mm_dims & d, float * xbuf, [[ma
             const char * w = bv.a + static_cast<size_t>(g0) * group_bytes;
             for (int64_t n = 0; n < d.N; ++n) {
                 float * y = bv.y[n] + g0 * G;
-                if (pf != 0) {
-                    groups_of<T, true>(ng, w, group_bytes, bv.x[n], bv.xp[n], d.K, y, pf);
-                } else {
-                    groups_of<T, false>(ng, w, group_bytes, bv.x[n], bv.xp[n], d.K, y, 0);
-                }
+                with_stream_pf(kind, [&](auto k) {
+                    groups_of<T, decltype(k)::value>(ng, w, group_bytes, bv.x[n], bv.xp[n], d.K, y, pf);
+                });
             }
         }
     }

@@ -5,7 +5,7 @@
 //
 // Each thread streams whole groups, front to back; the G rows of a group
 // sit in the G int32 lanes of one vector (k_lanes.hpp), so nothing is
-// reduced across lanes. PF: the stream is prefetched `pf` bytes ahead,
+// reduced across lanes. P: the stream is prefetched `pf` bytes ahead (into L1 or L2),
 // each super-block's lines spread over its loop (tuning.hpp: on Intel; on
 // Zen 4 the hardware prefetcher alone read faster, BM_mul_mat_repack one
 // column, medians of 5 interleaved runs, GFLOP/s with 4096 bytes ahead ->
@@ -86,13 +86,14 @@ column quantize_column(const float * x, int64_t n_super, char * mem) {
     return {q, pairs};
 }
 
-// Software prefetch of part i of n of a group's super-block (`bytes` long,
-// at blk), pf bytes ahead: spread over a block's loop rather than issued in
-// one burst at its start.
+// Software prefetch (as P says) of part i of n of a group's super-block
+// (`bytes` long, at blk), pf bytes ahead: spread over a block's loop rather
+// than issued in one burst at its start.
+template <stream_pf P>
 inline void prefetch_part(const char * blk, size_t bytes, int i, int n, size_t pf) {
     const size_t lines = (bytes + 63) / 64;
     const size_t l0 = lines * static_cast<size_t>(i) / static_cast<size_t>(n), l1 = lines * static_cast<size_t>(i + 1) / static_cast<size_t>(n);
-    for (size_t l = l0; l < l1; ++l) _mm_prefetch(blk + pf + 64 * l, _MM_HINT_T0);
+    for (size_t l = l0; l < l1; ++l) prefetch_line<P>(blk + pf + 64 * l);
 }
 
 // Per lane, the int16 pair (a, b) of two int32 lanes holding int16 values.
@@ -124,8 +125,8 @@ inline V::vi scaled(V::vi acc, V::vi sc) {
 }
 
 // out[c][0..G) = the G rows of Q4_K (Five: Q5_K) group `grp` (n_super
-// super-blocks) . column c; PF: prefetch pf bytes ahead.
-template <int C, bool Five, bool PF>
+// super-blocks) . column c; P: prefetch pf bytes ahead (or not).
+template <int C, bool Five, stream_pf P>
 __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * grp, const column * x, int64_t n_super, float * const * out,
                                                                  [[maybe_unused]] size_t pf) {
     constexpr size_t group_block = k_block_bytes(Five ? TSR_TYPE_Q5_K : TSR_TYPE_Q4_K) * G;
@@ -152,7 +153,7 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
         const char * qh = blk + 16 * G; // Q5_K: qh step s at qh + 4 G s
 #pragma GCC unroll 1
         for (int h = 0; h < 4; ++h) { // sub-blocks 2h (low nibbles) and 2h + 1 (high)
-            if constexpr (PF) prefetch_part(blk, group_block, h, 4, pf);
+            if constexpr (P != stream_pf::none) prefetch_part<P>(blk, group_block, h, 4, pf);
             const V::vi sc_lo = V::u8_to_i32(sc + 2 * h * G), sc_hi = V::u8_to_i32(sc + (2 * h + 1) * G);
             V::vi lo[C], hi[C];
             for (int c = 0; c < C; ++c) lo[c] = hi[c] = V::zero();
@@ -204,7 +205,7 @@ __attribute__((optimize("no-tree-reassoc"))) void q4_k_group_dot(const char * gr
 // vpmaddubsw over 2 steps, 2 * 2 * 63 * 127 < 2^15, then vpmaddwd by
 // (sc_j, sc_j)), the offset as int16 pairs (sc_2i, sc_2i+1) times the
 // column's (bsum_2i, bsum_2i+1).
-template <int C, bool PF>
+template <int C, stream_pf P>
 __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * grp, const column * x, int64_t n_super, float * const * out,
                                                                  [[maybe_unused]] size_t pf) {
     const V::vi m4 = V::bcast8(0x0f), m2 = V::bcast8(0x30);
@@ -228,8 +229,8 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
             V::vi scj[4]; // the scales of the quarters' current sub-blocks
 #pragma GCC unroll 8
             for (int s = 0; s < 8; ++s) {
-                if constexpr (PF) {
-                    if (s % 2 == 0) prefetch_part(B.blk, 210 * G, 4 * h + s / 2, 8, pf);
+                if constexpr (P != stream_pf::none) {
+                    if (s % 2 == 0) prefetch_part<P>(B.blk, 210 * G, 4 * h + s / 2, 8, pf);
                 }
                 if (s % 4 == 0) { // the half's scales come first in the stream
                     for (int qq = 0; qq < 4; ++qq) scj[qq] = V::i8_to_i32(B.scale(8 * h + 2 * qq + s / 4));
@@ -277,15 +278,15 @@ __attribute__((optimize("no-tree-reassoc"))) void q6_k_group_dot(const char * gr
     for (int c = 0; c < C; ++c) V::storeuf(out[c], acc[c]);
 }
 
-template <int32_t T, bool PF, int C = k_cols>
+template <int32_t T, stream_pf P, int C = k_cols>
 void group_dot_n(int cols, const char * grp, const column * x, int64_t n_super, float * const * out, size_t pf) {
     if constexpr (C > 1) {
-        if (cols < C) return group_dot_n<T, PF, C - 1>(cols, grp, x, n_super, out, pf);
+        if (cols < C) return group_dot_n<T, P, C - 1>(cols, grp, x, n_super, out, pf);
     }
     if constexpr (T == TSR_TYPE_Q4_K || T == TSR_TYPE_Q5_K) {
-        q4_k_group_dot<C, T == TSR_TYPE_Q5_K, PF>(grp, x, n_super, out, pf);
+        q4_k_group_dot<C, T == TSR_TYPE_Q5_K, P>(grp, x, n_super, out, pf);
     } else {
-        q6_k_group_dot<C, PF>(grp, x, n_super, out, pf);
+        q6_k_group_dot<C, P>(grp, x, n_super, out, pf);
     }
 }
 
@@ -305,6 +306,7 @@ void run(const compute_params & p, const mm_dims & d) {
     int64_t have_batch = -1;
     const int nc = static_cast<int>(d.N);
     const size_t pf = tuning().stream_prefetch;
+    const stream_pf kind = stream_pf_of(tuning());
     constexpr int layout = 0x200 | T; // the pair words depend on T
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
@@ -323,11 +325,7 @@ void run(const compute_params & p, const mm_dims & d) {
             float * out[k_cols];
             for (int c = 0; c < nc; ++c) out[c] = dst_column(d, batch, c) + g * static_cast<int64_t>(G);
             const char * grp = a_matrix(d, batch) + static_cast<size_t>(g) * group_bytes;
-            if (pf != 0) {
-                group_dot_n<T, true>(nc, grp, x, n_super, out, pf);
-            } else {
-                group_dot_n<T, false>(nc, grp, x, n_super, out, 0);
-            }
+            with_stream_pf(kind, [&](auto k) { group_dot_n<T, decltype(k)::value>(nc, grp, x, n_super, out, pf); });
         }
     }
 }

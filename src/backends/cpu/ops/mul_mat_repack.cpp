@@ -260,9 +260,10 @@ inline __m256i q5_fifth(__m256i h, int j) {
 }
 
 // out[c * 8 + r] = row r of the group at w . column c of the tile at xt.
+// The group's stream is prefetched k_prefetch bytes ahead as P says.
 // (no-tree-reassoc: else GCC regroups the integer sums of a block into a
 // tree, computing every product first and spilling them to the stack.)
-template <int32_t T, int C>
+template <int32_t T, int C, stream_pf P = stream_pf::l1>
 __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out) {
     static_assert(group_rows<T>() == k_rows, "8-row groups");
     __m256 acc[C];
@@ -272,7 +273,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
         const char * pb = w + static_cast<size_t>(b) * group_block<T>();
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
         // Software prefetch k_prefetch bytes ahead in the group's stream.
-        for (size_t o = 0; o < group_block<T>(); o += 64) _mm_prefetch(pb + k_prefetch + o, _MM_HINT_T0);
+        for (size_t o = 0; o < group_block<T>(); o += 64) prefetch_line<P>(pb + k_prefetch + o);
         const __m256 dw = simd::load_f16x8(pb);
         __m256i is[C];
         if constexpr (nibbles<T>()) {
@@ -378,11 +379,12 @@ struct rows16 {
         if constexpr (one_group) return _mm512_loadu_si512(p0 + at);
         return step2(p0 + at, p1 + at);
     }
-    // Software prefetch of the block `ahead` bytes on.
+    // Software prefetch of the block `ahead` bytes on, as P says.
+    template <stream_pf P = stream_pf::l1>
     void prefetch(size_t ahead) const {
         for (size_t o = 0; o < group_block<T>(); o += 64) {
-            _mm_prefetch(p0 + ahead + o, _MM_HINT_T0);
-            if constexpr (!one_group) _mm_prefetch(p1 + ahead + o, _MM_HINT_T0);
+            prefetch_line<P>(p0 + ahead + o);
+            if constexpr (!one_group) prefetch_line<P>(p1 + ahead + o);
         }
     }
 };
@@ -514,12 +516,12 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
 // group (lanes 0..7 step j, 8..15 step j + 1), so the weights stay one
 // stream; vpermd spreads activation dwords j and j + 1 over the two
 // halves; the two halves' exact int32 sums are added before the same
-// scale and FMA as micro_kernel's. PF: each block's lines are prefetched
+// scale and FMA as micro_kernel's. P: each block's lines are prefetched (L1 or L2)
 // `pf` bytes ahead (tuning.hpp: on Intel; on Zen 4 the hardware prefetcher
 // alone read faster: Q8_0 2048 x 5632 36.9 -> 46.8 GFLOP/s without, Q4_0
 // 576 x 1536 68.0 -> 76.2 on 1 thread; 2 threads: Q8_0 47.4 -> 57.2, Q4_0
 // 106.7 -> 110.1).
-template <int32_t T, bool PF>
+template <int32_t T, stream_pf P>
 void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out, size_t pf) {
     static_assert(group_rows<T>() == k_rows, "8-row groups");
     const __m512i pair[4] = {
@@ -532,9 +534,7 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
     for (int64_t b = 0; b < n_blocks; ++b) {
         const char * pb = w + static_cast<size_t>(b) * group_block<T>();
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
-        if constexpr (PF) {
-            for (size_t o = 0; o < group_block<T>(); o += 64) _mm_prefetch(pb + pf + o, _MM_HINT_T0);
-        }
+        for (size_t o = 0; P != stream_pf::none && o < group_block<T>(); o += 64) prefetch_line<P>(pb + pf + o);
         const __m256 dw = simd::load_f16x8(pb);
         // Activation dwords 0..7: Q4_0/Q5_0/Q5_1 low-nibble steps 0..3 then
         // high-nibble steps 0..3; Q8_0 steps 0..7.
@@ -589,8 +589,8 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
 // matvec_kernel512 on the 8-row groups that is half the loads and no
 // vpermd per 16 rows: streaming synth-1B-shaped Q4_0 products in a
 // stand-alone test (Zen 4, 1 thread, weights on huge pages) ran at 1.0 of
-// the read bandwidth against 0.9. PF as in matvec_kernel512.
-template <int32_t T, bool PF>
+// the read bandwidth against 0.9. P as in matvec_kernel512.
+template <int32_t T, stream_pf P>
 void matvec16_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out, size_t pf) {
     static_assert(T == TSR_TYPE_Q4_0 && group_rows<T>() == 16, "the 16-row groups of Q4_0");
     const __m512i m = _mm512_set1_epi8(0x0f);
@@ -598,7 +598,7 @@ void matvec16_kernel512(const char * w, int64_t n_blocks, const char * xt, float
     for (int64_t b = 0; b < n_blocks; ++b) {
         const rows16<T> rows{w + static_cast<size_t>(b) * group_block<T>(), nullptr};
         const char * xp = xt + static_cast<size_t>(b) * k_xblock;
-        if constexpr (PF) rows.prefetch(pf);
+        if constexpr (P != stream_pf::none) rows.template prefetch<P>(pf);
         const __m512 dw = rows.scales();
         __m512i lo = _mm512_setzero_si512(), hi = lo;
         #pragma GCC unroll 4
@@ -617,19 +617,21 @@ void matvec16_kernel512(const char * w, int64_t n_blocks, const char * xt, float
 #endif // TSR_CPU_VNNI512
 
 // The 16 rows at w0, w1 (as micro_kernel16) . the tile's `cols` columns;
-// one column of a 16-row group with AVX512-VNNI: matvec16_kernel512 (pf:
-// cpu_tuning::stream_prefetch, as tile's).
+// one column of a 16-row group with AVX512-VNNI: matvec16_kernel512 (its
+// prefetch as `tu` says, as tile's).
 template <int32_t T, int C = k_c>
-void tile16(int cols, const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] size_t pf) {
+void tile16(int cols, const char * w0, const char * w1, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] const cpu_tuning & tu) {
 #ifdef TSR_CPU_VNNI512
     if constexpr (rows16<T>::one_group) {
         if (cols == 1) {
-            return pf != 0 ? matvec16_kernel512<T, true>(w0, n_blocks, xt, out, pf) : matvec16_kernel512<T, false>(w0, n_blocks, xt, out, 0);
+            return with_stream_pf(stream_pf_of(tu), [&](auto k) {
+                matvec16_kernel512<T, decltype(k)::value>(w0, n_blocks, xt, out, tu.stream_prefetch);
+            });
         }
     }
 #endif
     if constexpr (C > 1) {
-        if (cols < C) return tile16<T, C - 1>(cols, w0, w1, n_blocks, xt, out, pf);
+        if (cols < C) return tile16<T, C - 1>(cols, w0, w1, n_blocks, xt, out, tu);
     }
     micro_kernel16<T, C>(w0, w1, n_blocks, xt, out);
 }
@@ -927,16 +929,21 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
 
 #endif
 
-// pf: cpu_tuning::stream_prefetch, for the one-column kernel.
+// tu: the one-column kernel's prefetch (cpu_tuning::stream_prefetch and
+// stream_prefetch_l2; the AVX2 micro-kernel keeps its own distance).
 template <int32_t T, int C = k_c>
-void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] size_t pf) {
+void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] const cpu_tuning & tu) {
 #ifdef TSR_CPU_VNNI512
     if (cols == 1) {
-        return pf != 0 ? matvec_kernel512<T, true>(w, n_blocks, xt, out, pf) : matvec_kernel512<T, false>(w, n_blocks, xt, out, 0);
+        return with_stream_pf(stream_pf_of(tu), [&](auto k) {
+            matvec_kernel512<T, decltype(k)::value>(w, n_blocks, xt, out, tu.stream_prefetch);
+        });
     }
+#elif defined(TSR_CPU_AVX2)
+    if (cols == 1 && tu.stream_prefetch_l2) return micro_kernel<T, 1, stream_pf::l2>(w, n_blocks, xt, out);
 #endif
     if constexpr (C > 1) {
-        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, pf);
+        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, tu);
     }
     micro_kernel<T, C>(w, n_blocks, xt, out);
 }
@@ -968,7 +975,7 @@ void run(const compute_params & p, const mm_dims & d) {
     const size_t item_bytes = d.N >= k_gemm_min_n ? 0 : static_cast<size_t>(g.rows_per_item / G) * group_bytes;
     work_queue queue(p, g.n_items, chunk_for_bytes(item_bytes, g.n_items, p.nth));
     alignas(64) float otile[k_c * k_pair * k_rows];
-    const size_t pf = tuning().stream_prefetch;
+    const cpu_tuning & tu = tuning();
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
     constexpr int layout = act_layout<T>();
     for (item_range items{}; queue.next(items);) {
@@ -1003,11 +1010,11 @@ void run(const compute_params & p, const mm_dims & d) {
                     const char * xt = tiles + static_cast<size_t>((n - n0) / k_c) * tile_bytes;
 #ifdef TSR_CPU_AVX512
                     if (rows == 2 * k_rows) {
-                        tile16<T>(ncols, w, G == k_rows ? w + group_bytes : w, n_blocks, xt, otile, pf);
+                        tile16<T>(ncols, w, G == k_rows ? w + group_bytes : w, n_blocks, xt, otile, tu);
                     } else
 #endif
                     {
-                        if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, pf);
+                        if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, tu);
                     }
                     for (int c = 0; c < ncols; ++c) copy_column(otile + c * rows, rows, dst_column(d, batch, n + c) + mg);
                 }

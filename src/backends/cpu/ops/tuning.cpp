@@ -66,6 +66,7 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
     cpu_tuning t;
     const bool amd_zen5_or_later = cpu.vendor == cpu_vendor::amd && cpu.family >= 0x1A;
     t.stream_prefetch = cpu.vendor == cpu_vendor::intel || amd_zen5_or_later ? 4096 : 0;
+    t.stream_prefetch_l2 = cpu.vendor == cpu_vendor::intel;
     t.gemm_float_in_place = cpu.vendor == cpu_vendor::amd;
     warning.clear();
     const auto refuse = [&](const char * name, const char * value, const char * wanted, const std::string & kept) {
@@ -95,12 +96,13 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
     switch_var(k_gemm_float_in_place_env, env.gemm_float_in_place, t.gemm_float_in_place);
     switch_var(k_huge_pages_env, env.huge_pages, t.huge_pages);
     switch_var(k_amx_env, env.amx, t.amx);
+    switch_var(k_stream_prefetch_l2_env, env.stream_prefetch_l2, t.stream_prefetch_l2);
     return t;
 }
 
 tuning_env process_tuning_env() {
     return {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env), std::getenv(k_huge_pages_env),
-            std::getenv(k_amx_env)};
+            std::getenv(k_amx_env), std::getenv(k_stream_prefetch_l2_env)};
 }
 
 const cpu_tuning & tuning() {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 namespace tessera::cpu {
 
@@ -38,6 +39,11 @@ struct cpu_tuning {
     // 4096; older AMD (Zen 4) and others: 0 (see tuning.cpp for the
     // measurements).
     size_t stream_prefetch = 0;
+    // Where those prefetches put a line: L2 (PREFETCHT2; true) or L1
+    // (PREFETCHT0). Intel: L2; AMD: L1 (see tuning.cpp for the
+    // measurements). The AVX2 8-row kernels' own prefetch (a fixed 4096
+    // bytes ahead, mul_mat_repack.cpp) follows it for one column too.
+    bool stream_prefetch_l2 = false;
     // The AVX-512 GEMM of repacked F16/BF16 weights (gemm_f.cpp) reads the
     // groups in place and widens them in registers (true), or first widens
     // a block of them into an F32 panel, as the AVX2 one does (false). AMD:
@@ -59,12 +65,13 @@ struct cpu_tuning {
 
 // Environment variables overriding the defaults: cpu_tuning::stream_prefetch
 // (a byte count, a multiple of 64 in [0, 65536]),
-// cpu_tuning::gemm_float_in_place, cpu_tuning::huge_pages and cpu_tuning::amx
-// (0 or 1).
+// cpu_tuning::gemm_float_in_place, cpu_tuning::huge_pages, cpu_tuning::amx
+// and cpu_tuning::stream_prefetch_l2 (0 or 1).
 inline constexpr const char * k_stream_prefetch_env = "TESSERA_CPU_STREAM_PREFETCH";
 inline constexpr const char * k_gemm_float_in_place_env = "TESSERA_CPU_GEMM_FLOAT_IN_PLACE";
 inline constexpr const char * k_huge_pages_env = "TESSERA_CPU_HUGE_PAGES";
 inline constexpr const char * k_amx_env = "TESSERA_CPU_AMX";
+inline constexpr const char * k_stream_prefetch_l2_env = "TESSERA_CPU_STREAM_PREFETCH_L2";
 
 // The variables' values (null: not set).
 struct tuning_env {
@@ -72,6 +79,7 @@ struct tuning_env {
     const char * gemm_float_in_place = nullptr;
     const char * huge_pages = nullptr;
     const char * amx = nullptr;
+    const char * stream_prefetch_l2 = nullptr;
 };
 
 // The variables as this process's environment has them (getenv).
@@ -86,5 +94,35 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
 // This process's tuning: tuning_for(detect_cpu_model(), process_tuning_env()),
 // computed on the first call (warnings go to stderr once).
 const cpu_tuning & tuning();
+
+// A weight stream's software prefetch as a kernel's template argument:
+// none, into L1 or into L2 (cpu_tuning::stream_prefetch, stream_prefetch_l2).
+enum class stream_pf { none, l1, l2 };
+
+// The kind a tuning asks for: none when its stream_prefetch is 0.
+inline stream_pf stream_pf_of(const cpu_tuning & t) {
+    if (t.stream_prefetch == 0) return stream_pf::none;
+    return t.stream_prefetch_l2 ? stream_pf::l2 : stream_pf::l1;
+}
+
+// Prefetches the line holding p as P says: PREFETCHT0 for l1, PREFETCHT2 for
+// l2 on x86 (GCC's __builtin_prefetch locality 3 and 1); nothing for none.
+template <stream_pf P>
+inline void prefetch_line(const void * p) {
+    if constexpr (P == stream_pf::l1) __builtin_prefetch(p, 0, 3);
+    if constexpr (P == stream_pf::l2) __builtin_prefetch(p, 0, 1);
+    (void)p;
+}
+
+// f(std::integral_constant<stream_pf, P>{}) for P = k: a kernel templated
+// on the kind, called with the one chosen at run time.
+template <class F>
+decltype(auto) with_stream_pf(stream_pf k, F && f) {
+    switch (k) {
+    case stream_pf::l1: return f(std::integral_constant<stream_pf, stream_pf::l1>{});
+    case stream_pf::l2: return f(std::integral_constant<stream_pf, stream_pf::l2>{});
+    default: return f(std::integral_constant<stream_pf, stream_pf::none>{});
+    }
+}
 
 } // namespace tessera::cpu
