@@ -695,9 +695,23 @@ bool use(const mm_dims & d) {
     return d.N >= k_gemm_min_n && mul_mat_repack_uses_amx();
 }
 
-// Columns per work item: cols_max_of's, in whole tiles.
+// Columns per work item: as many whole tiles as k_amx_act_budget holds (at
+// least 32 columns, at most k_amx_cols_limit). AMX processors (Sapphire Rapids
+// and later) have 2 MiB of L2 per core, so the budget is four times the
+// vector kernels' (cols_max_of's 256 KiB): each 16-row group's weights are
+// read from L3 or memory once per column block, and at 256 KiB a 512-token
+// prompt took 6 blocks (K = 2048) or 16 (K = 5632), at 1 MiB 2 and 4.
+// Emerald Rapids-class Xeon, 1 thread, synth 1B pp512, CPU seconds of
+// `tessera bench -r 2` (load included), best of 3-4 alternating processes,
+// 256 KiB -> 1 MiB: Q4_0 6.59 -> 6.19, Q8_0 6.44 -> 5.59; 135M Q4_0 (K
+// 576 and 1536: 256 columns already fit) 0.93 -> 0.92; 2 MiB measured
+// like 1 MiB.
+constexpr size_t k_amx_act_budget = size_t{1} << 20;
+constexpr int64_t k_amx_cols_limit = 512;
 int64_t cols_max(int64_t n_blocks) {
-    return cols_max_of(n_blocks) / k_cols * k_cols;
+    const size_t tile_bytes = std::max<size_t>(tile16_bytes_of(n_blocks), 1); // (K = 0: no bytes)
+    const auto tiles = static_cast<int64_t>(std::min<size_t>(k_amx_act_budget / tile_bytes, k_amx_cols_limit));
+    return std::clamp<int64_t>(tiles * k_cols, 32, k_amx_cols_limit);
 }
 
 // The B tiles and scales of the 16 rows at w0, w1 (as micro_kernel16; w1 =
