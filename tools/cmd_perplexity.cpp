@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "session_options.hpp"
+#include "tokenize_step.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/perplexity.hpp"
@@ -46,7 +47,9 @@ int run_perplexity(const perplexity_options & o) {
     // Special-token text in the file ("</s>") is plain text, as the
     // reference tool reads it (parse_special off): a text that quotes such
     // tokens is scored on the same tokens there and here.
-    const std::vector<llm::token_id> tokens = tok.encode(text, true, false);
+    const std::vector<llm::token_id> tokens =
+        tokenize_step(fmt::format("-f '{}'", o.text_path), text, tokenize_bytes_per_byte(tok.kind()),
+                      machine_memory_bytes(), [&] { return tok.encode(text, true, false); });
     if (uint64_t(o.n_chunk) > m->hp().n_ctx_train) {
         throw error(fmt::format("-c {}: longer than the model's context of {}", o.n_chunk, m->hp().n_ctx_train));
     }

@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "session_options.hpp"
+#include "tokenize_step.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/llm/model.hpp"
@@ -150,7 +151,10 @@ int run_generate(run_options o) {
     eprint("{}\n", repack_text(s));
     eprint("load time: {:.1f} ms\n", load_ms);
 
-    const std::vector<llm::token_id> prompt_ids = tok.encode(o.prompt, true, true);
+    const std::string input = o.prompt_from_file ? fmt::format("-f '{}'", o.prompt_file) : std::string("-p");
+    const std::vector<llm::token_id> prompt_ids =
+        tokenize_step(input, o.prompt, tokenize_bytes_per_byte(tok.kind()), machine_memory_bytes(),
+                      [&] { return tok.encode(o.prompt, true, true); });
     if (prompt_ids.empty()) throw error("the prompt gives no tokens and the model adds no BOS");
     if (prompt_ids.size() > s.n_ctx()) {
         const std::string hint = s.n_ctx() < hp.n_ctx_train && prompt_ids.size() <= hp.n_ctx_train
@@ -291,7 +295,10 @@ command register_tokenize(CLI::App & app) {
                 if (file->count() > 0) o->text = read_text_file(o->text_file, "-f");
                 const gguf::reader r(o->model_path);
                 const llm::tokenizer tok = llm::tokenizer::from_gguf(r);
-                const std::vector<llm::token_id> ids = tok.encode(o->text, !o->no_bos, true);
+                const std::string input = file->count() > 0 ? fmt::format("-f '{}'", o->text_file) : std::string("-p");
+                const std::vector<llm::token_id> ids =
+                    tokenize_step(input, o->text, tokenize_bytes_per_byte(tok.kind()), machine_memory_bytes(),
+                                  [&] { return tok.encode(o->text, !o->no_bos, true); });
                 std::string line;
                 for (size_t i = 0; i < ids.size(); ++i) {
                     if (i) line += o->pieces ? "\n" : " ";

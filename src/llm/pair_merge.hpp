@@ -4,21 +4,32 @@
 // SentencePiece BPE ranks a pair by the score of the piece it makes (Kudo &
 // Richardson 2018; sentencepiece bpe_model.cc), byte-level BPE by the rank of
 // the merge rule (Sennrich et al. 2016); both take the leftmost pair on a tie.
+//
+// Memory: 16 bytes a character for the symbols and 12 bytes a queued pair
+// (about one a character at the start), so callers hand in texts of bounded
+// size where they can (the SPM encoder cuts long texts into runs that cannot
+// merge across their ends, tokenizer_encode.cpp).
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <optional>
-#include <queue>
 #include <string_view>
+#include <type_traits>
 #include <vector>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.hpp"
 
 namespace tessera::llm {
 
 struct merge_symbol {
-    int prev;
-    int next;      // -1 at the end
-    size_t offset; // into the text
-    size_t length; // bytes; 0 once merged into its left neighbour
+    int32_t prev;
+    int32_t next;    // -1 at the end
+    uint32_t offset; // into the text, bytes
+    uint32_t length; // bytes; 0 once merged into its left neighbour
 };
 
 // Byte length of the UTF-8 character whose lead byte is `c`, from the lead
@@ -29,19 +40,34 @@ inline size_t utf8_len_from_lead(unsigned char c) {
     return lookup[c >> 4];
 }
 
+// Most bytes merge_pairs takes in one text (its symbols hold 32-bit offsets
+// and indices).
+inline constexpr size_t k_max_merge_text_bytes = size_t(std::numeric_limits<int32_t>::max());
+
 // Merges the symbols of `text` (one per character) by `priority(left,
-// right)`: a std::optional<double>, lower first, nullopt for a pair that does
-// not merge. Returns the symbols; the merged ones are chained by `next` from
-// index 0 (none when the text is empty). Candidate pairs sit in a heap;
-// entries made stale by an earlier merge are recognised by their recorded
-// byte length and skipped.
+// right)`: a std::optional<K> for an ordered arithmetic K (float, int32_t),
+// lower first, nullopt for a pair that does not merge. Returns the symbols;
+// the merged ones are chained by `next` from index 0 (none when the text is
+// empty). Candidate pairs sit in a binary heap; entries made stale by an
+// earlier merge are recognised by their recorded byte length and skipped.
+// Throws tessera::error for a text longer than k_max_merge_text_bytes.
 template <class Priority> std::vector<merge_symbol> merge_pairs(std::string_view text, Priority && priority) {
+    using key_type = typename std::invoke_result_t<Priority &, std::string_view, std::string_view>::value_type;
+    static_assert(std::is_arithmetic_v<key_type>);
+    if (text.size() > k_max_merge_text_bytes) {
+        throw error(fmt::format("tokenizer: a run of {} bytes of text to merge is longer than the {} one run may have",
+                                text.size(), k_max_merge_text_bytes));
+    }
+    size_t n_chars = 0;
+    for (size_t off = 0; off < text.size(); ++n_chars) {
+        off += utf8_len_from_lead(static_cast<unsigned char>(text[off]));
+    }
     std::vector<merge_symbol> symbols;
-    symbols.reserve(text.size());
+    symbols.reserve(n_chars);
     for (size_t off = 0; off < text.size();) {
         const size_t len = std::min(utf8_len_from_lead(static_cast<unsigned char>(text[off])), text.size() - off);
-        const int index = static_cast<int>(symbols.size());
-        symbols.push_back({index - 1, index + 1, off, len});
+        const auto index = static_cast<int32_t>(symbols.size());
+        symbols.push_back({index - 1, index + 1, static_cast<uint32_t>(off), static_cast<uint32_t>(len)});
         off += len;
     }
     if (symbols.empty()) {
@@ -49,35 +75,56 @@ template <class Priority> std::vector<merge_symbol> merge_pairs(std::string_view
     }
     symbols.back().next = -1;
 
+    // The right symbol of a queued pair is left's `next`: `next` changes only
+    // when left absorbs its neighbour, which changes left's length too.
     struct pair {
-        double key;
-        int left;
-        int right;
-        size_t length; // byte length of left + right when queued
+        key_type key;
+        int32_t left;
+        uint32_t length; // byte length of left + right when queued
     };
-    // Min-heap order: lowest key first, then the leftmost pair.
+    // Heap order (std::push_heap keeps the "largest" on top): lowest key
+    // first, then the leftmost pair.
     const auto later = [](const pair & a, const pair & b) { return a.key > b.key || (a.key == b.key && a.left > b.left); };
-    std::priority_queue<pair, std::vector<pair>, decltype(later)> queue(later);
-    const auto try_add = [&](int left, int right) {
+    std::vector<pair> heap;
+    const auto make_pair = [&](int32_t left, int32_t right) -> std::optional<pair> {
         if (left < 0 || right < 0) {
-            return;
+            return std::nullopt;
         }
         const merge_symbol & l = symbols[static_cast<size_t>(left)];
         const merge_symbol & r = symbols[static_cast<size_t>(right)];
-        if (const std::optional<double> key = priority(text.substr(l.offset, l.length), text.substr(r.offset, r.length))) {
-            queue.push({*key, left, right, l.length + r.length});
+        if (const std::optional<key_type> key =
+                priority(text.substr(l.offset, l.length), text.substr(r.offset, r.length))) {
+            return pair{*key, left, l.length + r.length};
+        }
+        return std::nullopt;
+    };
+    // At most one first pair a symbol; reserved so the heap does not grow by
+    // doubling in the common case.
+    heap.reserve(symbols.size());
+    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) {
+        if (const std::optional<pair> p = make_pair(i - 1, i)) {
+            heap.push_back(*p);
+        }
+    }
+    std::make_heap(heap.begin(), heap.end(), later);
+    const auto try_add = [&](int32_t left, int32_t right) {
+        if (const std::optional<pair> p = make_pair(left, right)) {
+            heap.push_back(*p);
+            std::push_heap(heap.begin(), heap.end(), later);
         }
     };
-    for (int i = 1; i < static_cast<int>(symbols.size()); ++i) {
-        try_add(i - 1, i);
-    }
-    while (!queue.empty()) {
-        const pair top = queue.top();
-        queue.pop();
+    while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), later);
+        const pair top = heap.back();
+        heap.pop_back();
         merge_symbol & left = symbols[static_cast<size_t>(top.left)];
-        merge_symbol & right = symbols[static_cast<size_t>(top.right)];
-        // Stale: one side was merged away or grew since this pair was queued.
-        if (left.length == 0 || right.length == 0 || left.length + right.length != top.length) {
+        if (left.length == 0 || left.next < 0) {
+            continue; // stale: left was merged away (or has no right neighbour any more)
+        }
+        const int32_t right_index = left.next;
+        merge_symbol & right = symbols[static_cast<size_t>(right_index)];
+        // Stale: one side grew since this pair was queued.
+        if (left.length + right.length != top.length) {
             continue;
         }
         left.length += right.length;

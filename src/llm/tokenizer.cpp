@@ -156,6 +156,9 @@ tokenizer::tokenizer(vocab_data v)
         }
         byte_to_token_[b] = id;
     }
+    if (kind_ == vocab_kind::spm) {
+        index_spm_joins();
+    }
 }
 
 void tokenizer::check_id(token_id id) const {

@@ -106,7 +106,7 @@ void tokenizer::encode_bpe(std::string_view text, std::vector<token_id> & out) c
         }
         const std::string_view w = word;
         const std::vector<merge_symbol> symbols =
-            merge_pairs(w, [&](std::string_view left, std::string_view right) -> std::optional<double> {
+            merge_pairs(w, [&](std::string_view left, std::string_view right) -> std::optional<int32_t> {
                 const int32_t rank = merge_rank(left, right);
                 if (rank < 0) return std::nullopt;
                 return rank;
@@ -115,8 +115,9 @@ void tokenizer::encode_bpe(std::string_view text, std::vector<token_id> & out) c
             continue;
         }
 
-        for (int i = 0; i >= 0; i = symbols[i].next) {
-            const std::string_view piece = w.substr(symbols[i].offset, symbols[i].length);
+        for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
+            const merge_symbol & sym = symbols[static_cast<size_t>(i)];
+            const std::string_view piece = w.substr(sym.offset, sym.length);
             if (const token_id id = find_piece(piece); id >= 0) {
                 out.push_back(id);
                 continue;

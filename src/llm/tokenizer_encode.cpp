@@ -9,7 +9,15 @@
 //    sentencepiece bpe_model.cc): one symbol per UTF-8 character, then the
 //    adjacent pair whose concatenation is a vocabulary piece of highest score
 //    is merged (leftmost on ties) until no pair is a piece (pair_merge.hpp).
+//    A long run is escaped and merged in parts of about k_spm_part_bytes, cut
+//    between two characters that are adjacent in no mergeable piece: no
+//    symbol can ever span such a cut, and merges on either side never change
+//    the pairs on the other, so each part merges exactly as it would inside
+//    the whole run (the same merges, in the same relative order). Memory then
+//    stays bounded by the part, not the text (the whole run took about 42
+//    bytes a byte of text).
 // 4. Symbols that are not pieces become byte-fallback tokens, one per byte.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -33,9 +41,123 @@ struct fragment {
     size_t length;
 };
 
+// Escaped bytes after which a long run is cut at the next safe place.
+constexpr size_t k_spm_part_bytes = size_t(64) << 10;
+
+// A character's bytes (1 to 4) packed into 32 bits, the first byte lowest.
+uint32_t pack_char(std::string_view ch) {
+    uint32_t packed = 0;
+    for (size_t i = 0; i < ch.size(); ++i) {
+        packed |= uint32_t(static_cast<unsigned char>(ch[i])) << (8 * i);
+    }
+    return packed;
+}
+
+// A pair of adjacent characters as spm_joins_ holds it.
+uint64_t pack_pair(uint32_t left, uint32_t right) { return (uint64_t(right) << 32) | left; }
+
+// The characters of a text run as the SPM merge sees it: an optional
+// leading U+2581, then the run's bytes with every ' ' as U+2581, grouped
+// into characters by their lead byte (utf8_len_from_lead, as merge_pairs
+// groups them), produced one at a time so a long run is never escaped whole.
+class escaped_chars {
+public:
+    escaped_chars(std::string_view raw, bool space_prefix) : raw_(raw) {
+        if (space_prefix) {
+            n_pending_ = 3;
+        }
+    }
+
+    // Appends the next character's bytes to `out` and returns true with
+    // `packed` set (pack_char); false at the end of the run.
+    bool next(std::string & out, uint32_t & packed) {
+        const int lead = next_byte();
+        if (lead < 0) {
+            return false;
+        }
+        const size_t len = utf8_len_from_lead(static_cast<unsigned char>(lead));
+        out += static_cast<char>(lead);
+        packed = uint32_t(lead);
+        for (size_t i = 1; i < len; ++i) {
+            const int b = next_byte();
+            if (b < 0) {
+                break; // a character cut short by the end of the run, as merge_pairs takes it
+            }
+            out += static_cast<char>(b);
+            packed |= uint32_t(b) << (8 * i);
+        }
+        return true;
+    }
+
+private:
+    int next_byte() {
+        if (i_pending_ < n_pending_) {
+            return static_cast<unsigned char>(k_space_symbol[i_pending_++]);
+        }
+        if (pos_ == raw_.size()) {
+            return -1;
+        }
+        const char c = raw_[pos_++];
+        if (c == ' ') {
+            i_pending_ = 1;
+            n_pending_ = 3;
+            return static_cast<unsigned char>(k_space_symbol[0]);
+        }
+        return static_cast<unsigned char>(c);
+    }
+
+    std::string_view raw_;
+    size_t pos_ = 0;
+    size_t i_pending_ = 0; // the next byte of U+2581 to give, while below n_pending_
+    size_t n_pending_ = 0;
+};
+
 } // namespace
 
-void tokenizer::encode_spm(std::string_view text, std::vector<token_id> & out) const {
+void tokenizer::index_spm_joins() {
+    spm_joins_.clear();
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+        if (types_[i] != token_type::normal && types_[i] != token_type::user_defined) {
+            continue;
+        }
+        const std::string_view piece = tokens_[i];
+        uint32_t prev = 0;
+        for (size_t off = 0; off < piece.size();) {
+            const size_t len = std::min(utf8_len_from_lead(static_cast<unsigned char>(piece[off])), piece.size() - off);
+            const uint32_t c = pack_char(piece.substr(off, len));
+            if (off > 0) {
+                spm_joins_.push_back(pack_pair(prev, c));
+            }
+            prev = c;
+            off += len;
+        }
+    }
+    std::sort(spm_joins_.begin(), spm_joins_.end());
+    spm_joins_.erase(std::unique(spm_joins_.begin(), spm_joins_.end()), spm_joins_.end());
+    spm_joins_.shrink_to_fit();
+}
+
+bool tokenizer::spm_joins(uint64_t pair) const { return std::binary_search(spm_joins_.begin(), spm_joins_.end(), pair); }
+
+void tokenizer::encode_spm(std::string_view text, bool space_prefix, std::vector<token_id> & out) const {
+    escaped_chars chars(text, space_prefix);
+    std::string part;
+    part.reserve(std::min(text.size() + 3, k_spm_part_bytes + 8));
+    uint32_t prev = 0;
+    uint32_t c = 0;
+    for (size_t before = part.size(); chars.next(part, c); before = part.size()) {
+        // `part` ends with character c now; cut in front of it when the
+        // part is long enough and no merge can join prev and c.
+        if (before >= k_spm_part_bytes && !spm_joins(pack_pair(prev, c))) {
+            encode_spm_run(std::string_view(part).substr(0, before), out);
+            part.erase(0, before);
+        }
+        prev = c;
+    }
+    encode_spm_run(part, out);
+}
+
+void tokenizer::encode_spm_run(std::string_view text, std::vector<token_id> & out) const {
     // A piece that merging may produce: normal or user-defined tokens only,
     // so control, unknown, unused and byte tokens never come out of text.
     const auto mergeable = [&](std::string_view piece) -> token_id {
@@ -47,17 +169,17 @@ void tokenizer::encode_spm(std::string_view text, std::vector<token_id> & out) c
     };
     // Highest score first: the key is -score. left and right are adjacent in text.
     const std::vector<merge_symbol> symbols =
-        merge_pairs(text, [&](std::string_view left, std::string_view right) -> std::optional<double> {
+        merge_pairs(text, [&](std::string_view left, std::string_view right) -> std::optional<float> {
             const token_id id = mergeable(std::string_view(left.data(), left.size() + right.size()));
             if (id < 0) return std::nullopt;
-            return -static_cast<double>(scores_[id]);
+            return -scores_[id];
         });
     if (symbols.empty()) {
         return;
     }
 
-    for (int i = 0; i >= 0; i = symbols[i].next) {
-        const std::string_view piece = text.substr(symbols[i].offset, symbols[i].length);
+    for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
+        const std::string_view piece = text.substr(symbols[static_cast<size_t>(i)].offset, symbols[static_cast<size_t>(i)].length);
         const token_id id = mergeable(piece);
         if (id >= 0) {
             out.push_back(id);
@@ -117,7 +239,6 @@ std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
         out.push_back(bos_id_);
     }
     bool after_special = true; // the start of the input counts as "after a special token"
-    std::string escaped;
     for (const fragment & f : fragments) {
         if (f.is_token) {
             out.push_back(f.id);
@@ -128,18 +249,7 @@ std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
             encode_bpe(text.substr(f.offset, f.length), out);
             continue;
         }
-        escaped.clear();
-        if (add_space_prefix_ && after_special) {
-            escaped += k_space_symbol;
-        }
-        for (const char c : text.substr(f.offset, f.length)) {
-            if (c == ' ') {
-                escaped += k_space_symbol;
-            } else {
-                escaped += c;
-            }
-        }
-        encode_spm(escaped, out);
+        encode_spm(text.substr(f.offset, f.length), add_space_prefix_ && after_special, out);
         after_special = false;
     }
     if (add_special && add_eos_ && eos_id_ >= 0) {

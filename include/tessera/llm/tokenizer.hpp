@@ -211,7 +211,10 @@ private:
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
     };
     void check_id(token_id id) const;
-    void encode_spm(std::string_view text, std::vector<token_id> & out) const;
+    void encode_spm(std::string_view text, bool space_prefix, std::vector<token_id> & out) const;
+    void encode_spm_run(std::string_view escaped, std::vector<token_id> & out) const;
+    void index_spm_joins();
+    bool spm_joins(uint64_t pair) const;
     void encode_bpe(std::string_view text, std::vector<token_id> & out) const;
     void index_merges(const std::vector<std::string> & merges);
     int32_t merge_rank(std::string_view left, std::string_view right) const;
@@ -226,6 +229,12 @@ private:
     std::vector<token_id> special_by_length_; // control/unknown/user-defined, longest text first
     vocab_kind kind_ = vocab_kind::spm;
     pre_tokenizer pre_ = pre_tokenizer::default_;
+    // spm: every pair of adjacent characters inside a piece merging may make
+    // (normal and user-defined tokens), each character's bytes packed into 32
+    // bits, the left one low; sorted. Text is cut between two characters that
+    // form no such pair (no merge can cross there), so that long texts are
+    // merged in bounded runs (tokenizer_encode.cpp).
+    std::vector<uint64_t> spm_joins_;
     // bpe: merge rank by key (4-byte length of left, left, right).
     std::unordered_map<std::string, int32_t, string_hash, std::equal_to<>> merge_rank_;
     token_id bos_id_ = -1, eos_id_ = -1, unk_id_ = -1, eot_id_ = -1, eom_id_ = -1;
