@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::llm {
 
@@ -173,21 +174,43 @@ std::optional<type> tensor_type_for(const file_type & ft, std::string_view name,
 }
 
 uint32_t n_layer_of(const gguf::reader & r) {
+    // The layers the tensor names show: 1 + the largest N of blk.N.*.
+    int64_t n_named = 0;
+    std::string_view last_layer_tensor;
+    for (const gguf::tensor_info & ti : r.tensors()) {
+        std::string_view rest;
+        if (const auto il = block_index(ti.name, rest); il && *il >= n_named) {
+            n_named = *il + 1;
+            last_layer_tensor = ti.name;
+        }
+    }
     if (const auto arch = r.find_string("general.architecture")) {
         const std::string key = fmt::format("{}.block_count", *arch);
         if (const auto n = r.find_int(key)) {
             if (*n < 0 || *n > int64_t(1) << 20) {
                 throw error(fmt::format("{}: key '{}' = {} is not a layer count", r.name(), key, *n));
             }
+            // Fewer layers than the tensors have would make the rules pick
+            // types by the wrong layer count (every layer "past the end");
+            // the model loader refuses such a file too. More is allowed (a
+            // file may hold some of a model's tensors).
+            if (n_named > *n) {
+                throw error(fmt::format("{}: key '{}' = {}, but tensor '{}' belongs to layer {} (the tensors name {} "
+                                        "layers)",
+                                        r.name(), key, *n, tessera::printable(last_layer_tensor), n_named - 1, n_named));
+            }
             return static_cast<uint32_t>(*n);
         }
     }
-    int64_t n = 0;
-    for (const gguf::tensor_info & ti : r.tensors()) {
-        std::string_view rest;
-        if (const auto il = block_index(ti.name, rest); il && *il < int64_t(1) << 20) n = std::max(n, *il + 1);
+    // Without the key: tensors of absurd layer numbers are not counted.
+    if (n_named > int64_t(1) << 20) {
+        n_named = 0;
+        for (const gguf::tensor_info & ti : r.tensors()) {
+            std::string_view rest;
+            if (const auto il = block_index(ti.name, rest); il && *il < int64_t(1) << 20) n_named = std::max(n_named, *il + 1);
+        }
     }
-    return static_cast<uint32_t>(n);
+    return static_cast<uint32_t>(n_named);
 }
 
 } // namespace tessera::llm

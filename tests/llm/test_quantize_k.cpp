@@ -24,6 +24,7 @@
 #include "tessera/gguf/writer.hpp"
 #include "tessera/llm/quantize.hpp"
 #include "llm/quantize_test_data.hpp"
+#include "support/error_of.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {
@@ -255,6 +256,39 @@ TEST(QuantizeRules, LayerCountFromKeyOrTensorNames) {
     }
     EXPECT_EQ(llm::n_layer_of(gguf::reader(dir / "key.gguf")), 22u);
     EXPECT_EQ(llm::n_layer_of(gguf::reader(dir / "names.gguf")), 12u);
+}
+
+// A block_count below the layers the tensor names show is refused, naming
+// the key, its value and a tensor past it: stories260K (blk.0 .. blk.4)
+// with block_count 0 was quantized with every attn_v taken for a "more
+// bits" layer, exit 0, into a file run refuses. A larger count stays
+// allowed (LayerCountFromKeyOrTensorNames: 22 with blk.3 only).
+TEST(QuantizeRules, BlockCountBelowTheTensorLayersIsRefused) {
+    temp_dir dir;
+    const std::string stories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    for (const uint32_t n : {0u, 4u}) {
+        SCOPED_TRACE(n);
+        const fs::path in = dir / fmt::format("short{}.gguf", n);
+        {
+            const gguf::reader src(stories);
+            gguf::writer w;
+            w.copy_all_kv(src);
+            w.set_u32("llama.block_count", n);
+            for (const gguf::tensor_info & ti : src.tensors()) w.copy_tensor(src, ti.name);
+            w.write(in);
+        }
+        const std::string want = fmt::format("key 'llama.block_count' = {}, but tensor 'blk.4.", n);
+        const std::string what = tessera::test::error_of([&] { (void)llm::n_layer_of(gguf::reader(in)); });
+        EXPECT_NE(what.find(want), std::string::npos) << what;
+        EXPECT_NE(what.find("belongs to layer 4 (the tensors name 5 layers)"), std::string::npos) << what;
+        llm::quantize_params p;
+        p.target = llm::file_type_q4_k_m;
+        const fs::path out = dir / "out.gguf";
+        const std::string q = tessera::test::error_of([&] { llm::quantize_file(in, out, p); });
+        EXPECT_NE(q.find(want), std::string::npos) << q;
+        EXPECT_FALSE(fs::exists(out));
+    }
+    EXPECT_EQ(llm::n_layer_of(gguf::reader(stories)), 5u);
 }
 
 // A 22-layer-style file (block_count 22, a few of its tensors) converted to

@@ -145,7 +145,9 @@ std::optional<type> tensor_type_for(const file_type & ft, std::string_view name,
 
 // A model's layer count for the rules: `<general.architecture>.block_count`
 // when present, else 1 + the largest N of the tensors named blk.N.*, else 0.
-// Throws tessera::error when a key is present with the wrong type.
+// Throws tessera::error when a key is present with the wrong type or a
+// value outside 0..2^20, or when a tensor blk.N.* has N >= the key's value
+// (the file has more layers than the key says; a larger value is accepted).
 uint32_t n_layer_of(const gguf::reader & r);
 
 } // namespace tessera::llm
