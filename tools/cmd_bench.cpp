@@ -569,6 +569,10 @@ int run_bench(options o) {
             using fa_mode = llm::session_params::flash_attn_mode;
             sp.flash_attn = c.fa < 0 ? fa_mode::automatic : c.fa == 1 ? fa_mode::on : fa_mode::off;
             sp.repack = c.rp != 0;
+            // bench's own options in a refusal of a context the memory cannot hold.
+            sp.advice.context = "a shorter context (smaller -p, -n, -pg or -d: the context holds -d plus the longest test)";
+            sp.advice.kv_f16 = "-ctk f16";
+            sp.advice.batch = "a smaller batch (-b or -ub)";
             llm::session s(*m, sp);
             if (c.n_gpu_layers != 0 && !ngl_noted) {
                 ngl_noted = true;

@@ -270,11 +270,15 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
         throw error(fmt::format(
             "a context of {} tokens needs about {} besides the weights (KV cache {}: {} layers x K and V x {} x {} "
             "tokens x {}; compute buffer at least {}: the attention mask of {} x {} positions{}), more than {} ({}); "
-            "use a smaller context (-c){} or a smaller batch (-b)",
+            "use {}{} or {}",
             params_.n_ctx, mib_gib(need.total()), mib_gib(need.kv_cache), hp.n_layer, hp.n_embd_kv(), params_.n_ctx,
             type_name(params_.kv_type), mib_gib(need.compute), params_.n_batch, params_.n_ctx,
             flash_attn_ ? "" : " and the attention scores", machine ? "the machine's physical memory" : "the memory limit",
-            mib_gib(limit), params_.kv_type == TSR_TYPE_F32 ? ", --kv-type F16 (half the KV cache)" : ""));
+            mib_gib(limit), params_.advice.context,
+            params_.kv_type == TSR_TYPE_F32 && !params_.advice.kv_f16.empty()
+                ? fmt::format(", {} (half the KV cache)", params_.advice.kv_f16)
+                : "",
+            params_.advice.batch));
     }
 
     try {

@@ -473,6 +473,25 @@ TEST(session_memory, run_refuses_a_context_larger_than_the_memory) {
         << r.err;
 }
 
+// `tessera bench` refusing a context no machine holds (-d 1e9: a 640 GB KV
+// cache) names bench's own options, not run's -c (bench has none).
+TEST(session_memory, bench_refusal_names_bench_options) {
+    if (!fs::exists(tessera_bin)) GTEST_SKIP() << "tessera not built";
+    temp_dir d;
+    const fs::path path = d / "ctxmax.gguf";
+    write_stories_with_u32(path, "llama.context_length", 1u << 30);
+    tessera::test::process_options opt;
+    opt.timeout_s = 60;
+    const auto r = tessera::test::run_process(
+        tessera_bin, {"bench", "-m", path.string(), "-p", "0", "-n", "1", "-d", "1000000000", "-r", "1", "-t", "1"}, opt);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "a context of 1000000001 tokens needs about ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "use a shorter context (smaller -p, -n, -pg or -d: the context holds -d plus the "
+                                "longest test) or a smaller batch (-b or -ub)\n"))
+        << r.err;
+    EXPECT_FALSE(contains(r.err, "(-c)")) << r.err;
+}
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool k_sanitized = true; // their shadow memory needs an unlimited address space
 #elif defined(__has_feature)

@@ -35,6 +35,16 @@ struct session_params {
     // physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE; no check
     // where it is unknown); UINT64_MAX = no check.
     uint64_t memory_limit = 0;
+    // The caller's own words for the ways to make a context smaller, named
+    // in the refusal of a context over memory_limit ("use {context}, {kv_f16}
+    // (half the KV cache) or {batch}"; kv_f16 only with an F32 cache, empty =
+    // not offered). The defaults are run's and perplexity's options.
+    struct advice_text {
+        std::string context = "a smaller context (-c)";
+        std::string kv_f16 = "--kv-type F16";
+        std::string batch = "a smaller batch (-b)";
+    };
+    advice_text advice;
 };
 
 // Memory a session's context takes besides the weights, in bytes.
