@@ -269,12 +269,15 @@ std::vector<list_entry> split_list(const std::vector<std::string> & given, const
     return out;
 }
 
-// A decimal int (a sign allowed: each option checks its own range).
-int whole_number(const std::string & text, const list_entry & e, const char * flag) {
+// A decimal int (a sign allowed: each option checks its own range); one
+// outside int's range is named as out of `lowest` to INT_MAX, the range of
+// the option's values.
+int whole_number(const std::string & text, const list_entry & e, const char * flag, int lowest) {
     int v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec == std::errc::result_out_of_range) {
-        throw option_error(fmt::format("{} '{}': {} is out of range (0 to {})", flag, e.list, text, std::numeric_limits<int>::max()));
+        throw option_error(fmt::format("{} '{}': {} is out of range ({} to {})", flag, e.list, text, lowest,
+                                       std::numeric_limits<int>::max()));
     }
     if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
         throw option_error(fmt::format("{} '{}': '{}' is not a whole number", flag, e.list, e.text));
@@ -293,23 +296,24 @@ constexpr int64_t k_max_tests = 100000;
 // "first-last+step" (first, first + step, ... up to last) or
 // "first-last*mult" (first, first * mult, ... up to last). Throws
 // tessera::error naming the flag and the list for an entry that is none
-// of these, a value out of int's range (named as 0 to INT_MAX: no list
-// option takes a negative value but -ngl's -1, and each option's own check
-// refuses one in int's range), a range that runs backwards, a step below
-// 1, a multiplier below 2 or from 0, or more than k_max_range_values values.
-std::vector<int> int_list(const std::vector<std::string> & given, const char * flag) {
+// of these, a value out of int's range (named as `lowest` to INT_MAX:
+// `lowest` is the smallest value the option takes, -1 for -ngl and 0 for
+// the others, whose own checks refuse the values below it), a range that
+// runs backwards, a step below 1, a multiplier below 2 or from 0, or more
+// than k_max_range_values values.
+std::vector<int> int_list(const std::vector<std::string> & given, const char * flag, int lowest = 0) {
     std::vector<int> out;
     for (const list_entry & e : split_list(given, flag)) {
         const size_t dash = e.text.find('-', 1); // a leading '-' is a sign
         if (dash == std::string::npos) {
-            out.push_back(whole_number(e.text, e, flag));
+            out.push_back(whole_number(e.text, e, flag, lowest));
             continue;
         }
         const size_t op = e.text.find_first_of("+*", dash + 1);
-        const int first = whole_number(e.text.substr(0, dash), e, flag);
-        const int last = whole_number(e.text.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1), e, flag);
+        const int first = whole_number(e.text.substr(0, dash), e, flag, lowest);
+        const int last = whole_number(e.text.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1), e, flag, lowest);
         const bool times = op != std::string::npos && e.text[op] == '*';
-        const int step = op == std::string::npos ? 1 : whole_number(e.text.substr(op + 1), e, flag);
+        const int step = op == std::string::npos ? 1 : whole_number(e.text.substr(op + 1), e, flag, lowest);
         const std::string range = fmt::format("{} '{}': range '{}'", flag, e.list, e.text);
         if (first > last) throw option_error(fmt::format("{}: runs backwards ({} is above {})", range, first, last));
         if (!times && step < 1) throw option_error(fmt::format("{}: the step must be at least 1", range));
@@ -378,7 +382,7 @@ void check_options(options & o) {
     o.repack = int_list(o.lists.repack, "-rp");
     o.n_batch = int_list(o.lists.n_batch, "-b");
     o.n_ubatch = int_list(o.lists.n_ubatch, "-ub");
-    o.n_gpu_layers = int_list(o.lists.n_gpu_layers, "-ngl");
+    o.n_gpu_layers = int_list(o.lists.n_gpu_layers, "-ngl", -1);
     for (const std::string & text : o.lists.prompt_gen) {
         const std::vector<int> v = int_list({text}, "-pg");
         if (v.size() != 2) {
@@ -730,8 +734,8 @@ command register_bench(CLI::App & app) {
                                         "V cache types (also -ctv; comma-separated): f16 or f32; default: -ctk's")
                             ->type_name("TYPE");
     sub->add_option("--n-gpu-layers", o->lists.n_gpu_layers, // also spelled -ngl (tools/main.cpp)
-                    "accepted for the reference's scripts (also -ngl) and recorded as n_gpu_layers; the device "
-                    "(--device) runs every layer")
+                    "accepted for the reference's scripts (also -ngl; layer counts, comma-separated: -1, the reference's "
+                    "default, or more) and recorded as n_gpu_layers; the device (--device) runs every layer")
         ->type_name("INT");
     sub->add_option("--flash-attn", o->lists.flash_attn, // also spelled -fa (tools/main.cpp)
                     "fused attention (also -fa): 0/off, 1/on or auto, comma-separated; default: auto (on where the device "

@@ -1150,6 +1150,9 @@ TEST(BenchCli, ReferenceOptionsRangesAndSql) {
         {{"-ub", "0"}, "error: tessera bench: -ub 0: micro-batch size must be at least 1"},
         {{"-b", "1,0"}, "error: tessera bench: -b 0: batch size must be at least 1"},
         {{"-ngl", "-2"}, "error: tessera bench: -ngl -2: expected -1 or more"},
+        // the range named for a value past int's agrees with the one accepted (-1 is)
+        {{"-ngl", "99999999999999"}, "error: tessera bench: -ngl '99999999999999': 99999999999999 is out of range (-1 to 2147483647)"},
+        {{"-ngl", "-99999999999999"}, "error: tessera bench: -ngl '-99999999999999': -99999999999999 is out of range (-1 to 2147483647)"},
         {{"-oe", "xml"}, "error: tessera bench: -oe 'xml': expected md, json, jsonl, csv or sql"},
         {{"--delay", "-1"}, "--delay: '-1' is outside the range 0 to 86400"},
         {{"--numa", "distribute"}, "error: tessera bench: unknown option '--numa' (see tessera bench --help)"},
