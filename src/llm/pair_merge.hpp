@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -39,6 +40,11 @@ inline size_t utf8_len_from_lead(unsigned char c) {
     static constexpr unsigned char lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return lookup[c >> 4];
 }
+
+// Escaped bytes after which the SentencePiece encoder cuts a long run of
+// text at the next place no merge can cross (tokenizer_encode.cpp): 64 KiB.
+// Tests set it to 1 to cut at every such place (the ids must not change).
+inline std::atomic<size_t> spm_part_bytes{size_t(64) << 10};
 
 // Most bytes merge_pairs takes in one text (its symbols hold 32-bit offsets
 // and indices).

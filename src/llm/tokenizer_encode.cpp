@@ -9,7 +9,7 @@
 //    sentencepiece bpe_model.cc): one symbol per UTF-8 character, then the
 //    adjacent pair whose concatenation is a vocabulary piece of highest score
 //    is merged (leftmost on ties) until no pair is a piece (pair_merge.hpp).
-//    A long run is escaped and merged in parts of about k_spm_part_bytes, cut
+//    A long run is escaped and merged in parts of about spm_part_bytes, cut
 //    between two characters that are adjacent in no mergeable piece: no
 //    symbol can ever span such a cut, and merges on either side never change
 //    the pairs on the other, so each part merges exactly as it would inside
@@ -41,8 +41,6 @@ struct fragment {
     size_t length;
 };
 
-// Escaped bytes after which a long run is cut at the next safe place.
-constexpr size_t k_spm_part_bytes = size_t(64) << 10;
 
 // A character's bytes (1 to 4) packed into 32 bits, the first byte lowest.
 uint32_t pack_char(std::string_view ch) {
@@ -142,13 +140,14 @@ bool tokenizer::spm_joins(uint64_t pair) const { return std::binary_search(spm_j
 void tokenizer::encode_spm(std::string_view text, bool space_prefix, std::vector<token_id> & out) const {
     escaped_chars chars(text, space_prefix);
     std::string part;
-    part.reserve(std::min(text.size() + 3, k_spm_part_bytes + 8));
+    const size_t part_bytes = spm_part_bytes.load(std::memory_order_relaxed);
+    part.reserve(std::min(text.size() + 3, part_bytes + 8));
     uint32_t prev = 0;
     uint32_t c = 0;
     for (size_t before = part.size(); chars.next(part, c); before = part.size()) {
         // `part` ends with character c now; cut in front of it when the
         // part is long enough and no merge can join prev and c.
-        if (before >= k_spm_part_bytes && !spm_joins(pack_pair(prev, c))) {
+        if (before >= part_bytes && !spm_joins(pack_pair(prev, c))) {
             encode_spm_run(std::string_view(part).substr(0, before), out);
             part.erase(0, before);
         }

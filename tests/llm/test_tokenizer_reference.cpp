@@ -18,6 +18,7 @@
 #include "tessera/core/error.hpp"
 #include "llm/bpe_reference_data.hpp"
 #include "llm/bpe_pre_reference_data.hpp"
+#include "llm/pair_merge.hpp"
 #include "support/temp_dir.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
@@ -165,6 +166,24 @@ void check_vocab_file(const std::string & name, std::span<const tessera::test::d
 TEST(TokenizerReference, LlamaSpmVocabMatchesAllCases) { check_vocab_file("ggml-vocab-llama-spm.gguf"); }
 
 TEST(TokenizerReference, Phi3VocabMatchesAllCases) { check_vocab_file("ggml-vocab-phi-3.gguf"); }
+
+// The SentencePiece encoder merges a long text in parts, cut where no merge
+// can cross (tokenizer_encode.cpp); cut at every such place, the reference's
+// ids are unchanged, and so are those of a text of every case in a row.
+TEST(TokenizerReference, SpmTextCutWhereverNoMergeCrossesGivesTheSameIds) {
+    struct restore {
+        size_t was = tessera::llm::spm_part_bytes.exchange(1);
+        ~restore() { tessera::llm::spm_part_bytes = was; }
+    } cut_everywhere;
+    check_vocab_file("ggml-vocab-llama-spm.gguf");
+    check_vocab_file("ggml-vocab-phi-3.gguf");
+    const tokenizer & tok = load("vocab/ggml-vocab-llama-spm.gguf");
+    std::string all;
+    for (const std::string & t : read_inp(k_shared + "/vocab/ggml-vocab-llama-spm.gguf.inp")) all += t + " \n";
+    const std::vector<token_id> cut = tok.encode(all, false);
+    tessera::llm::spm_part_bytes = size_t(64) << 10; // one part: nothing is cut
+    EXPECT_EQ(cut, tok.encode(all, false));
+}
 
 TEST(TokenizerReference, Gpt2VocabMatchesAllCases) {
     const tokenizer & tok = load("vocab/ggml-vocab-gpt-2.gguf");
