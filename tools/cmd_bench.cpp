@@ -473,7 +473,8 @@ void check_options(options & o) {
 
 // The error of a model that could not be benched, naming its file.
 std::string model_error(const std::string & path, const std::string & what) {
-    return what.find(path) != std::string::npos ? what : fmt::format("{}: {}", path, what);
+    const std::string shown = printable_utf8(path); // (as the library's messages show it)
+    return what.find(shown) != std::string::npos ? what : fmt::format("{}: {}", shown, what);
 }
 
 int run_bench(options o) {
@@ -534,8 +535,9 @@ int run_bench(options o) {
     bool ngl_noted = false;
     for (const std::string & path : o.models) try {
         std::error_code ec;
-        if (!std::filesystem::is_regular_file(path, ec)) {
-            throw error(fmt::format("{}: {}", path, std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+        // (An empty path is llm::model::load's to refuse: "gguf: the path is empty".)
+        if (!path.empty() && !std::filesystem::is_regular_file(path, ec)) {
+            throw error(fmt::format("{}: {}", printable_utf8(path), std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
         }
         auto m = llm::model::load(path);
         const llm::hparams & hp = m->hp();
@@ -615,14 +617,14 @@ int run_bench(options o) {
                     if (o.progress) eprint("bench: {} {}: measuring the limits before\n", count_text(uint64_t(nt), "thread"), test_name(r));
                     r.limits = measure_limits(nt, warned);
                 }
-                if (o.progress && !o.no_warmup) eprint("bench: {} {} {}: warm-up\n", path, count_text(uint64_t(nt), "thread"), test_name(r));
+                if (o.progress && !o.no_warmup) eprint("bench: {} {} {}: warm-up\n", printable_utf8(path), count_text(uint64_t(nt), "thread"), test_name(r));
                 if (!o.no_warmup) {
                     if (p > 0) run_once(s, src, p, 0, depth);
                     if (n > 0) run_once(s, src, 0, 1, depth);
                 }
                 for (int rep = 0; rep < o.reps; ++rep) {
                     if (o.progress) {
-                        eprint("bench: {} {} {}: repetition {}/{}{}\n", path, count_text(uint64_t(nt), "thread"), test_name(r), rep + 1,
+                        eprint("bench: {} {} {}: repetition {}/{}{}\n", printable_utf8(path), count_text(uint64_t(nt), "thread"), test_name(r), rep + 1,
                                    o.reps, depth > 0 ? fmt::format(" (after {} tokens of depth, untimed)", depth) : "");
                     }
                     r.samples_ns.push_back(run_once(s, src, p, n, depth));

@@ -297,7 +297,11 @@ int run_info(const std::string & path, bool as_json, bool full) {
 } // namespace
 
 command register_gguf(CLI::App & app) {
-    auto * sub = app.add_subcommand("gguf", "inspect GGUF files");
+#ifdef TESSERA_HAVE_GGUF_SYNTH
+    auto * sub = app.add_subcommand("gguf", "inspect GGUF files (info) and write random-weight test models (synth)");
+#else
+    auto * sub = app.add_subcommand("gguf", "inspect GGUF files (info)");
+#endif
     sub->require_subcommand(1);
     auto * info = sub->add_subcommand("info", "print a GGUF file's header, metadata and tensor table");
     struct options {

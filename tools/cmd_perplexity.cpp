@@ -27,7 +27,7 @@ namespace {
 // Writes to stdout now (the running estimates show while the next chunk runs).
 void print_now(const std::string & s) {
     if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0) {
-        throw error(fmt::format("could not write the output: {}", std::strerror(errno)));
+        throw error(fmt::format("could not write the output to stdout: {}", std::strerror(errno)));
     }
 }
 
@@ -54,9 +54,17 @@ int run_perplexity(const perplexity_options & o) {
         throw error(fmt::format("-c {}: longer than the model's context of {}", o.n_chunk, m->hp().n_ctx_train));
     }
     if (tokens.size() < size_t(o.n_chunk)) {
-        throw error(fmt::format("-f '{}': the text has {}, fewer than one chunk of {} (-c); use a smaller -c or a "
+        // The count checked includes the special tokens the model adds
+        // (BOS): said apart, so an empty text has 0 tokens, not 1.
+        const size_t n_text = tok.encode(text, false, false).size();
+        std::string with;
+        if (tokens.size() > n_text) {
+            const bool bos_alone = tokens.size() == n_text + 1 && tokens.front() == tok.bos_id();
+            with = fmt::format(" ({} with {})", tokens.size(), bos_alone ? "BOS" : "the special tokens the model adds");
+        }
+        throw error(fmt::format("-f '{}': the text has {}{}, fewer than one chunk of {} (-c); use a smaller -c or a "
                                 "longer text",
-                                o.text_path, count_text(tokens.size(), "token"), o.n_chunk));
+                                printable_utf8(o.text_path), count_text(n_text, "token"), with, o.n_chunk));
     }
     llm::session s(*m, ps);
     uint64_t n_chunks = tokens.size() / size_t(o.n_chunk);

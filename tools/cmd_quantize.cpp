@@ -69,13 +69,13 @@ int run_quantize(const options & o) {
     } else if (r.n_by_type.size() == 1 && type_name(r.n_by_type.front().first) != llm::file_type_name(p.target)) {
         mix = fmt::format(" (all {} as {})", r.n_by_type.front().second, type_name(r.n_by_type.front().first));
     }
-    eprint("{}: {} of {} tensors converted to {}{}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", o.out,
+    eprint("{}: {} of {} tensors converted to {}{}; tensor data {:.2f} MiB -> {:.2f} MiB; {:.1f} s\n", printable_utf8(o.out),
                r.n_converted, r.n_tensors, llm::file_type_name(p.target), mix, double(r.bytes_in) / mib,
                double(r.bytes_out) / mib, s);
     if (r.n_converted == 0) {
         eprint("warning: {}: no tensor was converted to {} (none of {}'s tensors is a weight matrix the type "
                            "applies to, or they have it already); general.file_type is kept from the input\n",
-                   o.out, llm::file_type_name(p.target), o.in);
+                   printable_utf8(o.out), llm::file_type_name(p.target), printable_utf8(o.in));
     }
     return 0;
 }

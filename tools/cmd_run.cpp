@@ -136,7 +136,7 @@ int run_generate(run_options o) {
 
     const llm::hparams & hp = m->hp();
     eprint("model: {} ({}), {} layers, n_embd {}, {} heads ({} kv), head size {}, vocab {}, context {}\n",
-               o.model_path, hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim(), hp.n_vocab,
+               printable_utf8(o.model_path), hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim(), hp.n_vocab,
                hp.n_ctx_train);
     // The file type ("Q5_K - Medium"), and the type most weights have when
     // that differs (a Q5_K_M file of short rows is mostly Q5_1).

@@ -40,7 +40,7 @@ int run_synth(const options & o) {
     try {
         t = llm::parse_file_type(o.type);
     } catch (const error &) {
-        throw option_error(fmt::format("--type '{}' is not supported ({})", o.type, llm::quantize_target_names()));
+        throw option_error(fmt::format("--type '{}' is not supported ({})", printable_utf8(o.type, 64), llm::quantize_target_names()));
     }
     llm::synth_params p;
     p.shape = llm::synth_preset(lower(o.preset)); // case-insensitive, as --type
@@ -71,16 +71,15 @@ int run_synth(const options & o) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto size = std::filesystem::file_size(written, ec);
     eprint("{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
-               o.out, p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
+               printable_utf8(o.out), p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
     // The tokenizer is copied whatever it is; say when `tessera run` cannot use it.
     try {
         (void)llm::tokenizer::from_gguf(gguf::reader(written)); // (o.out as /dev/stdout names the replaced file)
     } catch (const error & e) {
-        fmt::print(stderr,
-                   "warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench cannot read it "
-                   "({}); the file is for runtimes that can\n",
-                   o.out, tessera::printable(kind), o.vocab, e.what());
+        eprint("warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench cannot read it "
+               "({}); the file is for runtimes that can\n",
+               printable_utf8(o.out), tessera::printable(kind), printable_utf8(o.vocab), e.what());
     }
     return 0;
 }

@@ -15,7 +15,9 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -25,6 +27,7 @@
 #include <fmt/core.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 
 namespace tessera::tools {
 
@@ -44,15 +47,37 @@ struct command {
     command_fn run;
 };
 
+namespace detail {
+
+// An eprint argument as it is printed: text (std::string, string_view, a C
+// string) through printable_lines, so that a file name, an option's value
+// or a message built from them cannot drive the terminal; anything else
+// (numbers, fmt::join) as given.
+template <class A>
+decltype(auto) shown_arg(A && a) {
+    if constexpr (std::is_convertible_v<const std::remove_cvref_t<A> &, std::string_view>) {
+        return printable_lines(std::string_view(a));
+    } else {
+        return std::forward<A>(a);
+    }
+}
+
+} // namespace detail
+
 // Prints a diagnostic (warning, progress, error) on stderr without ever
 // throwing: fmt::print throws when the write fails (stderr closed, a full
 // disk, `2>/dev/full`), and a lost message must not cost the work itself
 // (a generated text, a written file) nor end in std::terminate from the
-// handler that reports the error.
+// handler that reports the error. Every text argument is shown through
+// printable_lines (control bytes but '\n' as \xNN, text already escaped
+// unchanged): the format string, the program's own text, is printed as it
+// is ('\r' of a progress line included).
 template <class... T>
 void eprint(fmt::format_string<T...> format, T &&... args) noexcept {
     try {
-        const std::string text = fmt::format(format, std::forward<T>(args)...);
+        auto shown = std::make_tuple(detail::shown_arg(std::forward<T>(args))...);
+        const std::string text =
+            std::apply([&](auto &... a) { return fmt::vformat(fmt::string_view(format), fmt::make_format_args(a...)); }, shown);
         (void)std::fwrite(text.data(), 1, text.size(), stderr);
     } catch (...) { // formatting ran out of memory: nothing to report with
     }
@@ -204,15 +229,16 @@ inline constexpr size_t k_max_text_bytes = size_t(256) << 20;
 // before reading; a pipe or device once that much was read).
 inline std::string read_text_file(const std::string & path, const char * flag) {
     const bool std_in = path == "-";
+    const std::string shown = printable_utf8(path); // (a name with control bytes must not drive the terminal)
     // (/dev/stdin and its like would open the stand-in main() put there.)
     const bool names_stdin = std_in || path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
-    if (names_stdin && g_stdin_closed) throw error(fmt::format("{} '{}': standard input is closed", flag, path));
+    if (names_stdin && g_stdin_closed) throw error(fmt::format("{} '{}': standard input is closed", flag, shown));
     std::FILE * f = std_in ? stdin : std::fopen(path.c_str(), "rb");
-    if (f == nullptr) throw error(fmt::format("{} '{}': cannot open it: {}", flag, path, std::strerror(errno)));
+    if (f == nullptr) throw error(fmt::format("{} '{}': cannot open it: {}", flag, shown, std::strerror(errno)));
     struct stat st {};
     const auto too_long = [&] {
         if (!std_in) std::fclose(f);
-        return error(fmt::format("{} '{}': longer than {} MiB, the most a text file may hold here", flag, path,
+        return error(fmt::format("{} '{}': longer than {} MiB, the most a text file may hold here", flag, shown,
                                  k_max_text_bytes >> 20));
     };
     if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) > k_max_text_bytes) throw too_long();
@@ -226,7 +252,7 @@ inline std::string read_text_file(const std::string & path, const char * flag) {
     const bool failed = std::ferror(f) != 0;
     const int err = errno;
     if (!std_in) std::fclose(f);
-    if (failed) throw error(fmt::format("{} '{}': cannot read it: {}", flag, path, std::strerror(err)));
+    if (failed) throw error(fmt::format("{} '{}': cannot read it: {}", flag, shown, std::strerror(err)));
     return text;
 }
 

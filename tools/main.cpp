@@ -22,6 +22,7 @@
 #include "build_info.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/printable.hpp"
 #ifdef TESSERA_HAVE_CMD_GGUF
 #include "tessera/gguf/reader.hpp"
 #endif
@@ -199,7 +200,7 @@ glued glued_option(CLI::App & app, int argc, char ** argv) {
         glued g{std::string(a), where, ""};
         const auto value_hint = [&](std::string_view option, std::string_view rest) {
             if (!rest.empty() && rest[0] == '=') rest.remove_prefix(1);
-            g.hint = fmt::format(" (an option's value goes after a space: '{} {}')", option, rest);
+            g.hint = fmt::format(" (an option's value goes after a space: '{} {}')", option, tessera::printable_utf8(rest, 256));
         };
         if (where == "tessera bench") {
             for (const auto & [spelling, long_name] : k_bench_spellings) {
@@ -217,12 +218,14 @@ glued glued_option(CLI::App & app, int argc, char ** argv) {
 
 // The exit code `code`, or 1 with a message when what went to stdout could
 // not all be written (a full disk, `> /dev/full`): the buffered output is
-// flushed here, so a failed write would otherwise go unnoticed.
-int finish(int code) {
+// flushed here, so a failed write would otherwise go unnoticed. `earlier`:
+// the reason (errno) of a write that failed before, where the output was
+// already flushed (CLI11 ends --version with std::endl), 0 when none.
+int finish(int code, int earlier = 0) {
     errno = 0;
     std::cout.flush();
     const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::cout.fail();
-    const int err = errno;
+    const int err = errno != 0 ? errno : earlier;
     if (failed && code == 0) {
         tessera::tools::eprint("error: could not write the output to stdout{}{}\n", err != 0 ? ": " : "",
                                err != 0 ? std::strerror(err) : "");
@@ -343,7 +346,7 @@ int main(int argc, char ** argv) {
         }
     }
     if (const glued g = glued_option(app, argc, args.data()); !g.arg.empty()) {
-        eprint("error: {}: unknown option '{}'{} (see {} --help)\n", g.where, g.arg, g.hint, g.where);
+        eprint("error: {}: unknown option '{}'{} (see {} --help)\n", g.where, tessera::printable_utf8(g.arg, 256), g.hint, g.where);
         return 1;
     }
     try {
@@ -351,10 +354,14 @@ int main(int argc, char ** argv) {
     } catch (const CLI::ParseError & e) {
         // A flag that finishes the command (--help, --list-devices) is a
         // success even where a subcommand would otherwise be required.
-        if (e.get_exit_code() == 0) return finish(app.exit(e) == 0 ? 0 : 1);
+        if (e.get_exit_code() == 0) {
+            errno = 0;
+            const int code = app.exit(e);
+            return finish(code == 0 ? 0 : 1, std::cout.fail() ? errno : 0);
+        }
         if (const auto [arg, where] = unknown_subcommand(app, argc, args.data()); !arg.empty()) {
-            eprint("error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand", arg,
-                       where);
+            eprint("error: {}: unknown {} '{}' (see {} --help)\n", where, arg[0] == '-' ? "option" : "subcommand",
+                   tessera::printable_utf8(arg, 256), where);
             return 1;
         }
         // An unknown option is named also where it left a required
@@ -365,7 +372,7 @@ int main(int argc, char ** argv) {
             if (const auto u = unexpected_argument(app, argc, args.data());
                 u && (extras || (!u->arg.empty() && u->arg[0] == '-'))) {
                 eprint("error: {}: {} '{}'{} (see {} --help)\n", u->where, u->option ? "unknown option" : "unexpected argument",
-                       u->arg, u->option && !extras && u->arg[1] != '-' ? " (a file name that begins with '-' needs './' before it)" : "",
+                       tessera::printable_utf8(u->arg, 256), u->option && !extras && u->arg[1] != '-' ? " (a file name that begins with '-' needs './' before it)" : "",
                        u->where);
                 return 1;
             }
@@ -387,10 +394,12 @@ int main(int argc, char ** argv) {
         return 1;
     } catch (const std::system_error & e) {
         // fmt::print's failed write (stdout on a full disk, -oe on a closed
-        // stderr) says "cannot write to file: <reason>"; worded as finish() does.
+        // stderr) says "cannot write to file: <reason>"; worded as finish()
+        // does, naming the stream whose error indicator the write set.
         const std::string_view what = e.what(), fmt_prefix = "cannot write to file: ";
         if (what.starts_with(fmt_prefix)) {
-            eprint("error: could not write the output: {}\n", what.substr(fmt_prefix.size()));
+            const char * stream = std::ferror(stdout) != 0 ? " to stdout" : std::ferror(stderr) != 0 ? " to stderr" : "";
+            eprint("error: could not write the output{}: {}\n", stream, what.substr(fmt_prefix.size()));
         } else {
             eprint("error: {}\n", what);
         }

@@ -49,6 +49,7 @@ void report_plugin_threw(const plugin_target & target, const char * call, const 
     try {
         std::string msg = plugin_threw_message(target, call);
         if (leaked != nullptr) msg += fmt::format("; the {} is leaked", leaked);
+        msg = printable_lines(msg); // (the exception's text is the plugin's: control bytes as \xNN)
         // std::fprintf: a failed write (stderr closed or full) is not an exception
         std::fprintf(stderr, "tessera: %.*s\n", static_cast<int>(msg.size()), msg.data());
     } catch (...) { // (no memory for the message)

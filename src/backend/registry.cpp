@@ -97,7 +97,14 @@ std::shared_ptr<reg_entry> make_entry(tsr_reg * reg, const std::string & what,
 } // namespace detail
 
 registry::registry()
-    : log_([](std::string_view msg) { // std::fprintf: a failed write (stderr closed or full) is not an exception
+    : log_([](std::string_view text) { // std::fprintf: a failed write (stderr closed or full) is not an exception
+          // (control bytes a message carries from a path or a plugin's text as \xNN)
+          std::string msg;
+          try {
+              msg = tessera::printable_lines(text);
+          } catch (...) { // (no memory for the message)
+              return;
+          }
           std::fprintf(stderr, "tessera: %.*s\n", static_cast<int>(msg.size()), msg.data());
       }) {}
 

@@ -75,4 +75,23 @@ std::string printable_utf8(std::string_view s, size_t max) {
     return out;
 }
 
+std::string printable_lines(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        if ((c >= 0x20 && c < 0x7f) || c == '\n') {
+            out += static_cast<char>(c);
+            ++i;
+        } else if (const size_t n = c >= 0x80 ? utf8_len(s, i) : 0; n > 0) {
+            out.append(s.substr(i, n));
+            i += n;
+        } else {
+            out += fmt::format("\\x{:02x}", c);
+            ++i;
+        }
+    }
+    return out;
+}
+
 } // namespace tessera

@@ -70,6 +70,7 @@ struct fd_guard {
 // The name every message shows is the path escaped (printable_utf8): a
 // file name with control bytes must not drive the terminal.
 mapping::mapping(const std::filesystem::path & path) : name_(printable_utf8(path.string())) {
+    if (path.empty()) throw error("gguf: the path is empty"); // (not "gguf: : no such file")
     // O_NONBLOCK: opening a FIFO must not wait for a writer before the
     // S_ISREG check refuses it (it has no effect on a regular file).
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);

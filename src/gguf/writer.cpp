@@ -215,6 +215,11 @@ struct temp_guard {
     }
 };
 
+// `path` as messages show it (printable_utf8): a file name with control
+// bytes must not drive the terminal.
+std::string shown(const std::filesystem::path & path) { return printable_utf8(path.string()); }
+
+// Writes n bytes at p to fd; `path`: the file's name as messages show it.
 void write_all(int fd, const uint8_t * p, size_t n, const std::string & path) {
     while (n > 0) {
         const ssize_t w = ::write(fd, p, n);
@@ -472,10 +477,10 @@ std::filesystem::path follow_links(const std::filesystem::path & path) {
         std::error_code ec;
         if (!std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) return p;
         const std::filesystem::path next = std::filesystem::read_symlink(p, ec);
-        if (ec) throw error(fmt::format("gguf writer: {}: cannot read the symbolic link {}: {}", path.string(), p.string(), ec.message()));
+        if (ec) throw error(fmt::format("gguf writer: {}: cannot read the symbolic link {}: {}", shown(path), shown(p), ec.message()));
         p = next.is_absolute() ? next : p.parent_path() / next;
     }
-    throw error(fmt::format("gguf writer: {}: too many levels of symbolic links", path.string()));
+    throw error(fmt::format("gguf writer: {}: too many levels of symbolic links", shown(path)));
 }
 
 // The longest file name (bytes) the file system of folder `dir` allows:
@@ -516,15 +521,15 @@ void writer::write(const std::filesystem::path & path) const {
     // (add_tensor_fill tensors are computed while writing).
     if (path.empty()) throw error("gguf writer: the output path is empty");
     const auto is_a_directory = [&] {
-        return error(fmt::format("gguf writer: {}: is a directory, not a file name", path.string()));
+        return error(fmt::format("gguf writer: {}: is a directory, not a file name", shown(path)));
     };
     const auto not_a_regular_file = [&] {
-        return error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", path.string()));
+        return error(fmt::format("gguf writer: {}: not a regular file (a device, FIFO or socket is not replaced)", shown(path)));
     };
     if (path.filename().empty()) { // "x/": a directory's name; say so when x is a file
         struct stat st {};
         if (::stat(path.parent_path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-            throw error(fmt::format("gguf writer: {}: not a directory (the trailing '/' names one)", path.string()));
+            throw error(fmt::format("gguf writer: {}: not a directory (the trailing '/' names one)", shown(path)));
         }
         throw is_a_directory();
     }
@@ -548,7 +553,7 @@ void writer::write(const std::filesystem::path & path) const {
         if (::stat(target.c_str(), &named) != 0 || named.st_dev != opened.st_dev || named.st_ino != opened.st_ino) {
             throw error(fmt::format("gguf writer: {}: names a deleted or unnamed file (its link reads '{}', which is "
                                     "not that file): cannot replace it by name",
-                                    path.string(), target.string()));
+                                    shown(path), shown(target)));
         }
     }
     struct stat st {};
@@ -558,7 +563,7 @@ void writer::write(const std::filesystem::path & path) const {
     // Replacing goes by the directory's permissions, not the file's: refuse
     // a file this user may not write, as `>` would (root may write any).
     if (exists && ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) {
-        throw error(fmt::format("gguf writer: {}: cannot replace it: {}", path.string(), std::strerror(errno)));
+        throw error(fmt::format("gguf writer: {}: cannot replace it: {}", shown(path), std::strerror(errno)));
     }
     std::filesystem::path dir = target.parent_path();
     if (dir.empty()) dir = ".";
@@ -568,7 +573,7 @@ void writer::write(const std::filesystem::path & path) const {
     std::string base = target.filename().string();
     if (base.size() > name_max) {
         const std::string what =
-            target == path ? path.string() : fmt::format("{} (its link names {})", path.string(), target.string());
+            target == path ? shown(path) : fmt::format("{} (its link names {})", shown(path), shown(target));
         throw error(fmt::format("gguf writer: {}: file name is {} bytes, longer than the file system allows ({})",
                                 what, base.size(), name_max));
     }
@@ -576,7 +581,7 @@ void writer::write(const std::filesystem::path & path) const {
     std::vector<uint64_t> offsets;
     const std::vector<uint8_t> head = build_head(impl_->kvs, impl_->tensors, a, offsets);
 
-    const std::string final_path = target.string();
+    const std::string final_path = target.string(), final_shown = shown(target);
     temp_guard tmp;
     // The temporary's name is the file's with ".tmp.XXXXXX" added, the
     // file's part cut to keep it within the longest name the file system
@@ -592,7 +597,7 @@ void writer::write(const std::filesystem::path & path) const {
         const signals_held held;
         tmp.fd = ::mkstemp(templ.data());
         if (tmp.fd < 0) {
-            throw error(fmt::format("gguf writer: {}: cannot create a temporary file in {}: {}", final_path, dir.string(),
+            throw error(fmt::format("gguf writer: {}: cannot create a temporary file in {}: {}", final_shown, shown(dir),
                                     std::strerror(errno)));
         }
         tmp.path = templ;
@@ -606,7 +611,7 @@ void writer::write(const std::filesystem::path & path) const {
     // the umask. (Hard links to a replaced file keep the old contents.)
     if (exists && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) (void)::fchown(tmp.fd, st.st_uid, st.st_gid);
     ::fchmod(tmp.fd, exists ? (st.st_mode & 07777) : (0666 & ~process_umask()));
-    write_all(tmp.fd, head.data(), head.size(), final_path);
+    write_all(tmp.fd, head.data(), head.size(), final_shown);
     static const uint8_t zeros[4096] = {};
     uint64_t pos = 0; // position in the data section
     std::vector<uint8_t> filled; // reused buffer for add_tensor_fill tensors
@@ -615,28 +620,28 @@ void writer::write(const std::filesystem::path & path) const {
         if (t.fill) {
             filled.assign(t.size, 0);
             t.fill(std::span<uint8_t>(filled.data(), filled.size()));
-            write_all(tmp.fd, filled.data(), filled.size(), final_path);
+            write_all(tmp.fd, filled.data(), filled.size(), final_shown);
         } else {
-            write_all(tmp.fd, t.data.data(), t.data.size(), final_path);
+            write_all(tmp.fd, t.data.data(), t.data.size(), final_shown);
         }
         pos = offsets[i] + t.size;
         uint64_t pad = (pos + a - 1) / a * a - pos;
         while (pad > 0) {
             const size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
-            write_all(tmp.fd, zeros, n, final_path);
+            write_all(tmp.fd, zeros, n, final_shown);
             pad -= n;
         }
     }
     if (::fsync(tmp.fd) != 0) {
-        throw error(fmt::format("gguf writer: {}: fsync failed: {}", final_path, std::strerror(errno)));
+        throw error(fmt::format("gguf writer: {}: fsync failed: {}", final_shown, std::strerror(errno)));
     }
     const int fd = tmp.fd;
     tmp.fd = -1;
     if (::close(fd) != 0) {
-        throw error(fmt::format("gguf writer: {}: close failed: {}", final_path, std::strerror(errno)));
+        throw error(fmt::format("gguf writer: {}: close failed: {}", final_shown, std::strerror(errno)));
     }
     if (::rename(tmp.path.c_str(), final_path.c_str()) != 0) {
-        throw error(fmt::format("gguf writer: cannot rename {} to {}: {}", tmp.path, final_path, std::strerror(errno)));
+        throw error(fmt::format("gguf writer: cannot rename {} to {}: {}", shown(tmp.path), final_shown, std::strerror(errno)));
     }
     tmp.keep = true;
     // Make the rename durable (best effort: some filesystems refuse fsync on a directory).

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/printable.hpp"
+
 #include "tessera/core/error.hpp"
 #include "tessera/core/printable.hpp"
 
@@ -79,7 +81,7 @@ file_type parse_file_type(std::string_view name) {
     for (const file_type & ft : quantize_targets()) {
         if (up == file_type_name(ft) && is_quantize_target(ft)) return ft;
     }
-    throw error(fmt::format("unknown or unsupported quantization type '{}' (supported: {})", name,
+    throw error(fmt::format("unknown or unsupported quantization type '{}' (supported: {})", printable_utf8(name, 64),
                             quantize_target_names()));
 }
 

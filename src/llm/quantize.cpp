@@ -190,10 +190,10 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
     if (out.empty()) throw error("quantize: the output path is empty");
     std::error_code ec;
     if (!std::filesystem::exists(in, ec)) { // ec: why it could not be looked up (a symlink loop, a permission)
-        throw error(fmt::format("{}: {}", in.string(), ec ? ec.message() : std::string("no such file")));
+        throw error(fmt::format("{}: {}", printable_utf8(in.string()), ec ? ec.message() : std::string("no such file")));
     }
     if (gguf::same_file(in, out)) {
-        throw error(fmt::format("{}: input and output are the same file", out.string()));
+        throw error(fmt::format("{}: input and output are the same file", printable_utf8(out.string())));
     }
     auto r = std::make_shared<gguf::reader>(in);
 

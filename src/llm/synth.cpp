@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/printable.hpp"
+
 #include "tessera/core/error.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
@@ -159,7 +161,7 @@ synth_shape synth_preset(std::string_view name) {
     if (name == "1b") return {"1b", 2048, 22, 32, 4, 5632, 2048};
     if (name == "135m") return {"135m", 576, 30, 9, 3, 1536, 2048};
     if (name == "tiny") return {"tiny", 64, 2, 4, 2, 128, 2048};
-    throw error(fmt::format("synth: unknown preset '{}' (known: 1b, 135m, tiny)", name));
+    throw error(fmt::format("synth: unknown preset '{}' (known: 1b, 135m, tiny)", printable_utf8(name, 64)));
 }
 
 std::vector<std::string> synth_preset_names() { return {"1b", "135m", "tiny"}; }
@@ -182,11 +184,12 @@ std::string synth_model(const synth_params & p, const std::filesystem::path & ou
     const synth_shape & s = p.shape;
     check_shape(s, p.wtype);
     std::error_code ec;
+    if (p.vocab.empty()) throw error("synth: the vocabulary path is empty");
     if (!std::filesystem::exists(p.vocab, ec)) {
-        throw error(fmt::format("{}: no such file (vocabulary GGUF)", p.vocab.string()));
+        throw error(fmt::format("{}: no such file (vocabulary GGUF)", printable_utf8(p.vocab.string())));
     }
     if (gguf::same_file(p.vocab, out)) {
-        throw error(fmt::format("{}: the output is the vocabulary file itself", out.string()));
+        throw error(fmt::format("{}: the output is the vocabulary file itself", printable_utf8(out.string())));
     }
     const gguf::reader vocab(p.vocab);
     const gguf::value * tokens = vocab.find_key("tokenizer.ggml.tokens");

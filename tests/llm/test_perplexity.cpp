@@ -325,10 +325,11 @@ TEST(PerplexityCli, BadInputExitsOneNamingIt) {
         {{"-f", missing}, "error: -f '" + missing + "': cannot open it: No such file or directory\n"},
         {{"-f", tmp.path.string()}, "error: -f '" + tmp.path.string() + "': cannot read it: Is a directory\n"},
         {{"-f", short_text},
-         "error: -f '" + short_text + "': the text has 5 tokens, fewer than one chunk of 512 (-c); use a smaller -c "
-                                      "or a longer text\n"},
-        {{"-f", "-"}, "error: -f '-': the text has 1 token, fewer than one chunk of 512 (-c); use a smaller -c or a "
-                      "longer text\n"}, // stdin is /dev/null here: BOS alone
+         "error: -f '" + short_text + "': the text has 4 tokens (5 with BOS), fewer than one chunk of 512 (-c); use a "
+                                      "smaller -c or a longer text\n"},
+        // stdin is /dev/null here: BOS alone, not counted as the text's.
+        {{"-f", "-"}, "error: -f '-': the text has 0 tokens (1 with BOS), fewer than one chunk of 512 (-c); use a smaller "
+                      "-c or a longer text\n"},
         {{"-f", short_text, "-c", "4096"}, "error: -c 4096: longer than the model's context of 2048\n"},
         {{"-f", "/dev/zero"}, "error: -f '/dev/zero': longer than 256 MiB, the most a text file may hold here\n"},
     };

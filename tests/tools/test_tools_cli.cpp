@@ -195,7 +195,78 @@ TEST(TesseraCli, UnknownSubcommandIsNamed) {
     const auto empty = run_tessera(std::vector<std::string>{"run", "-m", model, ""});
     EXPECT_EQ(empty.exit_code, 1);
     EXPECT_TRUE(contains(empty.err, "error: tessera run: unexpected argument '' (see tessera run --help)")) << empty.err;
-    EXPECT_EQ(run_tessera("--help").exit_code, 0);
+    const auto help = run_tessera("--help");
+    EXPECT_EQ(help.exit_code, 0);
+    // gguf also writes models (synth), not only inspects them.
+    EXPECT_TRUE(contains(line_with(help.out, "  gguf"), "inspect GGUF files (info) and write random-weight test models (synth)"))
+        << help.out;
+}
+
+// Control bytes in a file name or an option's value (ESC of a colour
+// sequence) reach no message raw, on stderr or stdout: they show as \xNN
+// in errors, warnings, summary and progress lines alike (text shown
+// escaped once is not escaped again), and an empty path is named as such.
+TEST(TesseraCli, ControlBytesInNamesAndValuesAreEscaped) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera not built";
+    temp_dir d;
+    const std::string model = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    const std::string odd = d / "ctl\x1b[31mname.gguf", odd_shown = d / "ctl\\x1b[31mname.gguf";
+    fs::copy_file(model, odd);
+    const std::string missing = d / "no\x1b[31m.gguf", missing_shown = d / "no\\x1b[31m.gguf";
+    const std::string text = d / "t\x1b[2J.txt", text_shown = d / "t\\x1b[2J.txt";
+    struct esc_case {
+        std::vector<std::string> args;
+        int exit_code;
+        std::string message; // on stderr
+    };
+    const std::vector<std::string> synth = {"gguf", "synth", "-q", "--preset", "tiny", "--type", "Q8_0"}; // then --vocab, -o
+    const auto with = [](std::vector<std::string> a, const std::vector<std::string> & more) {
+        a.insert(a.end(), more.begin(), more.end());
+        return a;
+    };
+    const std::vector<esc_case> cases = {
+        // Informational lines: run's model line, the summaries, bench's progress.
+        {{"run", "-m", odd, "-p", "Once", "-n", "1", "-t", "1"}, 0, "model: " + odd_shown + " (llama), "},
+        {{"quantize", odd, d / "q\x1b[1m.gguf", "Q8_0"}, 0, d / "q\\x1b[1m.gguf: "},
+        {with(synth, {"--vocab", vocab, "-o", d / "s\x1b[1m.gguf"}), 0, d / "s\\x1b[1m.gguf: synth-tiny Q8_0"},
+        {{"bench", "-m", odd, "-p", "4", "-n", "0", "-r", "1", "-t", "1", "--progress"}, 0,
+         "bench: " + odd_shown + " 1 thread pp4: repetition 1/1"},
+        // Missing files, bad values, unknown options.
+        {{"quantize", missing, d / "x.gguf", "Q8_0"}, 1, "error: " + missing_shown + ": no such file"},
+        {{"quantize", odd, d / "x.gguf", "BAD\x1b[31m"}, 1, "type 'BAD\\x1b[31m'"},
+        {with(synth, {"--vocab", missing, "-o", d / "x.gguf"}), 1, "error: " + missing_shown + ": no such file (vocabulary GGUF)"},
+        {{"gguf", "synth", "--preset", "ti\x1bny", "--vocab", vocab, "-o", d / "x.gguf"}, 1, "unknown preset 'ti\\x1bny'"},
+        {{"gguf", "synth", "--preset", "tiny", "--type", "Q\x1b[31m", "--vocab", vocab, "-o", d / "x.gguf"}, 1,
+         "--type 'Q\\x1b[31m' is not supported"},
+        {with(synth, {"--vocab", vocab, "-o", d / "nodir\x1b[31m/x.gguf"}), 1,
+         "cannot create a temporary file in " + d / "nodir\\x1b[31m" + ": No such file or directory"},
+        {{"bench", "-m", missing, "-p", "4", "-n", "0"}, 1, "error: " + missing_shown + ": no such file"},
+        {{"bench", "-m", odd, "-p", "4", "-n", "0", "-o", "x\x1b[31m"}, 1, "-o 'x\\x1b[31m': expected md"},
+        {{"bench", "-m", odd, "-p", "4", "-n", "0", "-ctk", "q\x1b[31m"}, 1, "cache type 'q\\x1b[31m' is not one"},
+        {{"run", "-m", odd, "-p", "x", "--kv-type", "F\x1b[31m"}, 1, "'F\\x1b[31m' is not one of F32, F16"},
+        {{"run", "-m", odd, "-p", "x", "--\x1b[31m"}, 1, "unknown option '--\\x1b[31m'"},
+        {{"bench", "-m", odd, "-\x1b[31m"}, 1, "unknown option '-\\x1b[31m'"},
+        {{"run", "-m", odd, "-f", text}, 1, "error: -f '" + text_shown + "': cannot open it: No such file or directory"},
+        {{"tokenize", "-m", odd, "-f", text}, 1, "error: -f '" + text_shown + "': cannot open it"},
+        {{"perplexity", "-m", odd, "-f", text}, 1, "error: -f '" + text_shown + "': cannot open it"},
+        // A path the library's message shows escaped is not escaped again.
+        {{"gguf", "info", missing}, 1, "error: gguf: " + missing_shown + ": no such file\n"},
+        // An empty path is named as such (it said "gguf: : no such file").
+        {{"run", "-m", "", "-p", "x"}, 1, "error: gguf: the path is empty\n"},
+        {{"tokenize", "-m", "", "-p", "x"}, 1, "error: gguf: the path is empty\n"},
+        {{"bench", "-m", "", "-p", "4", "-n", "0"}, 1, "error: gguf: the path is empty\n"},
+        {{"gguf", "info", ""}, 1, "error: gguf: the path is empty\n"},
+        {with(synth, {"--vocab", "", "-o", d / "x.gguf"}), 1, "error: synth: the vocabulary path is empty\n"},
+    };
+    for (const esc_case & c : cases) {
+        std::string cmd;
+        for (const auto & a : c.args) cmd += "'" + a + "' ";
+        const auto r = run_tessera(c.args);
+        EXPECT_EQ(r.exit_code, c.exit_code) << cmd << "\n" << r.err;
+        EXPECT_TRUE(contains(r.err, c.message)) << cmd << "\n" << r.err;
+        EXPECT_FALSE(contains(r.err, "\x1b")) << cmd << "\n" << r.err;
+        EXPECT_FALSE(contains(r.out, "\x1b")) << cmd << "\n" << r.out;
+    }
 }
 
 // When every converted tensor got one type other than the target's (the
@@ -1195,7 +1266,8 @@ TEST(BenchCli, OutputThatCannotBeWrittenExitsOne) {
                                   std::string(TESSERA_BINARY_DIR) + "/tessera --version"}) {
         const auto full = tessera::test::run_process("/bin/sh", {"-c", cmd + " > /dev/full"});
         EXPECT_EQ(full.exit_code, 1) << cmd;
-        EXPECT_TRUE(contains(full.err, "error: could not write the output to stdout")) << cmd << ": " << full.err;
+        // With the reason (--version gave none: CLI11's own flush had failed).
+        EXPECT_TRUE(contains(full.err, "error: could not write the output to stdout: No space left on device")) << cmd << ": " << full.err;
         const auto ok = tessera::test::run_process("/bin/sh", {"-c", cmd + " > /dev/null"});
         EXPECT_EQ(ok.exit_code, 0) << cmd << ": " << ok.err;
     }
@@ -1293,12 +1365,15 @@ TEST(TesseraCli, ClosedOrFullStandardStreams) {
         EXPECT_EQ(r.exit_code, 1) << redirect; // the error is lost, not the status
         EXPECT_EQ(r.term_signal, 0) << redirect;
     }
+    std::ofstream(d / "text.txt") << "Once upon a time";
     for (const std::string cmd : {bin + " tokenize -m " + model + " -p hi >&-", bin + " tokenize -m " + model + " -p hi >&- 2>&-",
-                                  bin + " gguf info " + model + " > /dev/full"}) {
+                                  bin + " gguf info " + model + " > /dev/full",
+                                  bin + " perplexity -m " + model + " -f " + (d / "text.txt") + " -c 4 -t 1 > /dev/full"}) {
         const auto r = sh(cmd);
         EXPECT_EQ(r.exit_code, 1) << cmd;
         EXPECT_EQ(r.term_signal, 0) << cmd;
-        if (!contains(cmd, "2>&-")) EXPECT_TRUE(contains(r.err, "error: could not write the output")) << cmd << ": " << r.err;
+        // One wording, naming the stream and the reason, whichever write failed.
+        if (!contains(cmd, "2>&-")) EXPECT_TRUE(contains(r.err, "error: could not write the output to stdout: ")) << cmd << ": " << r.err;
     }
 }
 

@@ -19,4 +19,12 @@ std::string printable(std::string_view s, size_t max = 96);
 // become \xNN; at most `max` bytes of `s` are shown (then "...").
 std::string printable_utf8(std::string_view s, size_t max = 4096);
 
+// A whole message (or a part of one) made safe for a terminal without
+// changing its readable text: control bytes other than '\n' (ESC, '\r',
+// tab, DEL, ...), C1 controls (U+0080..U+009F) and bytes of ill-formed
+// UTF-8 become \xNN; everything else, quote and backslash included, is kept
+// as it is, so text printable() or printable_utf8() already escaped comes
+// out unchanged and a multi-line message keeps its lines. No length limit.
+std::string printable_lines(std::string_view s);
+
 } // namespace tessera
