@@ -62,6 +62,18 @@ cpu_model detect_cpu_model() {
 // 2.3-7.5 s against 1.0-1.3 s on a host whose memory was fragmented, where
 // each fault of an advised region compacts memory first (THP defrag
 // "madvise"), hence the switch.
+//
+// Where the stream prefetches go. Emerald Rapids-class Xeon (2 vCPUs under
+// KVM, 300 MiB L3), synth models, `tessera bench -p 0 -n 32 -r 3`, medians
+// of 3 processes alternating the two settings, t/s, into L1 (PREFETCHT0) ->
+// into L2 (PREFETCHT2), 1 / 2 threads: sapphirerapids build 1B Q4_0 25.3 ->
+// 27.3 / 53.7 -> 57.7, Q4_K_M 23.5 -> 24.7 / 49.7 -> 50.0, Q8_0 14.6 -> 14.8
+// / 29.8 -> 29.8, F16 6.95 -> 6.85 / 13.4 -> 13.3; haswell build (its 8-row
+// one-column kernel) Q4_0 23.6 -> 24.7 / 45.9 -> 48.4, Q8_0 12.8 -> 13.6 /
+// 25.0 -> 27.1; but 135M Q4_0, whose 77 MiB of weights stay in L3, 359 ->
+// 348 / 599 -> 590. perf put the one-column kernels' stalls on the
+// prefetch instructions themselves (the L1 fill buffers full); a prefetch
+// into L2 releases its buffer sooner. Not measured on AMD: L1 there.
 cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string & warning) {
     cpu_tuning t;
     const bool amd_zen5_or_later = cpu.vendor == cpu_vendor::amd && cpu.family >= 0x1A;
