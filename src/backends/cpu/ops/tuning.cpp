@@ -72,8 +72,9 @@ cpu_model detect_cpu_model() {
 // one-column kernel) Q4_0 23.6 -> 24.7 / 45.9 -> 48.4, Q8_0 12.8 -> 13.6 /
 // 25.0 -> 27.1; but 135M Q4_0, whose 77 MiB of weights stay in L3, 359 ->
 // 348 / 599 -> 590. perf put the one-column kernels' stalls on the
-// prefetch instructions themselves (the L1 fill buffers full); a prefetch
-// into L2 releases its buffer sooner. Not measured on AMD: L1 there.
+// prefetch instructions themselves (the L1 fill buffers full, presumably;
+// a prefetch into L2 would hold its buffer for less time). Not measured on
+// AMD: L1 there.
 cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string & warning) {
     cpu_tuning t;
     const bool amd_zen5_or_later = cpu.vendor == cpu_vendor::amd && cpu.family >= 0x1A;
