@@ -701,11 +701,11 @@ bool use(const mm_dims & d) {
 // vector kernels' (cols_max_of's 256 KiB): each 16-row group's weights are
 // read from L3 or memory once per column block, and at 256 KiB a 512-token
 // prompt took 6 blocks (K = 2048) or 16 (K = 5632), at 1 MiB 2 and 4.
-// Emerald Rapids-class Xeon, 1 thread, synth 1B pp512, CPU seconds of
-// `tessera bench -r 2` (load included), best of 3-4 alternating processes,
-// 256 KiB -> 1 MiB: Q4_0 6.59 -> 6.19, Q8_0 6.44 -> 5.59; 135M Q4_0 (K
-// 576 and 1536: 256 columns already fit) 0.93 -> 0.92; 2 MiB measured
-// like 1 MiB.
+// Emerald Rapids-class Xeon (2 vCPUs), synth 1B pp512, `tessera bench -r
+// 2`, medians of 3 processes alternating the two builds, t/s, 256 KiB -> 1
+// MiB: Q4_0 215 -> 259 on 1 thread and 475 -> 520 on 2, Q8_0 193 -> 234
+// and 401 -> 508. 135M Q4_0 (K 576 and 1536: 256 columns already fit)
+// measured the same; 2 MiB like 1 MiB (CPU time, 1 thread).
 constexpr size_t k_amx_act_budget = size_t{1} << 20;
 constexpr int64_t k_amx_cols_limit = 512;
 int64_t cols_max(int64_t n_blocks) {
