@@ -68,7 +68,8 @@ cpu_model detect_cpu_model() {
 // of 3 processes alternating the two settings, t/s, into L1 (PREFETCHT0) ->
 // into L2 (PREFETCHT2), 1 / 2 threads: sapphirerapids build 1B Q4_0 25.3 ->
 // 27.3 / 53.7 -> 57.7, Q4_K_M 23.5 -> 24.7 / 49.7 -> 50.0, Q8_0 14.6 -> 14.8
-// / 29.8 -> 29.8, F16 6.95 -> 6.85 / 13.4 -> 13.3; haswell build (its 8-row
+// / 29.8 -> 29.8, F16 6.95 -> 6.85 / 13.4 -> 13.3 (means of 4 more: 7.08 ->
+// 6.98 / 13.91 -> 13.74, so F16 stays in L1); haswell build (its 8-row
 // one-column kernel) Q4_0 23.6 -> 24.7 / 45.9 -> 48.4, Q8_0 12.8 -> 13.6 /
 // 25.0 -> 27.1; but 135M Q4_0, whose 77 MiB of weights stay in L3, 359 ->
 // 348 / 599 -> 590. perf put the one-column kernels' stalls on the

@@ -39,10 +39,11 @@ struct cpu_tuning {
     // 4096; older AMD (Zen 4) and others: 0 (see tuning.cpp for the
     // measurements).
     size_t stream_prefetch = 0;
-    // Where those prefetches put a line: L2 (PREFETCHT2; true) or L1
-    // (PREFETCHT0). Intel: L2; AMD: L1 (see tuning.cpp for the
-    // measurements). The AVX2 8-row kernels' own prefetch (a fixed 4096
-    // bytes ahead, mul_mat_repack.cpp) follows it for one column too.
+    // Where those prefetches of quantized weights put a line: L2
+    // (PREFETCHT2; true) or L1 (PREFETCHT0). Intel: L2; AMD: L1 (see
+    // tuning.cpp for the measurements). The AVX2 8-row kernels' own prefetch
+    // (a fixed 4096 bytes ahead, mul_mat_repack.cpp) follows it for one
+    // column too. F16/BF16 weights are prefetched into L1 either way.
     bool stream_prefetch_l2 = false;
     // The AVX-512 GEMM of repacked F16/BF16 weights (gemm_f.cpp) reads the
     // groups in place and widens them in registers (true), or first widens
