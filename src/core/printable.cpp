@@ -1,6 +1,8 @@
 // core/printable.cpp — see tessera/core/printable.hpp.
 #include "tessera/core/printable.hpp"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 namespace tessera {
@@ -51,17 +53,20 @@ size_t utf8_len(std::string_view s, size_t i) {
     return n;
 }
 
-} // namespace
-
-std::string printable_utf8(std::string_view s, size_t max) {
+// s with whole UTF-8 characters (utf8_len) and the ASCII bytes `plain`
+// accepts as they are, any other byte as \xNN; "..." in place of what
+// follows the first `max` bytes.
+template <class Plain>
+std::string escape_bytes(std::string_view s, size_t max, Plain plain) {
     std::string out;
+    out.reserve(std::min(s.size(), max));
     for (size_t i = 0; i < s.size();) {
         if (i >= max) {
             out += "...";
             break;
         }
         const unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+        if (c < 0x80 && plain(c)) {
             out += static_cast<char>(c);
             ++i;
         } else if (const size_t n = c >= 0x80 ? utf8_len(s, i) : 0; n > 0 && i + n <= max) {
@@ -75,23 +80,14 @@ std::string printable_utf8(std::string_view s, size_t max) {
     return out;
 }
 
+} // namespace
+
+std::string printable_utf8(std::string_view s, size_t max) {
+    return escape_bytes(s, max, [](unsigned char c) { return c >= 0x20 && c < 0x7f && c != '\'' && c != '\\'; });
+}
+
 std::string printable_lines(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) {
-        const unsigned char c = static_cast<unsigned char>(s[i]);
-        if ((c >= 0x20 && c < 0x7f) || c == '\n') {
-            out += static_cast<char>(c);
-            ++i;
-        } else if (const size_t n = c >= 0x80 ? utf8_len(s, i) : 0; n > 0) {
-            out.append(s.substr(i, n));
-            i += n;
-        } else {
-            out += fmt::format("\\x{:02x}", c);
-            ++i;
-        }
-    }
-    return out;
+    return escape_bytes(s, std::string_view::npos, [](unsigned char c) { return (c >= 0x20 && c < 0x7f) || c == '\n'; });
 }
 
 } // namespace tessera
