@@ -49,7 +49,7 @@ int run_perplexity(const perplexity_options & o) {
     // tokens is scored on the same tokens there and here.
     const std::vector<llm::token_id> tokens =
         tokenize_step(fmt::format("-f '{}'", o.text_path), text, tokenize_bytes_per_byte(tok.kind()),
-                      machine_memory_bytes(), [&] { return tok.encode(text, true, false); });
+                      llm::physical_memory_bytes(), [&] { return tok.encode(text, true, false); });
     if (uint64_t(o.n_chunk) > m->hp().n_ctx_train) {
         throw error(fmt::format("-c {}: longer than the model's context of {}", o.n_chunk, m->hp().n_ctx_train));
     }

@@ -153,7 +153,7 @@ int run_generate(run_options o) {
 
     const std::string input = o.prompt_from_file ? fmt::format("-f '{}'", o.prompt_file) : std::string("-p");
     const std::vector<llm::token_id> prompt_ids =
-        tokenize_step(input, o.prompt, tokenize_bytes_per_byte(tok.kind()), machine_memory_bytes(),
+        tokenize_step(input, o.prompt, tokenize_bytes_per_byte(tok.kind()), llm::physical_memory_bytes(),
                       [&] { return tok.encode(o.prompt, true, true); });
     if (prompt_ids.empty()) throw error("the prompt gives no tokens and the model adds no BOS");
     if (prompt_ids.size() > s.n_ctx()) {
@@ -297,7 +297,7 @@ command register_tokenize(CLI::App & app) {
                 const llm::tokenizer tok = llm::tokenizer::from_gguf(r);
                 const std::string input = file->count() > 0 ? fmt::format("-f '{}'", o->text_file) : std::string("-p");
                 const std::vector<llm::token_id> ids =
-                    tokenize_step(input, o->text, tokenize_bytes_per_byte(tok.kind()), machine_memory_bytes(),
+                    tokenize_step(input, o->text, tokenize_bytes_per_byte(tok.kind()), llm::physical_memory_bytes(),
                                   [&] { return tok.encode(o->text, !o->no_bos, true); });
                 std::string line;
                 for (size_t i = 0; i < ids.size(); ++i) {

@@ -8,8 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
@@ -24,15 +22,6 @@ namespace tessera::tools {
 // some piece, takes about 30 bytes a byte of that stretch), byte-level BPE 16
 // (the pre-tokenizer holds the whole text as code points and words).
 inline uint64_t tokenize_bytes_per_byte(llm::vocab_kind kind) { return kind == llm::vocab_kind::bpe ? 16 : 5; }
-
-// The machine's physical memory in bytes (sysconf), 0 when it cannot tell.
-inline uint64_t machine_memory_bytes() {
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    const long page = ::sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) return 0;
-    const uint64_t p = uint64_t(pages), s = uint64_t(page);
-    return p > UINT64_MAX / s ? UINT64_MAX : p * s;
-}
 
 // Runs `encode()` (returning the token ids of `text`) for the input named
 // `input` (e.g. "-f 'book.txt'" or "-p"). Throws tessera::error, before

@@ -58,14 +58,6 @@ uint64_t add_sat(uint64_t a, uint64_t b) {
     return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
 }
 
-// The machine's physical memory in bytes, 0 when sysconf cannot tell.
-uint64_t physical_memory() {
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    const long page_size = ::sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page_size <= 0) return 0;
-    return mul_sat(uint64_t(pages), uint64_t(page_size));
-}
-
 // Bytes as "12.3 MiB" below a GiB, "4.5 GiB" below a TiB, else "2.0 TiB".
 std::string mib_gib(uint64_t bytes) {
     const double mib = double(bytes) / (1024.0 * 1024.0);
@@ -75,6 +67,13 @@ std::string mib_gib(uint64_t bytes) {
 }
 
 } // namespace
+
+uint64_t physical_memory_bytes() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) return 0;
+    return mul_sat(uint64_t(pages), uint64_t(page_size));
+}
 
 context_memory estimate_context_memory(const hparams & hp, uint32_t n_ctx, uint32_t n_batch, type kv_type,
                                        bool flash_attn) {
@@ -265,7 +264,7 @@ session::session(const model & m, session_params p) : impl_(std::make_unique<imp
     const context_memory need =
         estimate_context_memory(hp, params_.n_ctx, params_.n_batch, params_.kv_type, flash_attn_);
     const bool machine = params_.memory_limit == 0;
-    const uint64_t limit = machine ? physical_memory() : params_.memory_limit;
+    const uint64_t limit = machine ? physical_memory_bytes() : params_.memory_limit;
     if (limit != 0 && need.total() > limit) {
         throw error(fmt::format(
             "a context of {} tokens needs about {} besides the weights (KV cache {}: {} layers x K and V x {} x {} "

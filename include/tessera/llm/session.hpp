@@ -62,6 +62,10 @@ struct context_memory {
     uint64_t total() const { return kv_cache + compute; }
 };
 
+// The machine's physical memory in bytes (sysconf _SC_PHYS_PAGES x
+// _SC_PAGE_SIZE, saturating), 0 when it cannot tell.
+uint64_t physical_memory_bytes();
+
 // The memory a session of `n_ctx` tokens and micro-batches of `n_batch`
 // (already at most n_ctx) needs for model hyper-parameters `hp`, KV type
 // `kv_type` and fused attention or not. Products that overflow 64 bits
