@@ -8,8 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "tessera/core/printable.hpp"
-
 #include "tessera/core/error.hpp"
 #include "tessera/core/printable.hpp"
 
@@ -176,15 +174,19 @@ std::optional<type> tensor_type_for(const file_type & ft, std::string_view name,
 }
 
 uint32_t n_layer_of(const gguf::reader & r) {
-    // The layers the tensor names show: 1 + the largest N of blk.N.*.
-    int64_t n_named = 0;
+    // The layers the tensor names show: 1 + the largest N of blk.N.*; and
+    // the same without absurd layer numbers (N of 2^20 or more).
+    int64_t n_named = 0, n_plausible = 0;
     std::string_view last_layer_tensor;
     for (const gguf::tensor_info & ti : r.tensors()) {
         std::string_view rest;
-        if (const auto il = block_index(ti.name, rest); il && *il >= n_named) {
+        const auto il = block_index(ti.name, rest);
+        if (!il) continue;
+        if (*il >= n_named) {
             n_named = *il + 1;
             last_layer_tensor = ti.name;
         }
+        if (*il < int64_t(1) << 20) n_plausible = std::max(n_plausible, *il + 1);
     }
     if (const auto arch = r.find_string("general.architecture")) {
         const std::string key = fmt::format("{}.block_count", *arch);
@@ -205,14 +207,7 @@ uint32_t n_layer_of(const gguf::reader & r) {
         }
     }
     // Without the key: tensors of absurd layer numbers are not counted.
-    if (n_named > int64_t(1) << 20) {
-        n_named = 0;
-        for (const gguf::tensor_info & ti : r.tensors()) {
-            std::string_view rest;
-            if (const auto il = block_index(ti.name, rest); il && *il < int64_t(1) << 20) n_named = std::max(n_named, *il + 1);
-        }
-    }
-    return static_cast<uint32_t>(n_named);
+    return static_cast<uint32_t>(n_plausible);
 }
 
 } // namespace tessera::llm
