@@ -5,6 +5,7 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev
       clang libclang-rt-14-dev qemu-user
       libicu-dev
+      python3 # tests/tools/test_compare_reference.cpp runs scripts/compare_reference.py
       libopenblas-dev) # optional: only bench/bench_blas.cpp (tessera vs OpenBLAS) uses it
 missing=()
 for p in "${pkgs[@]}"; do

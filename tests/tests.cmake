@@ -30,6 +30,14 @@ if(TARGET test_tools AND TARGET tessera)
                                                 TESSERA_MAKE_PROGRAM="${CMAKE_MAKE_PROGRAM}"
                                                 TESSERA_SANITIZE_FLAGS="${_san}"
                                                 TESSERA_CONSUMER_DIR="${CMAKE_CURRENT_SOURCE_DIR}/tools/consumer")
+  # test_compare_reference runs scripts/compare_reference.py with python3
+  # (installed by scripts/install-deps.sh)
+  find_program(TESSERA_PYTHON3 python3)
+  if(NOT TESSERA_PYTHON3)
+    set(TESSERA_PYTHON3 "")
+  endif()
+  target_compile_definitions(test_tools PRIVATE TESSERA_PYTHON3="${TESSERA_PYTHON3}"
+                                                TESSERA_SCRIPTS_DIR="${PROJECT_SOURCE_DIR}/scripts")
 endif()
 
 # --- CPU kernels compiled per instruction-set variant (issue 6): the op
