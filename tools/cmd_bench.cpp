@@ -707,7 +707,7 @@ command register_bench(CLI::App & app) {
                     "a combined test (also -pg): P prompt tokens then N generated, timed together, as P,N; repeat for several")
         ->type_name("P,N");
     sub->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(1, 1000000))
         ->capture_default_str();
     CLI::Option * batch = sub->add_option("-b,--batch-size", o->lists.n_batch,
@@ -723,7 +723,7 @@ command register_bench(CLI::App & app) {
     sub->add_option("--output-err", o->output_err, "also write the results to stderr in this format (also -oe)")
         ->type_name("FORMAT");
     sub->add_option("--delay", o->delay, "seconds to wait before each test")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(0, 86400))
         ->capture_default_str();
     CLI::Option * device = sub->add_option("--device", o->device, "device name (see `tessera devices`)");

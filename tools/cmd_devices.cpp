@@ -136,7 +136,7 @@ command register_devices(CLI::App & app) {
     static int runs = 20;
     sub->add_flag("--bench", bench, "Time load_all (median over --runs runs, in ms)");
     CLI::Option * runs_opt = sub->add_option("--runs", runs, "Runs for --bench")
-                                   ->check(k_whole_number)
+                                   ->transform(k_whole_number)
                                    ->check(in_range(1, 10000))
                                    ->capture_default_str();
     return {sub, [runs_opt] {

@@ -91,11 +91,11 @@ command register_perplexity(CLI::App & app) {
     sub->add_option("-m,--model", o->model_path, "GGUF model file")->required();
     sub->add_option("-f,--file", o->text_path, "text file (UTF-8; - for standard input)")->required();
     sub->add_option("-c,--ctx-size", o->n_chunk, "tokens per chunk (each evaluated from an empty cache; its second half is scored)")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(4, 1 << 20))
         ->capture_default_str();
     sub->add_option("--chunks", o->max_chunks, "most chunks to score (0 = all)")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(int64_t{0}, std::numeric_limits<int64_t>::max()))
         ->capture_default_str();
     o->so.add_to(sub);

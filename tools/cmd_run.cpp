@@ -232,11 +232,11 @@ command register_run(CLI::App & app) {
     CLI::Option * file =
         sub->add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->excludes(prompt);
     sub->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(0, 1 << 24))
         ->capture_default_str();
     sub->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0 = the model's, at most 4096)")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(0, 1 << 24))
         ->capture_default_str();
     sub->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")
@@ -244,7 +244,7 @@ command register_run(CLI::App & app) {
         ->check(in_range(0.0f, 100.0f))
         ->capture_default_str();
     sub->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(0, 1 << 24))
         ->capture_default_str();
     sub->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")
@@ -260,7 +260,7 @@ command register_run(CLI::App & app) {
         ->check(in_range(0.01f, 100.0f))
         ->capture_default_str();
     sub->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens of history for the penalty")
-        ->check(k_whole_number)
+        ->transform(k_whole_number)
         ->check(in_range(0, 1 << 20))
         ->capture_default_str();
     sub->add_option("--seed", o->seed,

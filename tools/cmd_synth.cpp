@@ -107,6 +107,7 @@ command add_gguf_synth(CLI::App & gguf_sub) {
     sub->add_option("--head-dim", o->head_dim,
                     "head size (written as attention.key_length and value_length; default n_embd / n_head), e.g. "
                     "a head narrower than n_embd / n_head as in Mistral Nemo")
+        ->transform(k_whole_number)
         ->check(in_range(2u, 4096u));
     return command{sub, [o]() { return run_synth(*o); }};
 }

@@ -116,17 +116,23 @@ inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed
     return v;
 }
 
-// A CLI11 check that an integer option's text is a whole number in decimal
-// (an optional sign, then digits) that fits in 64 bits, for CLI11's Range
-// checks to follow: those read "1e3" or "2.5" as a number and then call it
-// out of range.
+// A CLI11 transform (attach it with ->transform, not ->check, which would
+// discard its rewrite) that checks that an integer option's text is a whole
+// number in decimal (an optional sign, then digits) that fits in 64 bits,
+// for CLI11's Range checks to follow: those read "1e3" or "2.5" as a number
+// and then call it out of range. It drops leading zeros ("010" -> "10"),
+// since CLI11 converts with strtoll's base 0, which reads them as octal:
+// "-n 010" generated 8 tokens and "-n 08" failed with "Could not convert".
 inline const CLI::Validator k_whole_number(
     [](std::string & text) -> std::string {
         size_t i = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
         if (i == text.size()) return "'" + text + "' is not a whole number";
-        for (; i < text.size(); ++i) {
-            if (text[i] < '0' || text[i] > '9') return "'" + text + "' is not a whole number";
+        for (size_t j = i; j < text.size(); ++j) {
+            if (text[j] < '0' || text[j] > '9') return "'" + text + "' is not a whole number";
         }
+        const size_t first_digit = i;
+        while (i + 1 < text.size() && text[i] == '0') ++i;
+        text.erase(first_digit, i - first_digit);
         // Past 64 bits every option's Range is exceeded, but CLI11's own
         // conversion saturates such a value to the type's largest.
         int64_t v = 0;

@@ -26,11 +26,11 @@ struct session_options {
     // (values in either case, kept in the spelling shown).
     void add_to(CLI::App * sub) {
         sub->add_option("-t,--threads", n_threads, "CPU threads (0 = all)")
-            ->check(k_whole_number)
+            ->transform(k_whole_number)
             ->check(in_range(0, k_max_threads))
             ->capture_default_str();
         sub->add_option("-b,--batch-size", n_batch, "most tokens evaluated in one graph (at most the context size)")
-            ->check(k_whole_number)
+            ->transform(k_whole_number)
             ->check(in_range(1, 1 << 16))
             ->capture_default_str();
         device_opt = sub->add_option("--device", device, "device name (see `tessera devices`)");

@@ -1441,3 +1441,44 @@ TEST(SynthCli, SeedRange) {
         EXPECT_FALSE(fs::exists(d / "m.gguf")) << bad;
     }
 }
+
+namespace {
+
+// A whole-number option written with leading zeros means the decimal number
+// (as in llama.cpp's tools), not an octal one: CLI11 converts with strtoll's
+// base 0, so "-n 010" generated 8 tokens, "-c 010" made a context of 8,
+// "--head-dim 010" wrote a head size of 8, and "-n 08" failed with CLI11's
+// bare "Could not convert".
+TEST(TesseraCli, LeadingZerosAreDecimalNotOctal) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    const std::string stories = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    auto r = run_tessera({"run", "-m", stories, "-p", "", "--temp", "0", "-n", "010", "-c", "0020", "-b", "016",
+                          "--top-k", "+040", "-t", "01"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "generation: 10 tokens")) << r.err;
+    EXPECT_TRUE(contains(r.err, "1 thread, context 20, batch 16,")) << r.err;
+    r = run_tessera({"run", "-m", stories, "-p", "", "--temp", "0", "-n", "08"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "generation: 8 tokens")) << r.err;
+    // Zero alone, or with more zeros, is still zero; a negative keeps its sign.
+    r = run_tessera({"run", "-m", stories, "-p", "", "-n", "000"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "generation: 0 tokens")) << r.err;
+    r = run_tessera({"run", "-m", stories, "-p", "", "-n", "-01"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "--n-predict: '-1' is outside the range 0 to 16777216")) << r.err;
+
+    temp_dir d;
+    r = run_tessera({"gguf", "synth", "-q", "--preset", "tiny", "--type", "F32", "--vocab", vocab, "-o", d / "m.gguf",
+                     "--head-dim", "010"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(tessera::gguf::reader(d / "m.gguf").get_u32("llama.attention.key_length"), 10u);
+    // --head-dim names a value of another form as not a whole number (it
+    // called "0x10" out of range).
+    r = run_tessera({"gguf", "synth", "-q", "--preset", "tiny", "--vocab", vocab, "-o", d / "n.gguf", "--head-dim",
+                     "0x10"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "--head-dim: '0x10' is not a whole number")) << r.err;
+}
+
+} // namespace
