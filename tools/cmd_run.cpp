@@ -299,6 +299,8 @@ command register_tokenize(CLI::App & app) {
                 const std::vector<llm::token_id> ids =
                     tokenize_step(input, o->text, tokenize_bytes_per_byte(tok.kind()), llm::physical_memory_bytes(),
                                   [&] { return tok.encode(o->text, !o->no_bos, true); });
+                // Written in blocks of about 64 KiB: a long text's ids as one
+                // string would take more memory than tokenizing it.
                 std::string line;
                 for (size_t i = 0; i < ids.size(); ++i) {
                     if (i) line += o->pieces ? "\n" : " ";
@@ -306,6 +308,10 @@ command register_tokenize(CLI::App & app) {
                         line += fmt::format("{} '{}'", ids[i], quoted_piece(tok.token_to_piece(ids[i], true)));
                     } else {
                         line += std::to_string(ids[i]);
+                    }
+                    if (line.size() >= (size_t(64) << 10)) {
+                        write_out(line);
+                        line.clear();
                     }
                 }
                 line += "\n";

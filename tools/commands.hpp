@@ -223,7 +223,7 @@ inline bool g_stdin_closed = false;
 
 // Most bytes read_text_file takes (256 MiB). The text is held whole and
 // tokenized at once (about 5 bytes of memory a byte of text for SPM
-// vocabularies, 16 for byte-level BPE: tokenize_step.hpp), and an endless source (/dev/zero, `yes |`) must end in an error,
+// vocabularies, 4 for byte-level BPE: tokenize_step.hpp), and an endless source (/dev/zero, `yes |`) must end in an error,
 // not in all of the machine's memory.
 inline constexpr size_t k_max_text_bytes = size_t(256) << 20;
 

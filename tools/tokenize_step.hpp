@@ -19,9 +19,14 @@ namespace tessera::tools {
 // measured (text included; 50 MB of text): SPM 4 (the ids, 4 bytes a token,
 // and the merge state of one bounded part, src/llm/tokenizer_encode.cpp; a
 // long stretch it cannot cut, where every two adjacent characters occur in
-// some piece, takes about 30 bytes a byte of that stretch), byte-level BPE 16
-// (the pre-tokenizer holds the whole text as code points and words).
-inline uint64_t tokenize_bytes_per_byte(llm::vocab_kind kind) { return kind == llm::vocab_kind::bpe ? 16 : 5; }
+// some piece, takes about 30 bytes a byte of that stretch), byte-level BPE
+// 2.5 to 3.3 (the text, and the ids at 0.35 to 0.6 tokens a byte; the
+// pre-tokenizer and the merges work on one bounded part at a time,
+// src/llm/tokenizer_encode.cpp; a text of one token a byte, e.g. digits
+// with Tekken's pre-tokenizer, takes about 5, and a long stretch without a
+// certain word boundary, llm::word_cut_at, about 20 bytes a byte of that
+// stretch).
+inline uint64_t tokenize_bytes_per_byte(llm::vocab_kind kind) { return kind == llm::vocab_kind::bpe ? 4 : 5; }
 
 // Runs `encode()` (returning the token ids of `text`) for the input named
 // `input` (e.g. "-f 'book.txt'" or "-p"). Throws tessera::error, before

@@ -321,6 +321,86 @@ std::vector<size_t> split_trailing_spaces(const cps_t & c, const std::vector<siz
 
 } // namespace
 
+// --- Certain word boundaries (word_cut_at) ---
+//
+// Cutting a piece at p gives the same words as splitting it whole when
+// (i) every kind's splits end a word at p, and (ii) every matcher called at a
+// position before p returns the same whether the piece goes on after p or
+// ends there (then the scan of the part before p is the whole scan's, and the
+// whole scan restarts at p exactly as a scan of the part from p does: the
+// matchers read only forward). At x ' ' A (cut at the ' ') and x '\n' B (cut
+// at B), x not a space, A an ASCII letter, B neither a space nor '/':
+//
+// (i) ' ' sits inside a match only as its first character ( ?X+,
+// [^\r\n\p{L}\p{N}]?\p{L}+, \s?X+) or inside a whitespace run, which x (not a
+// space) cannot be part of: so a match starts at the ' '. '\n' sits inside a
+// match only in a whitespace run (B is not a space), in the tails [\r\n]* and
+// [\r\n/]* (B is none of them) or alone ([\r\n] of the DeepSeek kinds): so a
+// match ends before B. That settles the kinds whose patterns match every
+// character (gpt2, llama3, smaug, tekken). The others leave gaps: DeepSeek's
+// first split isolates the '\n', and at the ' ' their \s?[letters]+ starts a
+// match (A is a letter of both their classes); smollm's digits and default's
+// punctuation runs (' ' and '\n' are neither) cut at p or leave p inside a
+// gap piece, which GPT-2's pattern then cuts at p as above. Later splits only
+// divide the pieces these leave, which already end at p.
+//
+// (ii) A run before p of letters, numbers, other, punctuation, CJK or a
+// DeepSeek class stops at the ' ' or the '\n'; a whitespace run or a
+// [\r\n]* / [\r\n/]* tail that takes the '\n' stops at B, at p, as at the
+// piece's end. The remaining look-ahead: an optional first character ('x?', \s?) at p - 1 is
+// taken only before a character of the class after it; ' ' (after x) is in
+// none of those classes, '\n' is never such a character in the patterns
+// that match everything (' ?' and [^\r\n...]? leave it out) and a piece of
+// its own in the DeepSeek ones. The contractions' letters after the
+// apostrophe: ' ' and '\n' are none of them.
+// \s+(?!\S) on the run "\n" (x before it is not a space) gives one
+// character either way; a longer run before B would not, which is why x
+// must not be a space there. (Only ASCII letters after the ' ': DeepSeek
+// LLM's letters leave out, e.g., CJK, whose runs would then keep the ' '.)
+
+namespace {
+
+bool is_ascii_letter(unsigned char b) { return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'); }
+
+// Whether the character that ends at byte e (0 < e < text.size(), text[e]
+// ASCII, so a character starts at e) is whitespace, as decode_utf8 reads
+// the text from its start: a byte that is not 10xxxxxx always starts a
+// character, so the character ending at e starts at the last such byte
+// among the four before e when its sequence reaches exactly e; otherwise byte
+// e - 1 is a stray continuation byte (U+FFFD).
+bool space_ends_at(std::string_view text, size_t e) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+    size_t j = e - 1;
+    while (j > 0 && e - j < 4 && (byte(j) & 0xC0) == 0x80) {
+        --j;
+    }
+    if ((byte(j) & 0xC0) == 0x80) {
+        return false;
+    }
+    const unicode::decoded d = unicode::next_code_point(text, j);
+    return j + d.length == e && is_whitespace(d.cp);
+}
+
+} // namespace
+
+size_t word_cut_at(std::string_view text, size_t from) {
+    const size_t n = text.size();
+    for (size_t p = from > 0 ? from : 1; p < n; ++p) {
+        const auto b = static_cast<unsigned char>(text[p]);
+        if (b == ' ') {
+            if (p + 1 < n && is_ascii_letter(static_cast<unsigned char>(text[p + 1])) && !space_ends_at(text, p)) {
+                return p;
+            }
+        } else if (text[p - 1] == '\n' && p >= 2 && b != '/' && !space_ends_at(text, p - 1)) {
+            const uint32_t a = unicode::next_code_point(text, p).cp; // a character starts after the '\n'
+            if (!is_whitespace(a)) {
+                return p;
+            }
+        }
+    }
+    return n;
+}
+
 std::optional<pre_tokenizer> pre_tokenizer_from_name(std::string_view name) {
     // Names of llama-architecture models the reference maps to the same
     // rules (checked against it on the GPT-2 vocabulary with each name).

@@ -26,6 +26,8 @@
 //           \p{N}+, then [0-9][0-9][0-9]
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,5 +60,31 @@ bool cleans_spaces(pre_tokenizer kind);
 // into words, each re-encoded as UTF-8, in order; their concatenation is the
 // text with invalid bytes replaced.
 std::vector<std::string> pre_tokenize(pre_tokenizer kind, std::string_view text);
+
+// Bytes of text after which the byte-level BPE encoder cuts a long text at
+// the next place word_cut_at accepts (tokenizer_encode.cpp): 64 KiB. Tests
+// set it to 1 to cut at every such place (the ids must not change).
+inline std::atomic<size_t> bpe_part_bytes{size_t(64) << 10};
+
+// How far word_cut_at's rules read around a cut p: the bytes [p -
+// k_word_cut_before, p + k_word_cut_after) (a character of up to 4 bytes
+// before '\n' and one after it).
+inline constexpr size_t k_word_cut_before = 5;
+inline constexpr size_t k_word_cut_after = 4;
+
+// The first byte offset p in [max(from, 1), text.size()) where every
+// pre-tokenizer kind ends a word whatever the rest of the text holds, or
+// text.size() when there is none: pre_tokenize(k, t) is pre_tokenize(k, t
+// up to p) followed by pre_tokenize(k, t from p), for `text` and for any
+// stretch t of it that holds the bytes [p - k_word_cut_before, p +
+// k_word_cut_after) (from text's start where p is nearer; t itself starts at
+// a character). The two places (characters as decode_utf8 reads them;
+// "space": White_Space):
+//   1. x ' ' A: p at the ' ', x any character but a space, A an ASCII letter;
+//   2. x '\n' B: p at B, x any character but a space, B any character but
+//      a space or '/'.
+// pretokenizer.cpp argues, pattern by pattern, that no word spans p there
+// and that no match before p depends on what follows p.
+size_t word_cut_at(std::string_view text, size_t from);
 
 } // namespace tessera::llm

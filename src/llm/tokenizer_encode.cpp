@@ -17,6 +17,16 @@
 //    stays bounded by the part, not the text (the whole run took about 42
 //    bytes a byte of text).
 // 4. Symbols that are not pieces become byte-fallback tokens, one per byte.
+//
+// Byte-level BPE (tokenizer_bpe.cpp) takes a long text in parts of about
+// bpe_part_bytes, each going through step 1 and the pre-tokenizer on its own,
+// cut only where every pre-tokenizer certainly ends a word (word_cut_at,
+// pretokenizer.hpp) and no special token's text touches the bytes that
+// place is read from: a special token cannot span the cut, the text runs on
+// either side split into the same words as the whole run, and BPE merges
+// never cross a word. So the ids are the same, and memory stays bounded by
+// the part (the whole text as code points and words took about 16 bytes a
+// byte of text).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -24,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "pair_merge.hpp"
+#include "pretokenizer.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/llm/tokenizer.hpp"
 
@@ -196,7 +207,25 @@ void tokenizer::encode_spm_run(std::string_view text, std::vector<token_id> & ou
     }
 }
 
-std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+bool tokenizer::special_text_near(std::string_view text, size_t lo, size_t hi, bool parse_special) const {
+    for (const token_id special : special_by_length_) {
+        const token_type type = types_[special];
+        if (!parse_special && (type == token_type::control || type == token_type::unknown)) {
+            continue;
+        }
+        const std::string & needle = tokens_[special];
+        // Every occurrence overlapping [lo, hi) lies inside [a, b), and every
+        // one inside [a, b) overlaps it.
+        const size_t a = lo >= needle.size() - 1 ? lo - (needle.size() - 1) : 0;
+        const size_t b = std::min(text.size(), hi + needle.size() - 1);
+        if (a < b && text.substr(a, b - a).find(needle) != std::string_view::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void tokenizer::encode_part(std::string_view text, bool parse_special, std::vector<token_id> & out) const {
     // Step 1: cut special-token text out of the input.
     std::vector<fragment> fragments;
     if (!text.empty()) {
@@ -232,11 +261,6 @@ std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
     }
 
     // Steps 2-4 per fragment.
-    std::vector<token_id> out;
-    out.reserve(text.size() / 3 + 4);
-    if (add_special && add_bos_ && bos_id_ >= 0) {
-        out.push_back(bos_id_);
-    }
     bool after_special = true; // the start of the input counts as "after a special token"
     for (const fragment & f : fragments) {
         if (f.is_token) {
@@ -250,6 +274,49 @@ std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
         }
         encode_spm(text.substr(f.offset, f.length), add_space_prefix_ && after_special, out);
         after_special = false;
+    }
+}
+
+std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+    std::vector<token_id> out;
+    const size_t part_bytes = bpe_part_bytes.load(std::memory_order_relaxed);
+    out.reserve((kind_ == vocab_kind::bpe ? std::min(text.size(), part_bytes) : text.size()) / 3 + 4);
+    if (add_special && add_bos_ && bos_id_ >= 0) {
+        out.push_back(bos_id_);
+    }
+    if (kind_ == vocab_kind::bpe) {
+        // Parts of at least bpe_part_bytes, each cut at the first certain word
+        // boundary after that with no special-token text around it (see the
+        // top of this file); the rest of the text is taken as a text of its
+        // own, so the next cut is looked for in it.
+        const size_t total = text.size();
+        while (!text.empty()) {
+            size_t cut = word_cut_at(text, part_bytes);
+            while (cut < text.size() &&
+                   special_text_near(text, cut >= k_word_cut_before ? cut - k_word_cut_before : 0,
+                                     std::min(text.size(), cut + k_word_cut_after), parse_special)) {
+                cut = word_cut_at(text, cut + 1);
+            }
+            // The ids are now most of the memory. Where the next part may not
+            // fit (it gives about one id a byte at most), room is made for it
+            // and for the ids the rest of the text will likely give, at the
+            // rate of ids a byte so far plus 1/16 (none before the first part
+            // is done), rather than by doubling: doubling can leave up to half
+            // the room unused and, while copying, holds the old ids beside
+            // twice as many. At least a quarter more each time, so that a
+            // text whose rate keeps rising is still copied O(log n) times.
+            if (out.capacity() - out.size() < cut) {
+                const size_t done = total - text.size();
+                const double per_byte = done > 0 ? double(out.size()) / double(done) : 0.0;
+                const size_t likely =
+                    out.size() + cut + size_t(per_byte * (1.0 + 1.0 / 16) * double(text.size() - cut));
+                out.reserve(std::max(likely, out.capacity() + out.capacity() / 4));
+            }
+            encode_part(text.substr(0, cut), parse_special, out);
+            text.remove_prefix(cut);
+        }
+    } else {
+        encode_part(text, parse_special, out);
     }
     if (add_special && add_eos_ && eos_id_ >= 0) {
         out.push_back(eos_id_);

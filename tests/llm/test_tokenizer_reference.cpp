@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "llm/bpe_reference_data.hpp"
 #include "llm/bpe_pre_reference_data.hpp"
 #include "llm/pair_merge.hpp"
+#include "llm/pretokenizer.hpp"
 #include "support/temp_dir.hpp"
 #include "tessera/gguf/reader.hpp"
 #include "tessera/gguf/writer.hpp"
@@ -442,13 +444,24 @@ TEST(TokenizerReference, RandomTextRoundTrip) {
 namespace {
 
 // A copy of the GPT-2 vocabulary with tokenizer.ggml.pre set to `pre` (null:
-// the key left out) and, with `drop_merges`, every merge whose index is 3
-// modulo 7 removed.
-std::unique_ptr<tokenizer> gpt2_with_pre(const char * pre, bool drop_merges = false) {
+// the key left out), with `drop_merges` every merge whose index is 3 modulo 7
+// removed, and with `eot_text` the text of token 50256 (the control token
+// <|endoftext|>) replaced.
+std::unique_ptr<tokenizer> gpt2_with_pre(const char * pre, bool drop_merges = false,
+                                         const char * eot_text = nullptr) {
     const tessera::gguf::reader src(k_shared + "/vocab/ggml-vocab-gpt-2.gguf");
     tessera::gguf::writer w;
     for (const tessera::gguf::kv & e : src.metadata()) {
-        if (e.key != "tokenizer.ggml.pre" && !(drop_merges && e.key == "tokenizer.ggml.merges")) w.set(e.key, e.val);
+        if (e.key != "tokenizer.ggml.pre" && !(drop_merges && e.key == "tokenizer.ggml.merges") &&
+            !(eot_text != nullptr && e.key == "tokenizer.ggml.tokens")) {
+            w.set(e.key, e.val);
+        }
+    }
+    if (eot_text != nullptr) {
+        const std::vector<std::string_view> view = src.get_array_string("tokenizer.ggml.tokens");
+        std::vector<std::string> tokens(view.begin(), view.end());
+        tokens.at(50256) = eot_text;
+        w.set("tokenizer.ggml.tokens", tessera::gguf::value::array_string(tokens));
     }
     if (pre != nullptr) w.set_string("tokenizer.ggml.pre", pre);
     if (drop_merges) {
@@ -584,4 +597,132 @@ TEST(TokenizerReference, TekkenSmaugAndDeepSeekMatchTheReference) {
     EXPECT_EQ(tekken_differs, 5);
     EXPECT_EQ(deepseek_differs, 4);
     EXPECT_EQ(tekken->detokenize(tekken->encode("a , b ' c don 't I 'm", false)), "a , b ' c don 't I 'm");
+}
+
+// The byte-level BPE encoder pre-tokenizes and merges a long text in parts,
+// cut only where every pre-tokenizer certainly ends a word and no special
+// token's text is near (word_cut_at, tokenizer_encode.cpp). Cut at every such
+// place, the reference's ids are unchanged for every pre-tokenizer, and so
+// are those of all the cases in a row and of random texts, special-token text
+// across the places included; the pre-tokenizers' words too.
+namespace {
+
+// The ids of `text` (no BOS) taken whole, in one part.
+std::vector<token_id> encode_whole(const tokenizer & tok, const std::string & text, bool parse_special) {
+    const size_t was = tessera::llm::bpe_part_bytes.exchange(std::numeric_limits<size_t>::max());
+    std::vector<token_id> ids = tok.encode(text, false, parse_special);
+    tessera::llm::bpe_part_bytes = was;
+    return ids;
+}
+
+// pre_tokenize of the parts of `text` cut at every place word_cut_at finds.
+std::vector<std::string> pre_tokenize_cut(tessera::llm::pre_tokenizer kind, std::string_view text) {
+    std::vector<std::string> words;
+    while (!text.empty()) {
+        const size_t cut = tessera::llm::word_cut_at(text, 1);
+        for (std::string & w : tessera::llm::pre_tokenize(kind, text.substr(0, cut))) words.push_back(std::move(w));
+        text.remove_prefix(cut);
+    }
+    return words;
+}
+
+} // namespace
+
+TEST(TokenizerReference, BpeTextCutWhereWordsCertainlyEndGivesTheSameIds) {
+    using tessera::llm::pre_tokenizer;
+    struct restore {
+        size_t was = tessera::llm::bpe_part_bytes.exchange(1);
+        ~restore() { tessera::llm::bpe_part_bytes = was; }
+    } cut_everywhere;
+    check_vocab_file("ggml-vocab-gpt-2.gguf", tessera::test::k_gpt2_inp_detokenized);
+
+    const tokenizer & gpt2 = load("vocab/ggml-vocab-gpt-2.gguf");
+    const auto llama3 = gpt2_with_pre("llama-bpe"), smollm = gpt2_with_pre("smollm"), absent = gpt2_with_pre(nullptr);
+    const auto tekken = gpt2_with_pre("tekken"), smaug = gpt2_with_pre("smaug-bpe");
+    const auto deepseek_llm = gpt2_with_pre("deepseek-llm"), deepseek_coder = gpt2_with_pre("deepseek-coder");
+    const auto tekken_dropped = gpt2_with_pre("tekken", true);
+    std::string all;
+    int n = 0;
+    for (const auto & c : tessera::test::k_bpe_cases) {
+        const std::string text(c.text, c.text_len);
+        SCOPED_TRACE("bpe case " + std::to_string(n++) + ": " + to_hex(text));
+        EXPECT_EQ(gpt2.encode(text, false, false), c.gpt2);
+        EXPECT_EQ(gpt2.encode(text, true, true), c.gpt2_special);
+        EXPECT_EQ(llama3->encode(text, false, false), c.llama_bpe);
+        EXPECT_EQ(smollm->encode(text, false, false), c.smollm);
+        EXPECT_EQ(absent->encode(text, false, false), c.default_pre);
+        all += text + "\n";
+    }
+    n = 0;
+    for (const auto & c : tessera::test::k_bpe_pre_cases) {
+        const std::string text(c.text, c.text_len);
+        SCOPED_TRACE("pre case " + std::to_string(n++) + ": " + to_hex(text));
+        EXPECT_EQ(tekken->encode(text, false, false), c.tekken);
+        EXPECT_EQ(smaug->encode(text, false, false), c.smaug);
+        EXPECT_EQ(tekken_dropped->encode(text, false, false), c.tekken_dropped_merges);
+        EXPECT_EQ(deepseek_llm->encode(text, false, false), c.deepseek_llm);
+        EXPECT_EQ(deepseek_coder->encode(text, false, false), c.deepseek_coder);
+        all += text + " ";
+    }
+    EXPECT_EQ(gpt2_with_pre("gpt-2", true)->encode(tessera::test::k_common_words, false),
+              tessera::test::k_common_words_dropped_merges_gpt2);
+    EXPECT_EQ(gpt2_with_pre("llama-bpe", true)->encode(tessera::test::k_common_words, false),
+              tessera::test::k_common_words_dropped_merges_llama_bpe);
+    all += tessera::test::k_common_words;
+    for (const std::string & t : read_inp(k_shared + "/vocab/ggml-vocab-gpt-2.gguf.inp")) all += t + "\n";
+
+    // Every case in a row: cut at some hundreds of places, the same ids as
+    // the text taken whole, and the same words.
+    size_t places = 0;
+    for (size_t p = tessera::llm::word_cut_at(all, 1); p < all.size(); p = tessera::llm::word_cut_at(all, p + 1)) {
+        ++places;
+    }
+    EXPECT_GT(places, 200u);
+    const tokenizer * kinds[] = {&gpt2, llama3.get(), smollm.get(), absent.get(), tekken.get(), smaug.get(),
+                                 deepseek_llm.get(), deepseek_coder.get()};
+    for (const tokenizer * tok : kinds) {
+        SCOPED_TRACE("pre-tokenizer " + std::to_string(static_cast<int>(tok->pre())));
+        EXPECT_EQ(pre_tokenize_cut(tok->pre(), all), tessera::llm::pre_tokenize(tok->pre(), all));
+        for (const bool parse_special : {false, true}) {
+            EXPECT_EQ(tok->encode(all, false, parse_special), encode_whole(*tok, all, parse_special));
+        }
+    }
+
+    // Special-token text over a place is never cut: "o w" spans the place
+    // at the ' ' of "hello world", "d\nW" the one after its '\n'.
+    const auto o_w = gpt2_with_pre("gpt-2", false, "o w"), d_nl_w = gpt2_with_pre("llama-bpe", false, "d\nW");
+    ASSERT_EQ(o_w->get_token_type(50256), tessera::llm::token_type::control);
+    ASSERT_EQ(tessera::llm::word_cut_at("hello world", 1), 5u);
+    ASSERT_EQ(tessera::llm::word_cut_at("old\nWorld", 1), 4u);
+    const std::vector<token_id> hello = o_w->encode("hello world", false, true);
+    EXPECT_EQ(std::count(hello.begin(), hello.end(), 50256), 1);
+    EXPECT_EQ(hello, encode_whole(*o_w, "hello world", true));
+    const std::vector<token_id> old = d_nl_w->encode("old\nWorld", false, true);
+    EXPECT_EQ(std::count(old.begin(), old.end(), 50256), 1);
+    EXPECT_EQ(old, encode_whole(*d_nl_w, "old\nWorld", true));
+
+    // Random texts of pieces that sit around the places: spaces of every
+    // kind, newlines, apostrophes, digits, letters of both cases, CJK,
+    // invalid and cut-short UTF-8, and the special texts.
+    const std::vector<std::string> bits = {
+        "a", "Z", "o", "w", "d", "W", "s", "re", " ", "  ", "\n", "\r", "\r\n", "\t", "\v", "'", "'s", "'LL", "1",
+        "123", "4567", ",", ".", "/", "!?", "$", "\xC2\xA0", "\xC2\x85", "\xE3\x80\x80", "\xE2\x80\x83",
+        "\xE6\x97\xA5", "\xEF\xBC\x8C", "\xC3\xA9", "\xC3\x89", "\xF0\x9F\x98\x8A", "\xE2\x85\xA0", "\xFF", "\x80",
+        "\xE6\x97", "\xF0\x9F\x98", "<|endoftext|>", "o w", "d\nW"};
+    std::mt19937 gen(2026);
+    for (int i = 0; i < 300; ++i) {
+        std::string text;
+        for (size_t k = gen() % 40; k > 0; --k) text += bits[gen() % bits.size()];
+        SCOPED_TRACE("random text " + std::to_string(i) + ": " + to_hex(text));
+        for (const tokenizer * tok : kinds) {
+            EXPECT_EQ(pre_tokenize_cut(tok->pre(), text), tessera::llm::pre_tokenize(tok->pre(), text))
+                << "pre-tokenizer " << static_cast<int>(tok->pre());
+            EXPECT_EQ(tok->encode(text, false, true), encode_whole(*tok, text, true));
+        }
+        for (const tokenizer * tok : {o_w.get(), d_nl_w.get()}) {
+            for (const bool parse_special : {false, true}) {
+                EXPECT_EQ(tok->encode(text, false, parse_special), encode_whole(*tok, text, parse_special));
+            }
+        }
+    }
 }

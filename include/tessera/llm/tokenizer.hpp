@@ -216,6 +216,13 @@ private:
     void index_spm_joins();
     bool spm_joins(uint64_t pair) const;
     void encode_bpe(std::string_view text, std::vector<token_id> & out) const;
+    // encode() less BOS/EOS: special-token text cut out, then each text run
+    // encoded (a part of the text, for bpe).
+    void encode_part(std::string_view text, bool parse_special, std::vector<token_id> & out) const;
+    // bpe: whether the text of a special token encode() looks for (control
+    // and unknown ones only with parse_special) occurs in `text` overlapping
+    // the bytes [lo, hi).
+    bool special_text_near(std::string_view text, size_t lo, size_t hi, bool parse_special) const;
     void index_merges(const std::vector<std::string> & merges);
     int32_t merge_rank(std::string_view left, std::string_view right) const;
     void append_piece(token_id id, bool render_special, int lstrip, std::string & out) const;
