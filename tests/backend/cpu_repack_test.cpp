@@ -276,6 +276,43 @@ TEST(CpuRepack, CompiledInBackend) {
     check_device(cpu);
 }
 
+// The repacked weights the process holds (live_repack_bytes, by which the
+// one-token kernels choose between L1 and L2 prefetching) grow by each
+// CPU_REPACK buffer's size while it lives and shrink back when it is freed;
+// host buffers do not count. With the Intel default (L2 only above the L3
+// size) the kind follows them.
+TEST(CpuRepack, LiveRepackedBytesFollowTheBuffers) {
+    registry reg;
+    backend_reg cpu = reg.register_backend(tessera::cpu::backend_reg());
+    const device dev = cpu.devices().at(0);
+    const auto rbt = find_repack(dev);
+    ASSERT_TRUE(rbt.has_value());
+    auto & live = tessera::cpu::live_repack_bytes();
+    const size_t before = live.load();
+    {
+        const buffer a = rbt->alloc(size_t{3} << 20);
+        ASSERT_TRUE(a);
+        EXPECT_EQ(live.load(), before + (size_t{3} << 20));
+        {
+            const buffer b = rbt->alloc(1000);
+            ASSERT_TRUE(b);
+            EXPECT_EQ(live.load(), before + (size_t{3} << 20) + 1000);
+            const buffer host = dev.default_buffer_type().alloc(size_t{1} << 20);
+            ASSERT_TRUE(host);
+            EXPECT_EQ(live.load(), before + (size_t{3} << 20) + 1000);
+        }
+        EXPECT_EQ(live.load(), before + (size_t{3} << 20));
+        tessera::cpu::cpu_tuning t;
+        t.stream_prefetch = 4096;
+        t.stream_prefetch_l2 = true;
+        t.stream_prefetch_l2_above = before + (size_t{2} << 20);
+        EXPECT_EQ(tessera::cpu::stream_pf_of(t), tessera::cpu::stream_pf::l2); // 3 MiB more: above
+        t.stream_prefetch_l2_above = before + (size_t{4} << 20);
+        EXPECT_EQ(tessera::cpu::stream_pf_of(t), tessera::cpu::stream_pf::l1);
+    }
+    EXPECT_EQ(live.load(), before);
+}
+
 // The kernel's THP mode ("always", "madvise" or "never": the bracketed
 // word of /sys/kernel/mm/transparent_hugepage/enabled), or "" when unknown.
 std::string thp_mode() {

@@ -175,6 +175,8 @@ const tsr_feature * reg_features(tsr_reg *) {
         storage.emplace_back(std::to_string(tuning().stream_prefetch));
         storage.emplace_back("STREAM_PREFETCH_L2"); // ops/tuning.hpp: those prefetches into L2, not L1
         storage.emplace_back(tuning().stream_prefetch_l2 ? "1" : "0");
+        storage.emplace_back("STREAM_PREFETCH_L2_ABOVE"); // ops/tuning.hpp: only for more repacked weight bytes than this (0: any)
+        storage.emplace_back(std::to_string(tuning().stream_prefetch_l2_above));
         storage.emplace_back("AMX_GEMM"); // ops/mul_mat_repack.hpp: the repacked prompt GEMMs (quantized, F16) on AMX tiles
         storage.emplace_back(mul_mat_repack_uses_amx() ? "1" : "0");
         storage.emplace_back("HUGE_PAGES"); // ops/tuning.hpp: weight buffers advised onto huge pages

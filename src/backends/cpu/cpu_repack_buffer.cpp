@@ -20,6 +20,7 @@
 
 #include "backends/cpu/cpu_adapter.hpp"
 #include "backends/cpu/ops/repack.hpp"
+#include "backends/cpu/ops/tuning.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera::cpu {
@@ -89,9 +90,16 @@ bool rb_cpy(tsr_buffer * b, const tsr_tensor * src, tsr_tensor * dst) {
     return true;
 }
 
+// Freed: its bytes leave live_repack_bytes (ops/tuning.hpp), which
+// rt_alloc added them to.
+void rb_free(tsr_buffer * b) {
+    live_repack_bytes().fetch_sub(b->size, std::memory_order_relaxed);
+    free_owned_buffer(b);
+}
+
 constexpr tsr_buffer_i repack_buffer_iface = {
     .size = sizeof(tsr_buffer_i),
-    .free_buffer = free_owned_buffer,
+    .free_buffer = rb_free,
     .get_base = owned_buffer_base,
     .set_tensor = rb_set,
     .get_tensor = rb_get,
@@ -106,9 +114,13 @@ constexpr tsr_buffer_i repack_buffer_iface = {
 const char * rt_name(tsr_buffer_type *) { return "CPU_REPACK"; }
 
 // Large buffers are 2 MiB-aligned and advised onto huge pages
-// (alloc_owned_buffer, cpu_tuning::huge_pages).
+// (alloc_owned_buffer, cpu_tuning::huge_pages). Their sizes are summed in
+// live_repack_bytes, by which the one-token kernels choose where to
+// prefetch the weights (cpu_tuning::stream_prefetch_l2_above).
 tsr_buffer * rt_alloc(tsr_buffer_type * bt, size_t size) {
-    return alloc_owned_buffer(&repack_buffer_iface, bt, size, true);
+    tsr_buffer * b = alloc_owned_buffer(&repack_buffer_iface, bt, size, true);
+    if (b != nullptr) live_repack_bytes().fetch_add(b->size, std::memory_order_relaxed);
+    return b;
 }
 
 size_t rt_alignment(tsr_buffer_type *) { return buffer_alignment; }

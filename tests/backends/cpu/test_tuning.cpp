@@ -87,9 +87,15 @@ TEST(CpuTuning, DefaultsPerVendorAndFamily) {
     }
     // Family 0x1A of another vendor (none exists) is not Zen 5.
     EXPECT_EQ(tuning_for({cpu_vendor::other, 0x1A, 0}, {}, warning).stream_prefetch, 0u);
-    // The stream prefetch goes into L2 on Intel only.
+    // The stream prefetch goes into L2 on Intel only, and there only for
+    // weights larger than the L3 (whatever their size where it is unknown).
     EXPECT_TRUE(tuning_for(k_intel, {}, warning).stream_prefetch_l2);
     for (const cpu_model & m : {k_zen4, k_zen5, k_other}) EXPECT_FALSE(tuning_for(m, {}, warning).stream_prefetch_l2);
+    cpu_model intel_l3 = k_intel, zen4_l3 = k_zen4;
+    intel_l3.l3_bytes = zen4_l3.l3_bytes = size_t{300} << 20;
+    EXPECT_EQ(tuning_for(intel_l3, {}, warning).stream_prefetch_l2_above, size_t{300} << 20);
+    EXPECT_EQ(tuning_for(k_intel, {}, warning).stream_prefetch_l2_above, 0u);
+    EXPECT_EQ(tuning_for(zen4_l3, {}, warning).stream_prefetch_l2_above, 0u);
     EXPECT_TRUE(warning.empty());
 }
 
@@ -102,6 +108,16 @@ TEST(CpuTuning, TheStreamPrefetchKindFollowsDistanceAndLevel) {
     EXPECT_EQ(stream_pf_of(t), stream_pf::l2);
     t.stream_prefetch_l2 = false;
     EXPECT_EQ(stream_pf_of(t), stream_pf::l1);
+    // Above a size: L2 only for more weights than that (135M Q4_0, 77 MiB,
+    // and 1B Q4_0, 590 MiB, against a 300 MiB L3).
+    t.stream_prefetch_l2 = true;
+    t.stream_prefetch_l2_above = size_t{300} << 20;
+    EXPECT_EQ(stream_pf_of(t, size_t{77} << 20), stream_pf::l1);
+    EXPECT_EQ(stream_pf_of(t, size_t{300} << 20), stream_pf::l1);
+    EXPECT_EQ(stream_pf_of(t, (size_t{300} << 20) + 1), stream_pf::l2);
+    EXPECT_EQ(stream_pf_of(t, size_t{590} << 20), stream_pf::l2);
+    t.stream_prefetch = 0;
+    EXPECT_EQ(stream_pf_of(t, size_t{590} << 20), stream_pf::none);
     // with_stream_pf hands the kernel the kind as a constant.
     for (const stream_pf k : {stream_pf::none, stream_pf::l1, stream_pf::l2}) {
         EXPECT_EQ(with_stream_pf(k, [](auto c) { return decltype(c)::value; }), k);
@@ -122,6 +138,19 @@ TEST(CpuTuning, TheEnvironmentOverridesTheDefault) {
     EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, "1"}, warning).amx);
     EXPECT_FALSE(tuning_for(k_intel, {nullptr, nullptr, nullptr, nullptr, "0"}, warning).stream_prefetch_l2);
     EXPECT_TRUE(tuning_for(k_zen4, {nullptr, nullptr, nullptr, nullptr, "1"}, warning).stream_prefetch_l2);
+    {
+        // Set explicitly, it holds for models of any size.
+        cpu_model intel_l3 = k_intel;
+        intel_l3.l3_bytes = size_t{300} << 20;
+        const cpu_tuning forced = tuning_for(intel_l3, {nullptr, nullptr, nullptr, nullptr, "1"}, warning);
+        EXPECT_TRUE(forced.stream_prefetch_l2);
+        EXPECT_EQ(forced.stream_prefetch_l2_above, 0u);
+        EXPECT_EQ(tuning_for(intel_l3, {nullptr, nullptr, nullptr, nullptr, "0"}, warning).stream_prefetch_l2_above, 0u);
+        // A bad value keeps the default, size rule included.
+        std::string w;
+        EXPECT_EQ(tuning_for(intel_l3, {nullptr, nullptr, nullptr, nullptr, "yes"}, w).stream_prefetch_l2_above, size_t{300} << 20);
+        EXPECT_FALSE(w.empty());
+    }
     const cpu_tuning all = tuning_for(k_zen4, {"128", "0", "0", "0"}, warning);
     EXPECT_EQ(all.stream_prefetch, 128u);
     EXPECT_FALSE(all.gemm_float_in_place);

@@ -944,7 +944,7 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
 #endif
 
 // tu: the one-column kernel's prefetch (cpu_tuning::stream_prefetch and
-// stream_prefetch_l2; the AVX2 micro-kernel keeps its own distance).
+// stream_into_l2; the AVX2 micro-kernel keeps its own distance).
 template <int32_t T, int C = k_c>
 void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] const cpu_tuning & tu) {
 #ifdef TSR_CPU_VNNI512
@@ -954,7 +954,7 @@ void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * o
         });
     }
 #elif defined(TSR_CPU_AVX2)
-    if (cols == 1 && tu.stream_prefetch_l2) return micro_kernel<T, 1, stream_pf::l2>(w, n_blocks, xt, out);
+    if (cols == 1 && stream_into_l2(tu)) return micro_kernel<T, 1, stream_pf::l2>(w, n_blocks, xt, out);
 #endif
     if constexpr (C > 1) {
         if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, tu);

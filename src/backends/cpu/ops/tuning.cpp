@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace tessera::cpu {
 
 cpu_model cpu_model_from_leaf1(cpu_vendor vendor, unsigned eax) {
@@ -25,7 +27,16 @@ cpu_model detect_cpu_model() {
     cpu_vendor vendor = cpu_vendor::other;
     if (std::strcmp(leaves.vendor, "GenuineIntel") == 0) vendor = cpu_vendor::intel;
     if (std::strcmp(leaves.vendor, "AuthenticAMD") == 0) vendor = cpu_vendor::amd;
-    return leaves.max_leaf >= 1 ? cpu_model_from_leaf1(vendor, leaves.leaf1_eax) : cpu_model{vendor, 0, 0};
+    cpu_model m = leaves.max_leaf >= 1 ? cpu_model_from_leaf1(vendor, leaves.leaf1_eax) : cpu_model{vendor, 0, 0};
+#if defined(__linux__) && defined(_SC_LEVEL3_CACHE_SIZE)
+    if (const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE); l3 > 0) m.l3_bytes = static_cast<size_t>(l3);
+#endif
+    return m;
+}
+
+std::atomic<size_t> & live_repack_bytes() {
+    static std::atomic<size_t> bytes{0};
+    return bytes;
 }
 
 // Software prefetch of the mat-vec weight streams. AMD Zen 4 (2 vCPUs,
@@ -76,11 +87,19 @@ cpu_model detect_cpu_model() {
 // prefetch instructions themselves (the L1 fill buffers full, presumably;
 // a prefetch into L2 would hold its buffer for less time). Not measured on
 // AMD: L1 there.
+// Weights that stay in L3 are the exception: the same Xeon (300 MiB L3),
+// `tessera bench -p 0 -n 32 -r 3`, 5 processes alternating L2 -> L1, median
+// t/s: 135M Q4_0 (77 MiB) 392 -> 410 on 1 thread, 683 -> 722 on 2; 135M
+// Q8_0 (145 MiB) 210 -> 229, 414 -> 427; while 1B Q4_0 (590 MiB) in the
+// same session, 3 processes: L1 -> L2 26.8 -> 28.3 and 57.0 -> 61.1, Q8_0
+// 16.2 -> 16.6, 32.6 -> 33.6. Hence L2 only while the repacked weights
+// exceed the L3 (cpu_tuning::stream_prefetch_l2_above).
 cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string & warning) {
     cpu_tuning t;
     const bool amd_zen5_or_later = cpu.vendor == cpu_vendor::amd && cpu.family >= 0x1A;
     t.stream_prefetch = cpu.vendor == cpu_vendor::intel || amd_zen5_or_later ? 4096 : 0;
     t.stream_prefetch_l2 = cpu.vendor == cpu_vendor::intel;
+    t.stream_prefetch_l2_above = t.stream_prefetch_l2 ? cpu.l3_bytes : 0;
     t.gemm_float_in_place = cpu.vendor == cpu_vendor::amd;
     warning.clear();
     const auto refuse = [&](const char * name, const char * value, const char * wanted, const std::string & kept) {
@@ -111,6 +130,9 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
     switch_var(k_huge_pages_env, env.huge_pages, t.huge_pages);
     switch_var(k_amx_env, env.amx, t.amx);
     switch_var(k_stream_prefetch_l2_env, env.stream_prefetch_l2, t.stream_prefetch_l2);
+    if (const char * v = env.stream_prefetch_l2; v != nullptr && (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0)) {
+        t.stream_prefetch_l2_above = 0; // an explicit choice holds for any model
+    }
     return t;
 }
 

@@ -5,6 +5,7 @@
 // environment override for measuring them.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -22,6 +23,10 @@ struct cpu_model {
     cpu_vendor vendor = cpu_vendor::other;
     unsigned family = 0;
     unsigned model = 0;
+    // Bytes of the last-level (L3) cache as the C library reports it
+    // (sysconf _SC_LEVEL3_CACHE_SIZE, from CPUID; under a hypervisor the
+    // host's); 0 where unknown.
+    size_t l3_bytes = 0;
 };
 
 // The vendor from CPUID leaf 0 ("GenuineIntel", "AuthenticAMD"), family and
@@ -45,6 +50,12 @@ struct cpu_tuning {
     // (a fixed 4096 bytes ahead, mul_mat_repack.cpp) follows it for one
     // column too. F16/BF16 weights are prefetched into L1 either way.
     bool stream_prefetch_l2 = false;
+    // With stream_prefetch_l2: into L2 only while this process's repacked
+    // weights (live_repack_bytes) exceed this many bytes; 0: whatever their
+    // size. Intel default: the L3 size (cpu_model::l3_bytes), since weights
+    // that stay in L3 measured faster prefetched into L1 (tuning.cpp); an
+    // explicit TESSERA_CPU_STREAM_PREFETCH_L2 sets 0.
+    size_t stream_prefetch_l2_above = 0;
     // The AVX-512 GEMM of repacked F16/BF16 weights (gemm_f.cpp) reads the
     // groups in place and widens them in registers (true), or first widens
     // a block of them into an F32 panel, as the AVX2 one does (false). AMD:
@@ -96,14 +107,37 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
 // computed on the first call (warnings go to stderr once).
 const cpu_tuning & tuning();
 
+// Bytes of CPU_REPACK buffers (the repacked weights, which the one-token
+// kernels stream) this process holds now; cpu_repack_buffer.cpp adds a
+// buffer's size when it is allocated and subtracts it when it is freed.
+std::atomic<size_t> & live_repack_bytes();
+
 // A weight stream's software prefetch as a kernel's template argument:
 // none, into L1 or into L2 (cpu_tuning::stream_prefetch, stream_prefetch_l2).
 enum class stream_pf { none, l1, l2 };
 
-// The kind a tuning asks for: none when its stream_prefetch is 0.
-inline stream_pf stream_pf_of(const cpu_tuning & t) {
+// Whether weight streams are prefetched into L2 with `weight_bytes` of
+// repacked weights: stream_prefetch_l2, and the weights exceed
+// stream_prefetch_l2_above (or it is 0).
+inline bool stream_into_l2(const cpu_tuning & t, size_t weight_bytes) {
+    return t.stream_prefetch_l2 && (t.stream_prefetch_l2_above == 0 || weight_bytes > t.stream_prefetch_l2_above);
+}
+
+// The same for the weights this process holds now (live_repack_bytes).
+inline bool stream_into_l2(const cpu_tuning & t) {
+    return stream_into_l2(t, live_repack_bytes().load(std::memory_order_relaxed));
+}
+
+// The kind a tuning asks for with `weight_bytes` of repacked weights: none
+// when its stream_prefetch is 0, else l2 or l1 as stream_into_l2 says.
+inline stream_pf stream_pf_of(const cpu_tuning & t, size_t weight_bytes) {
     if (t.stream_prefetch == 0) return stream_pf::none;
-    return t.stream_prefetch_l2 ? stream_pf::l2 : stream_pf::l1;
+    return stream_into_l2(t, weight_bytes) ? stream_pf::l2 : stream_pf::l1;
+}
+
+// The same for the weights this process holds now (live_repack_bytes).
+inline stream_pf stream_pf_of(const cpu_tuning & t) {
+    return stream_pf_of(t, live_repack_bytes().load(std::memory_order_relaxed));
 }
 
 // Prefetches the line holding p as P says: PREFETCHT0 for l1, PREFETCHT2 for
