@@ -117,20 +117,21 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
             refuse(k_stream_prefetch_env, v, "a byte count that is a multiple of 64 in [0, 65536]", std::to_string(t.stream_prefetch));
         }
     }
-    // A 0-or-1 variable `name` with value v (null: unset) over `flag`.
+    // A 0-or-1 variable `name` with value v (null: unset) over `flag`;
+    // whether it was set to a valid value.
     const auto switch_var = [&](const char * name, const char * v, bool & flag) {
-        if (v == nullptr) return;
+        if (v == nullptr) return false;
         if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) {
             flag = v[0] == '1';
-        } else {
-            refuse(name, v, "0 or 1", flag ? "1" : "0");
+            return true;
         }
+        refuse(name, v, "0 or 1", flag ? "1" : "0");
+        return false;
     };
     switch_var(k_gemm_float_in_place_env, env.gemm_float_in_place, t.gemm_float_in_place);
     switch_var(k_huge_pages_env, env.huge_pages, t.huge_pages);
     switch_var(k_amx_env, env.amx, t.amx);
-    switch_var(k_stream_prefetch_l2_env, env.stream_prefetch_l2, t.stream_prefetch_l2);
-    if (const char * v = env.stream_prefetch_l2; v != nullptr && (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0)) {
+    if (switch_var(k_stream_prefetch_l2_env, env.stream_prefetch_l2, t.stream_prefetch_l2)) {
         t.stream_prefetch_l2_above = 0; // an explicit choice holds for any model
     }
     return t;
