@@ -53,9 +53,12 @@ endif()
 # ways, whichever this machine's defaults: the repack tests once more on the
 # vector builds (AVX2; AVX-512 VNNI) with TESSERA_CPU_STREAM_PREFETCH (the
 # mat-vec kernels' software prefetch), TESSERA_CPU_STREAM_PREFETCH_L2 (into
-# L2, not L1) and TESSERA_CPU_GEMM_FLOAT_IN_PLACE (the AVX-512 GEMM reading
-# repacked F16/BF16 groups in place) set: tuning_a = no prefetch, in place;
-# tuning_b = prefetch into L1, packed; tuning_c = prefetch into L2, packed.
+# L2, not L1), TESSERA_CPU_GEMM_FLOAT_IN_PLACE (the AVX-512 GEMM reading
+# repacked F16/BF16 groups in place) and TESSERA_CPU_GEMM_F32_ROWS (the
+# AVX-512 GEMM of F32 rows with the weights broadcast, and with it the
+# float GEMM edge tests) set: tuning_a = no prefetch, in place, F32 panels;
+# tuning_b = prefetch into L1, packed, F32 rows; tuning_c = prefetch into
+# L2, packed, F32 rows.
 # The AMX build's repack tests once more with the tiles off
 # (TESSERA_CPU_AMX=0): the AVX-512 kernels of the same copy.
 if(TARGET test_backends_cpu_sapphirerapids AND TESSERA_BUILD_MACHINE_RUNS_sapphirerapids)
@@ -68,14 +71,15 @@ foreach(_isa haswell zen4)
   if(NOT TARGET ${_t} OR NOT TESSERA_BUILD_MACHINE_RUNS_${_isa})
     continue()
   endif()
-  foreach(_case "a;0;0;1" "b;4096;0;0" "c;4096;1;0")
+  foreach(_case "a;0;0;1;0" "b;4096;0;0;1" "c;4096;1;0;1")
     list(GET _case 0 _name)
     list(GET _case 1 _pf)
     list(GET _case 2 _l2)
     list(GET _case 3 _in_place)
+    list(GET _case 4 _f32_rows)
     add_test(NAME ${_t}.tuning_${_name}
-             COMMAND ${_t} "--gtest_filter=CpuTuning.*:*RepackMulMat.*:*RepackMulMatK*K256*:*RepackMulMatK*K512*")
+             COMMAND ${_t} "--gtest_filter=CpuTuning.*:*RepackMulMat.*:*RepackMulMatK*K256*:*RepackMulMatK*K512*:*MulMatGemm*:GraphCompute.FloatProducts*")
     set_tests_properties(${_t}.tuning_${_name} PROPERTIES TIMEOUT 600 ENVIRONMENT
-                         "TESSERA_CPU_STREAM_PREFETCH=${_pf};TESSERA_CPU_STREAM_PREFETCH_L2=${_l2};TESSERA_CPU_GEMM_FLOAT_IN_PLACE=${_in_place}")
+                         "TESSERA_CPU_STREAM_PREFETCH=${_pf};TESSERA_CPU_STREAM_PREFETCH_L2=${_l2};TESSERA_CPU_GEMM_FLOAT_IN_PLACE=${_in_place};TESSERA_CPU_GEMM_F32_ROWS=${_f32_rows}")
   endforeach()
 endforeach()

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/cpu_graph.hpp"
+#include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/mul_mat_repack.hpp"
 #include "backend/test_support.hpp"
 #include "backends/cpu/features.hpp"
@@ -80,6 +81,7 @@ TEST_F(CpuCompiledIn, DeviceProperties) {
     EXPECT_EQ(feature(cpu, "STREAM_PREFETCH_L2"), tessera::cpu::tuning().stream_prefetch_l2 ? "1" : "0");
     EXPECT_EQ(feature(cpu, "STREAM_PREFETCH_L2_ABOVE"), std::to_string(tessera::cpu::tuning().stream_prefetch_l2_above));
     EXPECT_EQ(feature(cpu, "AMX_GEMM"), tessera::cpu::mul_mat_repack_uses_amx() ? "1" : "0");
+    EXPECT_EQ(feature(cpu, "GEMM_F32_ROWS"), tessera::cpu::gemm_f32_rows_enabled() ? "1" : "0");
     // 1 where the advice is given: TESSERA_CPU_HUGE_PAGES (ctest runs this
     // test with it 0 too), else the default 1, on Linux.
     const char * huge_env = std::getenv("TESSERA_CPU_HUGE_PAGES");

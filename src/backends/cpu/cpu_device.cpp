@@ -13,6 +13,7 @@
 #include "backends/cpu/compute.hpp"
 #include "backends/cpu/cpu_adapter.hpp"
 #include "backends/cpu/features.hpp"
+#include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/mul_mat_repack.hpp"
 #include "backends/cpu/ops/tuning.hpp"
 #include "tessera/backend/cpu.hpp"
@@ -179,6 +180,8 @@ const tsr_feature * reg_features(tsr_reg *) {
         storage.emplace_back(std::to_string(tuning().stream_prefetch_l2_above));
         storage.emplace_back("AMX_GEMM"); // ops/mul_mat_repack.hpp: the repacked prompt GEMMs (quantized, F16) on AMX tiles
         storage.emplace_back(mul_mat_repack_uses_amx() ? "1" : "0");
+        storage.emplace_back("GEMM_F32_ROWS"); // ops/mul_mat_impl.hpp: F32 row-major GEMMs with the weights broadcast
+        storage.emplace_back(gemm_f32_rows_enabled() ? "1" : "0");
         storage.emplace_back("HUGE_PAGES"); // ops/tuning.hpp: weight buffers advised onto huge pages
         storage.emplace_back(huge_page_advice() ? "1" : "0");
         storage.emplace_back("OPENMP");

@@ -160,6 +160,55 @@ INSTANTIATE_TEST_SUITE_P(
                       gemm_case{TSR_TYPE_Q4_0, 224, 11, 1}, gemm_case{TSR_TYPE_Q8_0, 96, 8, 3}),
     gemm_name);
 
+// F32 weights in plain rows (on AVX-512 builds with
+// cpu_tuning::gemm_f32_rows, gemm_f32_rows.cpp: weights broadcast from
+// copied rows, the dst tile transposed) against the same weights stored
+// transposed (m-contiguous: gemm_f.cpp's k-major panels by vector copies):
+// each is checked against the double product, and both must give the same
+// bits, since each element is the same FMA chains per K chunk whatever
+// the path. Shapes: M under one 8-row panel and past a multiple of 8, more
+// than one 512-row item; N at the GEMM minimum, a last micro-tile of 1, 2
+// or 3 16-column tiles with padding, more than one 512-column item; K
+// under one 256-chunk, over several with a short last one; activations in
+// place and strided; batched weights broadcast over the activations'
+// batches.
+TEST(MulMatGemmF32Rows, SameBitsAsTheTransposedWeights) {
+    struct shape {
+        int64_t K, M, N, batches; // batches: a has 1, b and dst `batches`
+    };
+    for (const shape c : {shape{8, 5, 4, 1}, shape{300, 37, 13, 1}, shape{600, 64, 40, 1}, shape{257, 520, 100, 1},
+                          shape{96, 24, 530, 1}, shape{300, 21, 35, 3}}) {
+        SCOPED_TRACE("K " + std::to_string(c.K) + " M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " batches " +
+                     std::to_string(c.batches));
+        context ctx(data_ctx());
+        std::mt19937 rng(static_cast<unsigned>(c.K * 31 + c.M * 7 + c.N));
+        tsr_tensor * a = ctx.new_tensor(TSR_TYPE_F32, {c.K, c.M});
+        fill_weights(a, rng);
+        tsr_tensor * at_base = ctx.new_tensor(TSR_TYPE_F32, {c.M, c.K}); // a's values, element (m, k) at [k][m]
+        const auto * av = static_cast<const float *>(a->data);
+        auto * tv = static_cast<float *>(at_base->data);
+        for (int64_t m = 0; m < c.M; ++m) {
+            for (int64_t k = 0; k < c.K; ++k) tv[k * c.M + m] = av[m * c.K + k];
+        }
+        tsr_tensor * at = transpose(ctx, at_base); // [K, M], nb[1] = 4
+        tsr_tensor * b = ctx.new_tensor(TSR_TYPE_F32, {c.K, c.N, c.batches});
+        fill_uniform(b, rng);
+        tsr_tensor * bt_base = ctx.new_tensor(TSR_TYPE_F32, {c.N, c.K});
+        fill_uniform(bt_base, rng);
+        tsr_tensor * bt = transpose(ctx, bt_base); // [K, N], elements strided
+        for (tsr_tensor * x : {b, bt}) {
+            if (x == bt && c.batches > 1) continue;
+            tsr_tensor * rows = mul_mat(ctx, a, x);
+            tsr_tensor * cols = mul_mat(ctx, at, x);
+            compute_check_and_compare(a, x, rows);
+            compute_check_and_compare(at, x, cols);
+            ASSERT_EQ(nbytes(rows), nbytes(cols));
+            EXPECT_EQ(std::memcmp(rows->data, cols->data, nbytes(rows)), 0)
+                << "weights in rows and transposed differ (" << (x == b ? "packed" : "strided") << " activations)";
+        }
+    }
+}
+
 // Float GEMMs one after another with no data hazard between them (as the
 // Q, K and V products of a prompt), reading different activations (two of
 // them strided), so only the barrier before a node with shared scratch

@@ -81,6 +81,9 @@ TEST(CpuTuning, DefaultsPerVendorAndFamily) {
     EXPECT_EQ(tuning_for({cpu_vendor::amd, 0x1B, 0}, {}, warning).stream_prefetch, 4096u);
     EXPECT_EQ(tuning_for({cpu_vendor::amd, 0x17, 0x31}, {}, warning).stream_prefetch, 0u); // Zen 2
     EXPECT_TRUE(tuning_for(k_zen5, {}, warning).gemm_float_in_place);
+    // F32 rows broadcast (gemm_f32_rows.cpp): measured on Intel only.
+    EXPECT_TRUE(tuning_for(k_intel, {}, warning).gemm_f32_rows);
+    for (const cpu_model & m : {k_zen4, k_zen5, k_other}) EXPECT_FALSE(tuning_for(m, {}, warning).gemm_f32_rows);
     for (const cpu_model & m : {k_intel, k_zen4, k_zen5, k_other}) {
         EXPECT_TRUE(tuning_for(m, {}, warning).huge_pages);
         EXPECT_TRUE(tuning_for(m, {}, warning).amx);
@@ -138,6 +141,8 @@ TEST(CpuTuning, TheEnvironmentOverridesTheDefault) {
     EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, "1"}, warning).amx);
     EXPECT_FALSE(tuning_for(k_intel, {nullptr, nullptr, nullptr, nullptr, "0"}, warning).stream_prefetch_l2);
     EXPECT_TRUE(tuning_for(k_zen4, {nullptr, nullptr, nullptr, nullptr, "1"}, warning).stream_prefetch_l2);
+    EXPECT_FALSE(tuning_for(k_intel, {nullptr, nullptr, nullptr, nullptr, nullptr, "0"}, warning).gemm_f32_rows);
+    EXPECT_TRUE(tuning_for(k_zen4, {nullptr, nullptr, nullptr, nullptr, nullptr, "1"}, warning).gemm_f32_rows);
     {
         // Set explicitly, it holds for models of any size.
         cpu_model intel_l3 = k_intel;
@@ -179,6 +184,8 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
         EXPECT_EQ(warning, std::string(k_amx_env) + "='" + bad + "' is not 0 or 1; using 1");
         EXPECT_FALSE(tuning_for(k_zen4, {nullptr, nullptr, nullptr, nullptr, bad}, warning).stream_prefetch_l2) << "'" << bad << "'";
         EXPECT_EQ(warning, std::string(k_stream_prefetch_l2_env) + "='" + bad + "' is not 0 or 1; using 0");
+        EXPECT_TRUE(tuning_for(k_intel, {nullptr, nullptr, nullptr, nullptr, nullptr, bad}, warning).gemm_f32_rows) << "'" << bad << "'";
+        EXPECT_EQ(warning, std::string(k_gemm_f32_rows_env) + "='" + bad + "' is not 0 or 1; using 1");
     }
     // A value with control bytes is shown escaped (it reaches the terminal).
     {
@@ -188,17 +195,19 @@ TEST(CpuTuning, BadValuesKeepTheDefaultAndSayWhy) {
     }
     // All bad: one line each, every default kept.
     std::string warning;
-    const cpu_tuning t = tuning_for(k_intel, {"x", "y", "z", "w", "v"}, warning);
+    const cpu_tuning t = tuning_for(k_intel, {"x", "y", "z", "w", "v", "u"}, warning);
     EXPECT_EQ(t.stream_prefetch, 4096u);
     EXPECT_FALSE(t.gemm_float_in_place);
     EXPECT_TRUE(t.huge_pages);
     EXPECT_TRUE(t.amx);
     EXPECT_TRUE(t.stream_prefetch_l2);
+    EXPECT_TRUE(t.gemm_f32_rows);
     EXPECT_EQ(warning, std::string(k_stream_prefetch_env) +
                            "='x' is not a byte count that is a multiple of 64 in [0, 65536]; using 4096\n" +
                            k_gemm_float_in_place_env + "='y' is not 0 or 1; using 0\n" + k_huge_pages_env +
                            "='z' is not 0 or 1; using 1\n" + k_amx_env + "='w' is not 0 or 1; using 1\n" +
-                           k_stream_prefetch_l2_env + "='v' is not 0 or 1; using 1");
+                           k_stream_prefetch_l2_env + "='v' is not 0 or 1; using 1\n" + k_gemm_f32_rows_env +
+                           "='u' is not 0 or 1; using 1");
 }
 
 // The process's tuning is the vendor default, or the variable's value when
@@ -211,11 +220,15 @@ TEST(CpuTuning, TheProcessTuningFollowsTheEnvironment) {
     EXPECT_EQ(tuning().huge_pages, expect.huge_pages);
     EXPECT_EQ(tuning().amx, expect.amx);
     EXPECT_EQ(tuning().stream_prefetch_l2, expect.stream_prefetch_l2);
+    EXPECT_EQ(tuning().gemm_f32_rows, expect.gemm_f32_rows);
     if (const char * env = std::getenv(k_stream_prefetch_env); env != nullptr && warning.empty()) {
         EXPECT_EQ(tuning().stream_prefetch, std::strtoul(env, nullptr, 10));
     }
     if (const char * env = std::getenv(k_stream_prefetch_l2_env); env != nullptr && warning.empty()) {
         EXPECT_EQ(tuning().stream_prefetch_l2, std::strcmp(env, "1") == 0);
+    }
+    if (const char * env = std::getenv(k_gemm_f32_rows_env); env != nullptr && warning.empty()) {
+        EXPECT_EQ(tuning().gemm_f32_rows, std::strcmp(env, "1") == 0);
     }
 }
 

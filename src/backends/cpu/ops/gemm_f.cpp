@@ -73,7 +73,6 @@ constexpr int k_nr = 6;  // columns per micro-tile
 constexpr int64_t k_mc = 256; // weight rows per packed block (multiple of k_mr)
 #endif
 constexpr int64_t k_kc = k_gemm_f_kc; // K chunk
-constexpr int64_t k_item_parts = 4; // column parts of a work item (for_each_block)
 
 // Packs rows [m0, m0 + rows) x k [k0, k0 + kc) of matrix a (type T, byte
 // strides nb0 along k, nb1 along m) into micro-panels: panel p holds rows
@@ -383,45 +382,20 @@ struct a_prefetch {
 };
 
 // The GEMM's loop nest, shared by run and run_bf16: the threads' items
-// (make_mm_grid, work_queue), each item's blocks of up to k_mc rows, each
-// block's K chunks of up to k_kc in order; block(item, a, mb, rows, k0, kc)
-// packs the block's chunk and runs the micro-kernels over the item's
-// column tiles (a: the item's weight matrix).
-//
-// The queue hands out quarters of items (k_item_parts column parts, cut at
-// whole k_nr tiles, an item's parts consecutive): a thread's consecutive
-// parts of one item are computed as one (its rows packed once), so an
-// owner taking half its share at a time still packs each item once, while
-// a thread that has finished steals a quarter of an item instead of a
-// whole one, so the threads finish together. With whole items (1B F16
-// pp512 on 2 threads: 8 to 10 items a product), the thread that finished
-// first waited for the other's last item: 6.9% of thread 0's time.
-// Parts change which thread computes which columns, never the arithmetic.
+// (make_mm_grid) in column parts (for_each_item_part), each item's blocks
+// of up to k_mc rows, each block's K chunks of up to k_kc in order;
+// block(item, a, mb, rows, k0, kc) packs the block's chunk and runs the
+// micro-kernels over the item's column tiles (a: the item's weight matrix).
 template <class Block>
 void for_each_block(const compute_params & p, const mm_dims & d, const Block & block) {
     const mm_grid g = make_mm_grid(d, p.nth, k_mr, k_mc, k_nr, d.N);
-    const int64_t tiles = (g.cols_per_item + k_nr - 1) / k_nr; // tiles of a full item
-    const int64_t parts = p.nth > 1 ? std::min<int64_t>(k_item_parts, std::max<int64_t>(tiles, 1)) : 1;
-    work_queue queue(p, g.n_items * parts, 1);
-    for (item_range units{}; queue.next(units);) {
-        for (int64_t u = units.begin; u < units.end;) {
-            const int64_t it = u / parts;
-            const int64_t u_end = std::min(units.end, (it + 1) * parts); // this item's parts in the range
-            mm_item item = item_of(g, d, it);
-            // Parts [u, u_end) of the item: tiles [t0, t1) of its columns.
-            const int64_t t0 = (u - it * parts) * tiles / parts, t1 = (u_end - it * parts) * tiles / parts;
-            const int64_t n_first = item.n0;
-            item.n0 = std::min(item.n1, n_first + t0 * k_nr);
-            item.n1 = std::min(item.n1, n_first + t1 * k_nr);
-            u = u_end;
-            if (item.n0 >= item.n1) continue;
-            const char * a = a_matrix(d, item.batch);
-            for (int64_t mb = item.m0; mb < item.m1; mb += k_mc) {
-                const int64_t rows = std::min(k_mc, item.m1 - mb);
-                for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) block(item, a, mb, rows, k0, std::min(k_kc, d.K - k0));
-            }
+    for_each_item_part(p, d, g, k_nr, [&](const mm_item & item) {
+        const char * a = a_matrix(d, item.batch);
+        for (int64_t mb = item.m0; mb < item.m1; mb += k_mc) {
+            const int64_t rows = std::min(k_mc, item.m1 - mb);
+            for (int64_t k0 = 0; k0 < d.K; k0 += k_kc) block(item, a, mb, rows, k0, std::min(k_kc, d.K - k0));
         }
-    }
+    });
 }
 
 #ifdef TSR_CPU_AVX512
@@ -686,11 +660,13 @@ void run(const compute_params & p, const mm_dims & d) {
 
 size_t gemm_f_work_size(const mm_dims & d) {
     if (gemm_f_amx_use(d)) return gemm_f_amx_work_size(d);
+    if (gemm_f32_rows_use(d)) return gemm_f32_rows_work_size(d);
     return static_cast<size_t>(k_mc * k_kc) * sizeof(float);
 }
 
 size_t gemm_f_shared_size(const mm_dims & d) {
     if (gemm_f_amx_use(d)) return gemm_f_amx_shared_size(d);
+    if (gemm_f32_rows_use(d)) return gemm_f32_rows_shared_size(d);
     size_t bytes = 0;
     const auto tiles = static_cast<size_t>(d.n_batch * n_tiles_of(d));
     if (__builtin_mul_overflow(tiles, static_cast<size_t>(d.K) * k_nr * sizeof(float), &bytes)) {
@@ -701,6 +677,7 @@ size_t gemm_f_shared_size(const mm_dims & d) {
 
 int gemm_f_prepared_layout(const mm_dims & d) {
     if (gemm_f_amx_use(d)) return d.a->type == TSR_TYPE_F16 ? 2 : 3; // hi and lo tiles, or hi alone
+    if (gemm_f32_rows_use(d)) return 4;
 #ifdef TSR_CPU_BF16DOT
     return d.a->type == TSR_TYPE_BF16 ? 1 : 0;
 #else
@@ -711,6 +688,10 @@ int gemm_f_prepared_layout(const mm_dims & d) {
 bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
     if (gemm_f_amx_use(d)) {
         gemm_f_amx_prepare(p, d);
+        return true;
+    }
+    if (gemm_f32_rows_use(d)) {
+        gemm_f32_rows_prepare(p, d);
         return true;
     }
     const int64_t n_tiles = n_tiles_of(d);
@@ -750,6 +731,10 @@ bool gemm_f(const compute_params & p, const mm_dims & d) {
     if (is_repacked(d.a) && d.a->type == TSR_TYPE_F32) return false;
     if (gemm_f_amx_use(d)) {
         gemm_f_amx(p, d);
+        return true;
+    }
+    if (gemm_f32_rows_use(d)) {
+        gemm_f32_rows(p, d);
         return true;
     }
     switch (d.a->type) {

@@ -186,8 +186,8 @@ size_t gemm_f_shared_size(const mm_dims & d);
 bool gemm_f_prepare(const compute_params & p, const mm_dims & d);
 // Which layout gemm_f_prepare packs b into for the product d: 2 and 3 for
 // the AMX tiles of gemm_f_amx (F16, BF16 weights), 1 for BF16 pairs (BF16 weights on AVX512-BF16
-// builds), 0 for F32 tiles. Two products over the same b with the same
-// layout pack the same bytes.
+// builds), 4 for gemm_f32_rows' 16-column tiles, 0 for F32 tiles. Two
+// products over the same b with the same layout pack the same bytes.
 int gemm_f_prepared_layout(const mm_dims & d);
 bool gemm_f(const compute_params & p, const mm_dims & d);
 // gemm_f of repacked F16 and BF16 weights on AMX-BF16 tiles (gemm_f_amx.cpp), which
@@ -199,6 +199,21 @@ size_t gemm_f_amx_work_size(const mm_dims & d);
 size_t gemm_f_amx_shared_size(const mm_dims & d);
 void gemm_f_amx_prepare(const compute_params & p, const mm_dims & d);
 void gemm_f_amx(const compute_params & p, const mm_dims & d);
+// gemm_f of F32 weights in plain rows with the weights broadcast
+// (gemm_f32_rows.cpp), which gemm_f and its work, shared and prepare
+// functions hand over to where gemm_f32_rows_use(d): AVX-512 builds, F32
+// row-contiguous weights not repacked, K > 0, N >= k_gemm_min_n and
+// cpu_tuning::gemm_f32_rows on. The same bits as gemm_f's own F32 kernel.
+// gemm_f32_rows_shared_size throws std::length_error when the size
+// overflows.
+bool gemm_f32_rows_use(const mm_dims & d);
+// Whether this build uses gemm_f32_rows at all: AVX-512 and
+// cpu_tuning::gemm_f32_rows (the device's GEMM_F32_ROWS feature).
+bool gemm_f32_rows_enabled();
+size_t gemm_f32_rows_work_size(const mm_dims & d);
+size_t gemm_f32_rows_shared_size(const mm_dims & d);
+void gemm_f32_rows_prepare(const compute_params & p, const mm_dims & d);
+void gemm_f32_rows(const compute_params & p, const mm_dims & d);
 size_t gemm_q_work_size(const mm_dims & d);
 bool gemm_q(const compute_params & p, const mm_dims & d);
 size_t mul_mat_k_work_size(const mm_dims & d);
@@ -261,6 +276,40 @@ inline mm_item item_of(const mm_grid & g, const mm_dims & d, int64_t it) {
     r.n0 = cb * g.cols_per_item;
     r.n1 = std::min(d.N, r.n0 + g.cols_per_item);
     return r;
+}
+
+// The item loop of the float GEMMs (gemm_f.cpp, gemm_f32_rows.cpp): the
+// items of grid g (columns in whole tiles of `tile` columns) from a
+// work_queue, each as k_item_parts column parts, cut at whole tiles, an
+// item's parts consecutive; fn(item) gets the item narrowed to the parts
+// a thread took in one go (never empty). A thread's consecutive parts of
+// one item are computed as one (its rows packed once), so an owner taking
+// half its share at a time still packs each item once, while a thread
+// that has finished steals a quarter of an item instead of a whole one,
+// so the threads finish together. With whole items (1B F16 pp512 on 2
+// threads: 8 to 10 items a product), the thread that finished first
+// waited for the other's last item: 6.9% of thread 0's time. Parts change
+// which thread computes which columns, never the arithmetic.
+constexpr int64_t k_item_parts = 4;
+template <class Fn>
+void for_each_item_part(const compute_params & p, const mm_dims & d, const mm_grid & g, int64_t tile, const Fn & fn) {
+    const int64_t tiles = (g.cols_per_item + tile - 1) / tile; // tiles of a full item
+    const int64_t parts = p.nth > 1 ? std::min<int64_t>(k_item_parts, std::max<int64_t>(tiles, 1)) : 1;
+    work_queue queue(p, g.n_items * parts, 1);
+    for (item_range units{}; queue.next(units);) {
+        for (int64_t u = units.begin; u < units.end;) {
+            const int64_t it = u / parts;
+            const int64_t u_end = std::min(units.end, (it + 1) * parts); // this item's parts in the range
+            mm_item item = item_of(g, d, it);
+            // Parts [u, u_end) of the item: tiles [t0, t1) of its columns.
+            const int64_t t0 = (u - it * parts) * tiles / parts, t1 = (u_end - it * parts) * tiles / parts;
+            const int64_t n_first = item.n0;
+            item.n0 = std::min(item.n1, n_first + t0 * tile);
+            item.n1 = std::min(item.n1, n_first + t1 * tile);
+            u = u_end;
+            if (item.n0 < item.n1) fn(item);
+        }
+    }
 }
 
 // The item loop of the panel GEMMs (gemm_q.cpp, gemm_k.cpp): items of KP

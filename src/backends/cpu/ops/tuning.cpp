@@ -101,6 +101,7 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
     t.stream_prefetch_l2 = cpu.vendor == cpu_vendor::intel;
     t.stream_prefetch_l2_above = t.stream_prefetch_l2 ? cpu.l3_bytes : 0;
     t.gemm_float_in_place = cpu.vendor == cpu_vendor::amd;
+    t.gemm_f32_rows = cpu.vendor == cpu_vendor::intel;
     warning.clear();
     const auto refuse = [&](const char * name, const char * value, const char * wanted, const std::string & kept) {
         if (!warning.empty()) warning += "\n";
@@ -134,12 +135,13 @@ cpu_tuning tuning_for(const cpu_model & cpu, const tuning_env & env, std::string
     if (switch_var(k_stream_prefetch_l2_env, env.stream_prefetch_l2, t.stream_prefetch_l2)) {
         t.stream_prefetch_l2_above = 0; // an explicit choice holds for any model
     }
+    switch_var(k_gemm_f32_rows_env, env.gemm_f32_rows, t.gemm_f32_rows);
     return t;
 }
 
 tuning_env process_tuning_env() {
     return {std::getenv(k_stream_prefetch_env), std::getenv(k_gemm_float_in_place_env), std::getenv(k_huge_pages_env),
-            std::getenv(k_amx_env), std::getenv(k_stream_prefetch_l2_env)};
+            std::getenv(k_amx_env), std::getenv(k_stream_prefetch_l2_env), std::getenv(k_gemm_f32_rows_env)};
 }
 
 const cpu_tuning & tuning() {

@@ -61,6 +61,13 @@ struct cpu_tuning {
     // a block of them into an F32 panel, as the AVX2 one does (false). AMD:
     // true; others: false (on Intel the widening shares the two FMA ports).
     bool gemm_float_in_place = false;
+    // The AVX-512 GEMM of F32 weights in plain rows (N >= k_gemm_min_n)
+    // broadcasts the weights from their rows and takes the activations as
+    // vectors (gemm_f32_rows.cpp), so the weights are copied, never
+    // transposed, into panels; false: the panels of gemm_f.cpp (8 x 8
+    // transposes). The same bits either way. Intel: true; others: false
+    // (not measured there; see gemm_f32_rows.cpp for the measurements).
+    bool gemm_f32_rows = false;
     // Large weight buffers (CPU_REPACK, 4 MiB or more) are advised onto
     // transparent huge pages (madvise MADV_HUGEPAGE, Linux): every vendor
     // (see tuning.cpp for the measurements). Without the advice they get
@@ -77,13 +84,14 @@ struct cpu_tuning {
 
 // Environment variables overriding the defaults: cpu_tuning::stream_prefetch
 // (a byte count, a multiple of 64 in [0, 65536]),
-// cpu_tuning::gemm_float_in_place, cpu_tuning::huge_pages, cpu_tuning::amx
-// and cpu_tuning::stream_prefetch_l2 (0 or 1).
+// cpu_tuning::gemm_float_in_place, cpu_tuning::huge_pages, cpu_tuning::amx,
+// cpu_tuning::stream_prefetch_l2 and cpu_tuning::gemm_f32_rows (0 or 1).
 inline constexpr const char * k_stream_prefetch_env = "TESSERA_CPU_STREAM_PREFETCH";
 inline constexpr const char * k_gemm_float_in_place_env = "TESSERA_CPU_GEMM_FLOAT_IN_PLACE";
 inline constexpr const char * k_huge_pages_env = "TESSERA_CPU_HUGE_PAGES";
 inline constexpr const char * k_amx_env = "TESSERA_CPU_AMX";
 inline constexpr const char * k_stream_prefetch_l2_env = "TESSERA_CPU_STREAM_PREFETCH_L2";
+inline constexpr const char * k_gemm_f32_rows_env = "TESSERA_CPU_GEMM_F32_ROWS";
 
 // The variables' values (null: not set).
 struct tuning_env {
@@ -92,6 +100,7 @@ struct tuning_env {
     const char * huge_pages = nullptr;
     const char * amx = nullptr;
     const char * stream_prefetch_l2 = nullptr;
+    const char * gemm_f32_rows = nullptr;
 };
 
 // The variables as this process's environment has them (getenv).
