@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(
 // each is checked against the double product, and both must give the same
 // bits, since each element is the same FMA chains per K chunk whatever
 // the path. Shapes: M under one 8-row panel and past a multiple of 8, more
-// than one 512-row item; N at the GEMM minimum, a last micro-tile of 1, 2
+// than one 256-row item; N at the GEMM minimum, a last micro-tile of 1, 2
 // or 3 16-column tiles with padding, more than one 512-column item; K
 // under one 256-chunk, over several with a short last one; activations in
 // place and strided; batched weights broadcast over the activations'

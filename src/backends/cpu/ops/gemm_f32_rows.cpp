@@ -21,8 +21,16 @@
 // for_each_item_part): K chunks of k_gemm_f_kc outermost, so the chunk of
 // the item's packed activations (up to k_cols_max x 256 floats, 512 KiB)
 // stays in L2 while every 8-row panel of the item passes over it, and the
-// scratch (up to k_rows_max x k_cols_max floats, 1 MiB) is in L2 as well;
-// each weight is read once per item.
+// scratch (up to k_rows_max x k_cols_max floats, 512 KiB) is in L2 as
+// well; each weight is read once per item.
+//
+// Measured (bench_blas_native, 4096 x 512 x 4096, an Emerald Rapids-class
+// Xeon without AMX, 2 vCPUs under KVM, a noisy host: OpenBLAS itself
+// varied by up to 1.5x between runs), five runs alternating
+// TESSERA_CPU_GEMM_F32_ROWS 0 and 1, GFLOP/s panels -> rows: 1 thread
+// best 145.8 -> 148.8, median of the pairs' ratios 1.03; 2 threads best
+// 285.7 -> 290.8, median ratio 1.06. OpenBLAS's best in those runs: 150.0
+// and 292.1. Not measured on AMD (there the default stays gemm_f.cpp).
 //
 // Arithmetic: each dst element is, per K chunk of k_gemm_f_kc, a
 // sequential FMA chain from zero, the chunk sums added in order: the same
@@ -46,7 +54,12 @@ constexpr int k_rows = 8;              // weight rows per micro-panel (broadcast
 constexpr int k_tile = 16;             // columns per packed activation tile (one zmm)
 constexpr int k_cols = 3 * k_tile;     // columns per micro-tile (3 zmm)
 constexpr int64_t k_kc = k_gemm_f_kc;  // K chunk
-constexpr int64_t k_rows_max = 512;    // rows per item (scratch rows)
+// Rows per item (the scratch's rows): 256 rather than 512 leaves L2 room
+// beside the scratch (512 KiB) and the activations' chunk (512 KiB):
+// bench_blas 4096 x 512 x 4096 on 2 threads, runs alternating with the
+// panels of gemm_f.cpp: 512 rows 2-5% slower in each of 3 pairs, 256 rows
+// 2-10% faster in each of 5 (below).
+constexpr int64_t k_rows_max = 256;
 constexpr int64_t k_cols_max = 512;    // columns per item (scratch columns)
 
 int64_t n_tiles_of(const mm_dims & d) { return (d.N + k_tile - 1) / k_tile; }
