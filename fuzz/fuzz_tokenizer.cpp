@@ -11,7 +11,9 @@
 //   other pre-tokenizer. byte 0 picks the vocabulary, byte 1 the options, the
 //   rest is the text. Checked: every id is in [0, n_vocab); the ids are the
 //   same when the text is encoded in the smallest parts the encoder may cut
-//   it into (spm_part_bytes / bpe_part_bytes = 1); decoding never throws; the
+//   it into (spm_part_bytes / bpe_part_bytes = 1), and with parse_special
+//   flipped when the text holds no control or unknown token's text; decoding
+//   never throws, for those ids and for the text's bytes read as ids; the
 //   stream decoder's output joined is the pieces joined; utf8_complete_prefix
 //   leaves at most an incomplete character; and, without special-token
 //   parsing, valid UTF-8 comes back exactly (tokenizer.hpp: byte-level BPE
@@ -20,6 +22,9 @@
 //   text of a token that is cut out of it whole.
 //
 // The shared data directory is $TESSERA_SHARED_DIR, else ../shared.
+// TESSERA_FUZZ_MODE=text or vocab keeps a run to one mode: inputs of the
+// other are skipped and kept out of the corpus (scripts/fuzz.sh runs each
+// mode on its own corpus); unset, the first byte alone decides.
 //
 // With TESSERA_FUZZ_SEED_DIR set, the program writes seed inputs for both
 // modes into that directory instead (the test texts of shared/vocab with
@@ -55,6 +60,19 @@ using llm::tokenizer;
 namespace fs = std::filesystem;
 
 constexpr uint8_t k_vocab_mode = 'V';
+
+// The mode TESSERA_FUZZ_MODE keeps a run to: 't', 'v', or 0 for none.
+char locked_mode() {
+    static const char mode = [] {
+        const char * env = std::getenv("TESSERA_FUZZ_MODE");
+        const std::string m = env != nullptr ? env : "";
+        if (m.empty()) return '\0';
+        if (m == "text" || m == "vocab") return m[0];
+        std::fprintf(stderr, "fuzz_tokenizer: TESSERA_FUZZ_MODE must be 'text' or 'vocab', not '%s'\n", m.c_str());
+        std::exit(2);
+    }();
+    return mode;
+}
 
 [[noreturn]] void die(const char * what, const std::string & detail = "") {
     std::fprintf(stderr, "fuzz_tokenizer: invariant violated: %s%s%s\n", what, detail.empty() ? "" : ": ",
@@ -248,6 +266,15 @@ void fuzz_text(const uint8_t * data, size_t size) {
 
     check_complete_prefix(text);
 
+    // The text's bytes as ids (two bytes each): any sequence decodes.
+    std::vector<token_id> any_ids;
+    for (size_t i = 0; i + 1 < text.size(); i += 2) {
+        const unsigned v = static_cast<unsigned char>(text[i]) | unsigned(static_cast<unsigned char>(text[i + 1])) << 8;
+        any_ids.push_back(static_cast<token_id>(v % static_cast<unsigned>(tok.n_vocab())));
+    }
+    (void)tok.detokenize(any_ids, remove_special, render_special);
+    check_complete_prefix(check_stream(tok, any_ids, render_special));
+
     std::vector<token_id> ids;
     try {
         ids = tok.encode(text, add_special, parse_special);
@@ -259,6 +286,11 @@ void fuzz_text(const uint8_t * data, size_t size) {
     check_ids(tok, ids, v.name.c_str());
     if (encode_cut_everywhere(tok, text, add_special, parse_special) != ids) {
         die("ids change when the text is cut into the smallest parts", v.name + " text " + hex(text));
+    }
+
+    // Special-token parsing changes nothing where no such text occurs.
+    if (!contains_any(text, v.special_cut) && tok.encode(text, add_special, !parse_special) != ids) {
+        die("parse_special changes the ids of a text without special-token text", v.name + " text " + hex(text));
     }
 
     const std::string detok = tok.detokenize(ids, remove_special, render_special);
@@ -276,22 +308,41 @@ void fuzz_text(const uint8_t * data, size_t size) {
     if (detok != expected) die("SentencePiece detokenize does not give the text back", v.name + " text " + hex(text) + " got " + hex(detok));
 }
 
+// A text made of the vocabulary's own pieces (the first 64 tokens' and the
+// last 16's), with spaces, letters and newlines between some: it reaches the
+// merges and special texts a fuzzed vocabulary has.
+std::string pieces_text(const tokenizer & tok) {
+    static constexpr const char * k_seps[] = {"", " ", " a", "\n", "x\nb", "  "};
+    std::string text;
+    const token_id n = tok.n_vocab();
+    for (token_id id = 0; id < n; id = id + 1 == 64 && n > 80 ? n - 16 : id + 1) {
+        text += tok.token_to_piece(id, true);
+        text += k_seps[static_cast<size_t>(id) % std::size(k_seps)];
+    }
+    return text;
+}
+
 void fuzz_vocab(const uint8_t * data, size_t size) {
-    static const std::string text = "Hello world! <s>hi</s> <|endoftext|> 12345 \xC3\xA9\xE6\x97\xA5\xF0\x9F\x98\x8A\n\t  x\xFF";
+    static const std::string fixed = "Hello world! <s>hi</s> <|endoftext|> 12345 \xC3\xA9\xE6\x97\xA5\xF0\x9F\x98\x8A\n\t  x\xFF";
     try {
         const gguf::reader r = gguf::reader::from_memory(std::span<const uint8_t>(data, size), "fuzz-vocab");
         const tokenizer tok = tokenizer::from_gguf(r);
-        for (const bool special : {false, true}) {
-            std::vector<token_id> ids;
-            try {
-                ids = tok.encode(text, special, special);
-            } catch (const error &) {
-                if (tok.kind() != llm::vocab_kind::spm) throw;
-                continue; // an SPM vocabulary that cannot encode some byte
+        for (const std::string & text : {fixed, pieces_text(tok)}) {
+            for (const bool special : {false, true}) {
+                std::vector<token_id> ids;
+                try {
+                    ids = tok.encode(text, special, special);
+                } catch (const error & e) {
+                    if (tok.kind() != llm::vocab_kind::spm) die("bpe encode threw", e.what());
+                    continue; // an SPM vocabulary that cannot encode some byte
+                }
+                check_ids(tok, ids, "fuzz-vocab");
+                if (encode_cut_everywhere(tok, text, special, special) != ids) {
+                    die("ids change when the text is cut into the smallest parts (fuzzed vocabulary)", hex(text));
+                }
+                (void)tok.detokenize(ids, special, special);
+                check_complete_prefix(check_stream(tok, ids, special));
             }
-            check_ids(tok, ids, "fuzz-vocab");
-            (void)tok.detokenize(ids, special, special);
-            check_complete_prefix(check_stream(tok, ids, special));
         }
         if (tok.n_vocab() <= 4096) {
             for (token_id id = 0; id < tok.n_vocab(); ++id) {
@@ -416,13 +467,15 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
         }
         std::exit(0);
     }
-    return 0; // the text mode's vocabularies load on its first input
-
+    if (locked_mode() != 'v') (void)vocabs(); // here, not in the first input's time limit
+    return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size == 0) return 0;
-    if (data[0] == k_vocab_mode) {
+    const bool vocab_mode = data[0] == k_vocab_mode;
+    if (locked_mode() != '\0' && vocab_mode != (locked_mode() == 'v')) return -1; // the other mode's input
+    if (vocab_mode) {
         fuzz_vocab(data + 1, size - 1);
     } else {
         fuzz_text(data, size);

@@ -12,13 +12,14 @@ seconds="${1:-60}"
 shared="${TESSERA_SHARED_DIR:-$(cd .. && pwd)/shared}"
 export TESSERA_SHARED_DIR="$shared"
 
-# The runs: NAME PROGRAM PERCENT [OPTIONS...]. PROGRAM (fuzz/PROGRAM.cpp) runs
-# for PERCENT of SECONDS on the seeds that seeds_NAME DIR writes into DIR; the
-# runs of one program add up to 100.
+# The runs: NAME PROGRAM PERCENT [VAR=VALUE...] [-OPTION...]. PROGRAM
+# (fuzz/PROGRAM.cpp) runs for PERCENT of SECONDS, with the environment
+# variables and libFuzzer options given, on the seeds that seeds_NAME DIR
+# writes into DIR; the runs of one program add up to 100.
 runs=(
   "gguf_reader fuzz_gguf_reader 100 -max_len=2000000"
-  "tokenizer_text fuzz_tokenizer 70 -max_len=4096"
-  "tokenizer_vocab fuzz_tokenizer 30 -max_len=262144"
+  "tokenizer_text fuzz_tokenizer 70 TESSERA_FUZZ_MODE=text -max_len=4096"
+  "tokenizer_vocab fuzz_tokenizer 30 TESSERA_FUZZ_MODE=vocab -max_len=65536"
 )
 
 # fuzz_gguf_reader: the real GGUF files of ../shared/models and ../shared/vocab,
@@ -71,13 +72,14 @@ trap 'rm -rf "$corpus"' EXIT
 shopt -s nullglob
 mkdir -p build/fuzz/artifacts
 for r in "${runs[@]}"; do
-  read -r name program percent options <<<"$r"
+  read -r name program percent args <<<"$r"
+  vars=(); options=()
+  for a in $args; do if [[ "$a" == -* ]]; then options+=("$a"); else vars+=("$a"); fi; done
   mkdir -p "$corpus/$name"
   "seeds_$name" "$corpus/$name"
   secs=$(( seconds * percent / 100 > 0 ? seconds * percent / 100 : 1 ))
   echo "fuzz: running $program ($name) for ${secs} s on $(ls "$corpus/$name" | wc -l) seeds"
-  # shellcheck disable=SC2086
-  "./build/fuzz/$program" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 $options \
+  env "${vars[@]}" "./build/fuzz/$program" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 "${options[@]}" \
     -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/ "$corpus/$name"
   echo "fuzz: $name: no crash in ${secs} s"
 done
