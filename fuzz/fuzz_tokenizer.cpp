@@ -3,7 +3,9 @@
 // 'V' + a GGUF file: the vocabulary itself is fuzzed. tokenizer::from_gguf
 //   must build a tokenizer or throw tessera::error (any other exception, a
 //   crash, a sanitizer report, a hang or a huge allocation is a bug); a
-//   tokenizer that builds encodes and decodes a fixed text.
+//   tokenizer that builds encodes and decodes a fixed text and a text made
+//   of its own pieces (ids in range, the same when cut everywhere, stream
+//   decoding as below).
 //
 // anything else: text against the real vocabularies, loaded once: every
 //   vocab-only GGUF of shared/vocab and every model of shared/models that
@@ -16,7 +18,7 @@
 //   never throws, for those ids and for the text's bytes read as ids; the
 //   stream decoder's output joined is the pieces joined; utf8_complete_prefix
 //   leaves at most an incomplete character; and, without special-token
-//   parsing, valid UTF-8 comes back exactly (tokenizer.hpp: byte-level BPE
+//   parsing or rendering, valid UTF-8 comes back exactly (tokenizer.hpp: byte-level BPE
 //   pieces are the text's bytes; SentencePiece detokenize gives the text,
 //   with one leading space after a BOS) where the text holds no U+2581 and no
 //   text of a token that is cut out of it whole.
