@@ -34,13 +34,15 @@ option(TESSERA_CPU_STATIC
        "Compile one CPU backend for this machine (-march=native) into tessera instead of building the loadable variant plugins"
        OFF)
 set(_cpu_dir ${CMAKE_CURRENT_LIST_DIR})
+# -fno-gnu-unique (GCC only; clang emits no STB_GNU_UNIQUE symbols anyway).
+set(_cpu_no_gnu_unique $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique>)
 
 # Baseline objects shared by the static backend and every variant (compiled once).
 add_library(tessera_cpu_adapter OBJECT
             ${_cpu_dir}/cpu_buffer.cpp ${_cpu_dir}/cpu_device.cpp ${_cpu_dir}/cpu_backend.cpp
             ${_cpu_dir}/cpu_repack_buffer.cpp ${_cpu_dir}/features.cpp ${_cpu_dir}/score.cpp)
 target_include_directories(tessera_cpu_adapter PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
-target_compile_options(tessera_cpu_adapter PRIVATE ${TESSERA_WARNINGS} -fno-gnu-unique)
+target_compile_options(tessera_cpu_adapter PRIVATE ${TESSERA_WARNINGS} ${_cpu_no_gnu_unique})
 set_target_properties(tessera_cpu_adapter PROPERTIES CXX_VISIBILITY_PRESET hidden
                       VISIBILITY_INLINES_HIDDEN ON)
 
@@ -77,7 +79,7 @@ set(_cpu_variant_src ${TESSERA_CPU_SRC})
 list(REMOVE_ITEM _cpu_variant_src ${_cpu_isa_free_src})
 add_library(tessera_cpu_plugin_common OBJECT ${_cpu_isa_free_src})
 target_include_directories(tessera_cpu_plugin_common PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
-target_compile_options(tessera_cpu_plugin_common PRIVATE ${TESSERA_WARNINGS} -fno-gnu-unique)
+target_compile_options(tessera_cpu_plugin_common PRIVATE ${TESSERA_WARNINGS} ${_cpu_no_gnu_unique})
 set_target_properties(tessera_cpu_plugin_common PROPERTIES CXX_VISIBILITY_PRESET hidden
                       VISIBILITY_INLINES_HIDDEN ON EXCLUDE_FROM_ALL ON)
 
@@ -100,7 +102,7 @@ function(tessera_cpu_plugin target stem variant)
   target_compile_definitions(${target} PRIVATE TESSERA_CPU_VARIANT="${variant}")
   # -fno-gnu-unique: no STB_GNU_UNIQUE symbols, so a variant that loses
   # the scoring can really be unloaded again.
-  target_compile_options(${target} PRIVATE ${TESSERA_WARNINGS} ${ARGN} -fno-gnu-unique)
+  target_compile_options(${target} PRIVATE ${TESSERA_WARNINGS} ${ARGN} ${_cpu_no_gnu_unique})
   # Static libraries' symbols stay private to the plugin; a symbol missing
   # from the plugin fails the link instead of the load.
   target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL -Wl,-z,defs)
