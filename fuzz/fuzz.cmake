@@ -34,3 +34,19 @@ target_link_libraries(tessera_fuzz_tokenizer_lib PUBLIC tessera_gguf tessera_cor
 # The targets (scripts/fuzz.sh runs each, with its seeds).
 tessera_add_fuzzer(fuzz_gguf_reader tessera_gguf)
 tessera_add_fuzzer(fuzz_tokenizer tessera_fuzz_tokenizer_lib)
+
+# fuzz_model: llm::model::load on a whole GGUF file, then a first forward step
+# on the CPU backend. Needs the CPU backend compiled in (-DTESSERA_CPU_STATIC=ON,
+# as scripts/fuzz.sh configures): one program, no plugin to load.
+if(TESSERA_CPU_STATIC AND TARGET tessera_llm AND TARGET tessera_cpu_backend)
+  foreach(_lib tessera_backend tessera_cpu_static tessera_cpu_backend tessera_cpu_adapter)
+    target_compile_options(${_lib} PRIVATE -fsanitize=fuzzer-no-link)
+  endforeach()
+  tessera_add_fuzzer(fuzz_model tessera_llm)
+  # Its small seed models (llm::synth_model with shapes below the presets).
+  add_executable(fuzz_model_seeds ${TESSERA_FUZZ_DIR}/fuzz_model_seeds.cpp)
+  target_compile_options(fuzz_model_seeds PRIVATE ${TESSERA_WARNINGS})
+  target_link_libraries(fuzz_model_seeds PRIVATE tessera_llm)
+else()
+  message(STATUS "fuzz_model not built: it needs -DTESSERA_CPU_STATIC=ON")
+endif()

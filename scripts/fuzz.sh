@@ -20,6 +20,7 @@ runs=(
   "gguf_reader fuzz_gguf_reader 100 -max_len=2000000"
   "tokenizer_text fuzz_tokenizer 70 TESSERA_FUZZ_MODE=text -max_len=4096"
   "tokenizer_vocab fuzz_tokenizer 30 TESSERA_FUZZ_MODE=vocab -max_len=65536"
+  "model fuzz_model 100 -max_len=2000000"
 )
 
 # fuzz_gguf_reader: the real GGUF files of ../shared/models and ../shared/vocab,
@@ -53,6 +54,14 @@ tokenizer_seeds() {
 seeds_tokenizer_text() { tokenizer_seeds text "$corpus/tokenizer-seeds" "$1"; }
 seeds_tokenizer_vocab() { tokenizer_seeds vocab "$corpus/tokenizer-seeds" "$1"; }
 
+# fuzz_model: stories260K and small synth models (fuzz_model_seeds: 1-2
+# layers, n_embd 32-256, a 16-token vocabulary) of several weight types and
+# shapes.
+seeds_model() {
+  ./build/fuzz/fuzz_model_seeds "$1"
+  cp "$shared"/models/stories260K.gguf "$1"/
+}
+
 cc=""; cxx=""
 for v in "" -14 -15 -16 -17 -18; do
   if command -v "clang++$v" >/dev/null && command -v "clang$v" >/dev/null; then cc="clang$v"; cxx="clang++$v"; break; fi
@@ -61,11 +70,11 @@ if [[ -z "$cxx" ]]; then echo "fuzz: clang++ not found" >&2; exit 2; fi
 
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
-  -DTESSERA_FUZZ=ON -DTESSERA_SANITIZE=address \
+  -DTESSERA_FUZZ=ON -DTESSERA_SANITIZE=address -DTESSERA_CPU_STATIC=ON \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF >/dev/null
 programs=$(for r in "${runs[@]}"; do read -r _ p _ <<<"$r"; echo "$p"; done | sort -u)
 # shellcheck disable=SC2086
-cmake --build build/fuzz --target $programs -j "$(nproc)"
+cmake --build build/fuzz --target $programs fuzz_model_seeds -j "$(nproc)"
 
 corpus="$(mktemp -d -t tessera-fuzz-corpus.XXXXXX)"
 trap 'rm -rf "$corpus"' EXIT
