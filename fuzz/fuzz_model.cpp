@@ -9,7 +9,13 @@
 // The CPU backend is compiled in (TESSERA_CPU_STATIC, see fuzz.cmake), so the
 // fuzzer is one program that loads no plugin. Options of the session
 // (repacked weights, fused attention, F16 cache) come from the input's last
-// byte, so the mutations reach each of them. With TESSERA_FUZZ_VERBOSE set
+// byte, so the mutations reach each of them.
+//
+// Mutation is structure-aware in part: one time in four the input is replaced
+// by a fresh llm::synth_model file of a random shape, weight type and
+// hyper-parameters (valid models the byte mutations rarely reach: other head
+// sizes and GQA ratios, odd row lengths, every weight type), the rest are
+// libFuzzer's own byte mutations. With TESSERA_FUZZ_VERBOSE set
 // the message of each rejected input is printed.
 #include <unistd.h>
 
@@ -18,15 +24,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "fuzz_model_vocab.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/types.hpp"
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/sampler.hpp"
 #include "tessera/llm/session.hpp"
+#include "tessera/llm/synth.hpp"
 
 namespace {
 
@@ -47,29 +59,23 @@ constexpr uint64_t k_memory_limit = 64u << 20;
     std::abort();
 }
 
-// The file each input is written to (one per process: libFuzzer's -jobs
-// workers are separate processes).
+// A file of this process (libFuzzer's -jobs workers are separate processes)
+// in /dev/shm, else the temporary folder: "tessera-fuzz-<what>-<pid>.gguf".
+std::filesystem::path scratch_path(const char * what) {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::is_directory("/dev/shm", ec)
+                                          ? std::filesystem::path("/dev/shm")
+                                          : std::filesystem::temp_directory_path();
+    return dir / (std::string("tessera-fuzz-") + what + "-" + std::to_string(::getpid()) + ".gguf");
+}
+
+// The file each input is written to.
 const std::filesystem::path & input_path() {
-    static const std::filesystem::path p = [] {
-        std::error_code ec;
-        const std::filesystem::path dir =
-            std::filesystem::is_directory("/dev/shm", ec) ? std::filesystem::path("/dev/shm")
-                                                          : std::filesystem::temp_directory_path();
-        return dir / ("tessera-fuzz-model-" + std::to_string(::getpid()) + ".gguf");
-    }();
+    static const std::filesystem::path p = scratch_path("model");
     return p;
 }
 
-// Removes the input file when the fuzzer exits normally.
-struct input_file_remover {
-    ~input_file_remover() {
-        std::error_code ec;
-        std::filesystem::remove(input_path(), ec);
-    }
-};
-
 void write_input(const uint8_t * data, size_t size) {
-    static input_file_remover remover;
     std::FILE * f = std::fopen(input_path().c_str(), "wb");
     if (f == nullptr) die("cannot create the input file");
     if (size != 0 && std::fwrite(data, 1, size, f) != size) die("cannot write the input file");
@@ -110,13 +116,87 @@ void evaluate(const llm::model & m, uint8_t options) {
     }
 }
 
+// Writes a random synth model (shape, weight type and hyper-parameters drawn
+// from `seed`) into data; returns its size, or 0 when none of the shapes drawn
+// was valid or the file would exceed max_size.
+size_t synth_input(uint8_t * data, size_t max_size, unsigned seed) {
+    const std::filesystem::path vocab = scratch_path("vocab");
+    static const std::vector<llm::file_type> targets = llm::quantize_targets();
+    std::mt19937 rng(seed);
+    auto uniform = [&](uint32_t lo, uint32_t hi) { return lo + uint32_t(rng() % (hi - lo + 1)); };
+    llm::synth_params p;
+    p.vocab = vocab;
+    p.seed = rng();
+    p.wtype = targets[rng() % targets.size()];
+    const bool blocks = get_type_traits(p.wtype.base).block_size > 1;
+    bool found = false;
+    for (int attempt = 0; attempt < 64 && !found; ++attempt) {
+        llm::synth_shape & sh = p.shape;
+        sh.name = "fuzz";
+        sh.n_head_kv = uniform(1, 4);
+        sh.n_head = sh.n_head_kv * uniform(1, 4);
+        sh.head_dim = rng() % 2 == 0 ? 0 : 2 * uniform(1, 16);
+        sh.n_embd = blocks ? 32 * uniform(1, 3) : uniform(1, 48);
+        if (sh.head_dim == 0) sh.n_embd = blocks ? sh.n_embd : sh.n_head * 2 * uniform(1, 8);
+        sh.n_ff = blocks ? 32 * uniform(1, 3) : uniform(1, 96);
+        if (rng() % 8 == 0) sh.n_embd = sh.n_ff = 256; // the K-quants' own blocks
+        sh.n_layer = uniform(1, 3);
+        sh.n_ctx = uniform(1, 16);
+        p.llama31_rope = rng() % 4 == 0;
+        try {
+            found = llm::synth_data_size(sh, 16, p.wtype, p.llama31_rope) <= std::min<size_t>(max_size / 2, 256u << 10);
+        } catch (const error &) {
+        }
+    }
+    if (!found) return 0;
+    static const float eps[] = {1e-5f, 1e-6f, 1e-30f, 0.5f};
+    static const float base[] = {10000.0f, 500000.0f, 1.0f, 0.25f};
+    p.rms_eps = eps[rng() % 4];
+    p.rope_freq_base = base[rng() % 4];
+    const std::filesystem::path out = scratch_path("synth");
+    std::vector<char> bytes;
+    try {
+        fuzz::write_micro_vocab(vocab);
+        llm::synth_model(p, out);
+        std::ifstream in(out, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::exception &) {
+    }
+    std::error_code ec;
+    std::filesystem::remove(vocab, ec);
+    std::filesystem::remove(out, ec);
+    if (bytes.empty() || bytes.size() > max_size) return 0;
+    std::copy(bytes.begin(), bytes.end(), data);
+    data[bytes.size() - 1] = uint8_t(rng() & 7); // the session options (see evaluate)
+    return bytes.size();
+}
+
 } // namespace
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t * data, size_t size, size_t max_size);
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t * data, size_t size, size_t max_size, unsigned int seed) {
+    if (seed % 4 == 0) {
+        if (const size_t n = synth_input(data, max_size, seed / 4); n != 0) return n;
+    }
+    return LLVMFuzzerMutate(data, size, max_size);
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size > k_max_input) return -1; // not added to the corpus
     write_input(data, size);
     try {
-        const std::unique_ptr<llm::model> m = llm::model::load(input_path());
+        std::unique_ptr<llm::model> m;
+        try {
+            m = llm::model::load(input_path());
+        } catch (...) {
+            std::error_code ec;
+            std::filesystem::remove(input_path(), ec);
+            throw;
+        }
+        // The model holds its own mapping of the file: no file is left behind.
+        std::error_code ec;
+        std::filesystem::remove(input_path(), ec);
         evaluate(*m, size != 0 ? data[size - 1] : 0);
     } catch (const error & e) {
         // rejected cleanly; TESSERA_FUZZ_VERBOSE=1 shows why (for triage)

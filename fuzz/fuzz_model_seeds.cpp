@@ -6,39 +6,15 @@
 //   usage: fuzz_model_seeds OUTPUT_DIR
 #include <cstdio>
 #include <filesystem>
-#include <string>
-#include <vector>
 
+#include "fuzz_model_vocab.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/gguf/writer.hpp"
 #include "tessera/llm/synth.hpp"
 
 namespace {
 
 using namespace tessera;
 namespace fs = std::filesystem;
-
-// A vocabulary-only GGUF (an SPM-style "llama" tokenizer of 16 tokens) for
-// synth_model to copy.
-void write_vocab(const fs::path & path) {
-    std::vector<std::string> tokens{"<unk>", "<s>", "</s>"};
-    std::vector<float> scores{0, 0, 0};
-    std::vector<int32_t> types{2, 3, 3};
-    for (const char * t : {"\xe2\x96\x81", "a", "b", "c", "\xe2\x96\x81" "a", "ab", "ba", "abc", "<0x0A>", "<0x20>",
-                           "d", "e", "<0x41>"}) {
-        tokens.emplace_back(t);
-        scores.push_back(-float(tokens.size()));
-        types.push_back(std::string(t).starts_with("<0x") ? 6 : 1);
-    }
-    gguf::writer w;
-    w.set_string("tokenizer.ggml.model", "llama");
-    w.set("tokenizer.ggml.tokens", gguf::value::array_string(tokens));
-    w.set("tokenizer.ggml.scores", gguf::value::array_f32(scores));
-    w.set("tokenizer.ggml.token_type", gguf::value::array_i32(types));
-    w.set_u32("tokenizer.ggml.bos_token_id", 1);
-    w.set_u32("tokenizer.ggml.eos_token_id", 2);
-    w.write(path);
-}
 
 struct seed {
     const char * name;
@@ -58,7 +34,7 @@ int main(int argc, char ** argv) {
     try {
         fs::create_directories(out);
         const fs::path vocab = out / "vocab.tmp";
-        write_vocab(vocab);
+        fuzz::write_micro_vocab(vocab);
         const seed seeds[] = {
             {"micro-f32.gguf", {"micro", 32, 1, 2, 1, 64, 16, 0}, TSR_TYPE_F32},
             {"micro-q4_0.gguf", {"micro", 32, 2, 4, 2, 64, 16, 0}, TSR_TYPE_Q4_0},
