@@ -14,8 +14,11 @@
 // Mutation is structure-aware in part: one time in four the input is replaced
 // by a fresh llm::synth_model file of a random shape, weight type and
 // hyper-parameters (valid models the byte mutations rarely reach: other head
-// sizes and GQA ratios, odd row lengths, every weight type), the rest are
-// libFuzzer's own byte mutations. With TESSERA_FUZZ_VERBOSE set
+// sizes and GQA ratios, odd row lengths, every weight type), one in four a
+// number-valued key of a file that parses is set to an edge value (0, 1, -1,
+// the type's extremes, its neighbours, twice or half of it; for floats also
+// subnormals, huge values, Inf and NaN), the rest are libFuzzer's own byte
+// mutations. With TESSERA_FUZZ_VERBOSE set
 // the message of each rejected input is printed.
 #include <unistd.h>
 
@@ -26,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <random>
 #include <span>
@@ -35,6 +39,8 @@
 #include "fuzz_model_vocab.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/types.hpp"
+#include "tessera/gguf/reader.hpp"
+#include "tessera/gguf/writer.hpp"
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/sampler.hpp"
 #include "tessera/llm/session.hpp"
@@ -171,6 +177,59 @@ size_t synth_input(uint8_t * data, size_t max_size, unsigned seed) {
     return bytes.size();
 }
 
+// Sets one number-valued key of the GGUF file in data[0, size) to an edge
+// value (see the file comment); returns the new size, 0 when the input does
+// not parse, has no such key or the result would exceed max_size.
+size_t mutate_key(uint8_t * data, size_t size, size_t max_size, unsigned seed) {
+    std::mt19937 rng(seed);
+    try {
+        const gguf::reader r = gguf::reader::from_memory(std::span<const uint8_t>(data, size), "mutant");
+        std::vector<size_t> numbers;
+        for (size_t i = 0; i < r.n_kv(); ++i) {
+            const gguf::value_type t = r.metadata()[i].val.type();
+            if (t != gguf::value_type::STRING && t != gguf::value_type::ARRAY && t != gguf::value_type::BOOL) {
+                numbers.push_back(i);
+            }
+        }
+        if (numbers.empty()) return 0;
+        const gguf::kv & kv = r.metadata()[numbers[rng() % numbers.size()]];
+        gguf::value v = kv.val;
+        if (kv.val.type() == gguf::value_type::FLOAT32 || kv.val.type() == gguf::value_type::FLOAT64) {
+            const double x = kv.val.as_float();
+            const double edges[] = {0.0, -0.0, 1.0, -1.0, 1e-40, 1e-45, 3e-39, 3.4e38, 1e300, -1e38,
+                                    std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(),
+                                    x * 2, x / 2, -x, x * 1e-30};
+            const double e = edges[rng() % std::size(edges)];
+            v = kv.val.type() == gguf::value_type::FLOAT32 ? gguf::value::f32(float(e)) : gguf::value::f64(e);
+        } else {
+            const int64_t x = kv.val.as_int();
+            const int64_t edges[] = {0, 1, 2, 3, -1, x + 1, x - 1, x * 2, x / 2, int64_t(1) << 30, (int64_t(1) << 30) + 1,
+                                     int64_t(1) << 31, INT32_MAX, int64_t(UINT32_MAX), INT64_MAX, INT64_MIN};
+            const int64_t e = edges[rng() % std::size(edges)];
+            switch (kv.val.type()) {
+            case gguf::value_type::UINT8: v = gguf::value::u8(uint8_t(e)); break;
+            case gguf::value_type::INT8: v = gguf::value::i8(int8_t(e)); break;
+            case gguf::value_type::UINT16: v = gguf::value::u16(uint16_t(e)); break;
+            case gguf::value_type::INT16: v = gguf::value::i16(int16_t(e)); break;
+            case gguf::value_type::UINT32: v = gguf::value::u32(uint32_t(e)); break;
+            case gguf::value_type::INT32: v = gguf::value::i32(int32_t(e)); break;
+            case gguf::value_type::UINT64: v = gguf::value::u64(uint64_t(e)); break;
+            default: v = gguf::value::i64(e); break;
+            }
+        }
+        gguf::writer w;
+        w.copy_all_kv(r);
+        w.set(kv.key, std::move(v));
+        for (const gguf::tensor_info & t : r.tensors()) w.copy_tensor(r, t.name);
+        const std::vector<uint8_t> bytes = w.to_bytes();
+        if (bytes.size() > max_size) return 0;
+        std::copy(bytes.begin(), bytes.end(), data);
+        return bytes.size();
+    } catch (const error &) {
+        return 0;
+    }
+}
+
 } // namespace
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t * data, size_t size, size_t max_size);
@@ -178,6 +237,8 @@ extern "C" size_t LLVMFuzzerMutate(uint8_t * data, size_t size, size_t max_size)
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t * data, size_t size, size_t max_size, unsigned int seed) {
     if (seed % 4 == 0) {
         if (const size_t n = synth_input(data, max_size, seed / 4); n != 0) return n;
+    } else if (seed % 4 == 1) {
+        if (const size_t n = mutate_key(data, size, max_size, seed / 4); n != 0) return n;
     }
     return LLVMFuzzerMutate(data, size, max_size);
 }
