@@ -163,6 +163,13 @@ std::unique_ptr<model> model::load(const std::filesystem::path & path) {
                                 rope_factor));
     }
     hp.rope_freq_scale = rope_factor > 0.0f ? 1.0f / rope_factor : 1.0f;
+    // A factor below 1 / FLT_MAX (a subnormal float) makes the position
+    // scale infinite: every rotation angle past position 0 would be NaN.
+    if (!std::isfinite(hp.rope_freq_scale)) {
+        throw error(fmt::format("{}: {}.rope.scaling.factor = {} is too small: the position scale 1 / factor is not a "
+                                "finite float",
+                                r.name(), a, rope_factor));
+    }
     if (const gguf::value * tokens = r.find_key("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
         hp.n_vocab = static_cast<uint32_t>(tokens->array_size());
     } else if (tokens != nullptr) {

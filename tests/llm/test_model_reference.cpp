@@ -241,7 +241,8 @@ TEST(model_errors, non_finite_hyper_parameters_name_the_key) {
 }
 
 // RoPE scaling the ROPE op does not compute (YaRN, LongRoPE, an unknown
-// type) or a bad factor is refused at load, naming the key or tensor;
+// type) or a bad factor (negative, NaN, or so small that 1 / factor is not a
+// finite float) is refused at load, naming the key or tensor;
 // linear and none load, and so does Llama 3.1's rope_freqs.weight (per-pair
 // frequency divisors) when it has n_rot / 2 finite values > 0.
 // Loading `path` throws tessera::error with `needle` in its message.
@@ -316,6 +317,10 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
                                 rope_case{"", none, {1, 1, 1, 1, 1}, "tensor 'rope_freqs.weight' has shape [5,1,1,1], expected [4,1,1,1]"},
                                 rope_case{"", -2.0f, {}, "llama.rope.scaling.factor = -2 must be a finite number >= 0"},
                                 rope_case{"", std::nanf(""), {}, "llama.rope.scaling.factor = nan"},
+                                // 1 / factor overflows: the angles past position 0 were NaN
+                                rope_case{"", 1e-40f, {}, "llama.rope.scaling.factor = 1e-40 is too small: the position "
+                                                          "scale 1 / factor is not a finite float"},
+                                rope_case{"linear", 3e-38f, {}, "", 1.0f / 3e-38f},
                                 rope_case{"linear", 4.0f, {}, "", 0.25f},
                                 rope_case{"", 2.0f, {}, "", 0.5f},
                                 rope_case{"none", none, {}, ""},
