@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -50,6 +51,14 @@ float read_f32(const gguf::reader & r, const std::string & key, float fallback) 
         x = v->as_float();
     } catch (const error & e) {
         throw error(fmt::format("{}: metadata key '{}': {}", r.name(), key, e.what()));
+    }
+    // A FLOAT64 value must fit a float: a larger one has no float value (the
+    // conversion is undefined), a tiny nonzero one would become 0 (a RoPE
+    // scaling factor of 1e-300 was read as "no scaling").
+    const double a = std::fabs(x);
+    if (std::isfinite(x) && (a > std::numeric_limits<float>::max() ||
+                             (a != 0 && a < double(std::numeric_limits<float>::denorm_min())))) {
+        throw error(fmt::format("{}: metadata key '{}' = {} is outside the range of a float", r.name(), key, x));
     }
     return static_cast<float>(x);
 }

@@ -349,6 +349,44 @@ TEST(model_errors, unsupported_rope_scaling_is_refused) {
     fs::remove_all(dir);
 }
 
+// A FLOAT64 key must hold a value a float can: a RoPE scaling factor of
+// 1e-300 was read as 0 ("no scaling") without a word, and 1e300 has no float
+// value at all; within the range, FLOAT64 keys load as floats.
+TEST(model_errors, float64_keys_outside_the_float_range_are_refused) {
+    const gguf::reader src(shared_dir + "/models/stories260K.gguf");
+    const fs::path dir = fs::temp_directory_path() / "tessera_f64_keys";
+    fs::create_directories(dir);
+    const fs::path path = dir / "m.gguf";
+    struct f64_case {
+        std::string key;
+        double v;
+        std::string error; // "" = loads
+    };
+    for (const f64_case & c :
+         {f64_case{"llama.rope.scaling.factor", 1e-300,
+                   "m.gguf: metadata key 'llama.rope.scaling.factor' = 1e-300 is outside the range of a float"},
+          f64_case{"llama.attention.layer_norm_rms_epsilon", 1e300,
+                   "m.gguf: metadata key 'llama.attention.layer_norm_rms_epsilon' = 1e+300 is outside the range of a "
+                   "float"},
+          f64_case{"llama.rope.freq_base", -1e-320, "'llama.rope.freq_base' = -1e-320 is outside the range"},
+          f64_case{"llama.rope.scaling.factor", 4.0, ""},
+          f64_case{"llama.attention.layer_norm_rms_epsilon", 1e-6, ""}}) {
+        SCOPED_TRACE(c.key);
+        gguf::writer w = copy_of(src);
+        w.set(c.key, gguf::value::f64(c.v));
+        w.write(path);
+        if (!c.error.empty()) {
+            expect_load_error(path, c.error);
+            continue;
+        }
+        std::unique_ptr<llm::model> m;
+        ASSERT_NO_THROW(m = llm::model::load(path));
+        if (c.key == "llama.rope.scaling.factor") EXPECT_EQ(m->hp().rope_freq_scale, 0.25f);
+        if (c.key == "llama.attention.layer_norm_rms_epsilon") EXPECT_EQ(m->hp().rms_eps, 1e-6f);
+    }
+    fs::remove_all(dir);
+}
+
 // rope.dimension_count other than the head size (stories260K: 64 / 8 = 8)
 // is refused at load, naming the key, both values and where the head size
 // comes from (it ran with partial rotation before; the reference refuses
