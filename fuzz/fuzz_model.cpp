@@ -18,8 +18,8 @@
 // number-valued key of a file that parses is set to an edge value (0, 1, -1,
 // the type's extremes, its neighbours, twice or half of it; for floats also
 // subnormals, huge values, Inf and NaN), the rest are libFuzzer's own byte
-// mutations. With TESSERA_FUZZ_VERBOSE set
-// the message of each rejected input is printed.
+// mutations. With TESSERA_FUZZ_VERBOSE set the message of each rejected input
+// is printed.
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ namespace {
 
 using namespace tessera;
 
-// Inputs above this are skipped (the seeds are about 1-2 MiB).
+// Inputs above this are skipped (the seeds: 8 KiB to 1.2 MiB).
 constexpr size_t k_max_input = 4u << 20;
 // Models whose forward step would be slow are not evaluated (loading them is
 // still checked): more layers or weight bytes than this.
