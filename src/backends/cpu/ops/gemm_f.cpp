@@ -43,6 +43,7 @@
 
 #include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/bf16_dot.hpp"
+#include "backends/cpu/ops/block_prefetch.hpp"
 #include "backends/cpu/ops/float_load.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
@@ -354,32 +355,6 @@ float * b_tile(const compute_params & p, const mm_dims & d, int64_t batch, int64
     const int64_t t = batch * n_tiles_of(d) + n / k_nr;
     return static_cast<float *>(p.shared) + t * d.K * k_nr;
 }
-
-// Prefetches (into L2) the weights a packing reads next, a slice per
-// activation tile, so they arrive from memory while the micro-kernels run
-// rather than when the packing stalls on them: `runs` runs of run_bytes
-// contiguous bytes, `stride` bytes apart from `start` (rows of a
-// row-contiguous matrix, or the groups of a repacked one), cut into
-// `slices` slices.
-struct a_prefetch {
-    const char * start = nullptr;
-    size_t stride = 0;
-    int64_t lines_per_run = 0, total = 0, per_slice = 0;
-
-    a_prefetch() = default;
-    a_prefetch(const char * start_, size_t stride_, size_t run_bytes, int64_t runs, int64_t slices)
-        : start(start_), stride(stride_), lines_per_run(static_cast<int64_t>((run_bytes + 63) / 64)) {
-        total = runs * lines_per_run;
-        per_slice = (total + slices - 1) / std::max<int64_t>(slices, 1);
-    }
-    void slice(int64_t i) const {
-        const int64_t end = std::min(total, (i + 1) * per_slice);
-        for (int64_t l = i * per_slice; l < end; ++l) {
-            const int64_t r = l / lines_per_run, c = l % lines_per_run;
-            _mm_prefetch(start + static_cast<size_t>(r) * stride + static_cast<size_t>(c) * 64, _MM_HINT_T1);
-        }
-    }
-};
 
 // The GEMM's loop nest, shared by run and run_bf16: the threads' items
 // (make_mm_grid) in column parts (for_each_item_part), each item's blocks

@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "backends/cpu/ops/block_prefetch.hpp"
 #include "backends/cpu/ops/mul_mat_impl.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
@@ -176,22 +177,18 @@ void run_item(const compute_params & p, const mm_dims & d, const mm_item & item,
         for (int64_t m = item.m0; m < item.m1; m += k_rows) {
             copy_panel(a, nb1, m, std::min<int64_t>(k_rows, item.m1 - m), k0, kc, w);
             // The next panel's rows (the item's first panel of the next K
-            // chunk after its last), prefetched into L2 a slice per
-            // micro-tile, so that they come from memory while this panel
-            // computes rather than when copy_panel waits for them.
-            int64_t pm = m + k_rows, pk = k0;
-            if (pm >= item.m1) pm = item.m0, pk = k0 + k_kc;
-            const int64_t p_rows = pk < d.K ? std::min<int64_t>(k_rows, item.m1 - pm) : 0;
-            const int64_t p_lines_per_row = p_rows > 0 ? (std::min(k_kc, d.K - pk) * static_cast<int64_t>(sizeof(float)) + 63) / 64 : 1;
-            const int64_t p_lines = p_rows * p_lines_per_row;
-            const char * p_base = p_rows > 0 ? a + static_cast<size_t>(pm) * nb1 + static_cast<size_t>(pk) * sizeof(float) : a;
+            // chunk after its last), prefetched a slice per micro-tile.
+            a_prefetch next;
+            const bool last = m + k_rows >= item.m1;
+            const int64_t pm = last ? item.m0 : m + k_rows, pk = last ? k0 + k_kc : k0;
+            if (pk < d.K) {
+                next = a_prefetch(a + static_cast<size_t>(pm) * nb1 + static_cast<size_t>(pk) * sizeof(float), nb1,
+                                  static_cast<size_t>(std::min(k_kc, d.K - pk)) * sizeof(float),
+                                  std::min<int64_t>(k_rows, item.m1 - pm), n_micro);
+            }
             float * trow = t + (m - item.m0) * ld;
             for (int64_t n = 0; n < cols; n += k_cols) {
-                const int64_t slice = n / k_cols;
-                for (int64_t l = p_lines * slice / n_micro; l < p_lines * (slice + 1) / n_micro; ++l) {
-                    _mm_prefetch(p_base + static_cast<size_t>(l / p_lines_per_row) * nb1 + static_cast<size_t>(l % p_lines_per_row) * 64,
-                                 _MM_HINT_T1);
-                }
+                next.slice(n / k_cols);
                 const float * bp = b0 + (n / k_tile) * tile_stride + k0 * k_tile;
                 switch (std::min<int64_t>(3, (cols - n + k_tile - 1) / k_tile)) {
                 case 3: micro_kernel<3>(w, bp, tile_stride, kc, trow + n, ld, k0 == 0); break;
