@@ -45,6 +45,7 @@
 #include "backends/cpu/ops/bf16_dot.hpp"
 #include "backends/cpu/ops/block_prefetch.hpp"
 #include "backends/cpu/ops/float_load.hpp"
+#include "backends/cpu/ops/pack_columns.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
 #include "backends/cpu/ops/tuning.hpp"
@@ -295,36 +296,6 @@ void micro_kernel(const packed_panel & pa, const float * bp, int64_t kc, const O
     }
 }
 #endif
-
-// Packs k [0, kc) of k_nr activation columns (col[j] points at the
-// column's element k0) into bp[k][k_nr]: a contiguous tile the
-// micro-kernel broadcasts from. (Reading the columns in place instead
-// makes k_nr streams whose strides are often multiples of 4 KiB, which
-// share L1 sets and evict each other.) Columns go through 8x8 transposes
-// in groups of up to 8.
-void pack_b(const float * const * col, int64_t kc, float * bp) {
-    int64_t k = 0;
-    for (; k + 8 <= kc; k += 8) {
-        for (int g = 0; g < k_nr; g += 8) {
-            const int gw = k_nr - g < 8 ? k_nr - g : 8;
-            __m256 v[8];
-            for (int i = 0; i < 8; ++i) v[i] = i < gw ? _mm256_loadu_ps(col[g + i] + k) : _mm256_setzero_ps();
-            simd::transpose8x8(v);
-            for (int j = 0; j < 8; ++j) {
-                float * dst = bp + (k + j) * k_nr + g;
-                if (gw == 8) {
-                    _mm256_storeu_ps(dst, v[j]);
-                } else {
-                    _mm_storeu_ps(dst, _mm256_castps256_ps128(v[j]));
-                    if (gw == 6) _mm_storel_pi(reinterpret_cast<__m64 *>(dst + 4), _mm256_extractf128_ps(v[j], 1));
-                }
-            }
-        }
-    }
-    for (; k < kc; ++k) {
-        for (int j = 0; j < k_nr; ++j) bp[k * k_nr + j] = col[j][k];
-    }
-}
 
 // Adds (or, for the first K chunk, stores) the valid part of tile c into
 // dst columns y[j] at rows m .. m + rows - 1.
@@ -676,26 +647,14 @@ bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t batch = t / n_tiles, n = (t % n_tiles) * k_nr;
         const char * col[k_nr];
-        for (int j = 0; j < k_nr; ++j) {
-            col[j] = row_ptr(d.b, std::min(n + j, d.N - 1), batch % d.B2, batch / d.B2);
-        }
+        activation_columns(d, batch, n, col);
 #ifdef TSR_CPU_BF16DOT
         if (d.a->type == TSR_TYPE_BF16) {
             pack_b_pairs(col, d.b->nb[0], d.K, b_pair_tile(p, d, batch, n));
             continue;
         }
 #endif
-        float * tile = b_tile(p, d, batch, n);
-        if (in_place) {
-            const float * c[k_nr];
-            for (int j = 0; j < k_nr; ++j) c[j] = reinterpret_cast<const float *>(col[j]);
-            pack_b(c, d.K, tile);
-        } else {
-            const size_t nb0 = d.b->nb[0];
-            for (int64_t k = 0; k < d.K; ++k) {
-                for (int j = 0; j < k_nr; ++j) tile[k * k_nr + j] = read_f32(col[j] + static_cast<size_t>(k) * nb0);
-            }
-        }
+        pack_activation_tile(d, col, in_place, b_tile(p, d, batch, n));
     }
     return true;
 }

@@ -41,6 +41,7 @@
 
 #include "backends/cpu/ops/block_prefetch.hpp"
 #include "backends/cpu/ops/mul_mat_impl.hpp"
+#include "backends/cpu/ops/pack_columns.hpp"
 #include "backends/cpu/ops/repack.hpp"
 #include "backends/cpu/ops/simd.hpp"
 #include "backends/cpu/ops/tuning.hpp"
@@ -71,23 +72,6 @@ int64_t n_tiles_of(const mm_dims & d) { return (d.N + k_tile - 1) / k_tile; }
 float * b_tile(const compute_params & p, const mm_dims & d, int64_t batch, int64_t n) {
     const int64_t t = batch * n_tiles_of(d) + n / k_tile;
     return static_cast<float *>(p.shared) + t * d.K * k_tile;
-}
-
-// Packs the K elements of 16 packed F32 columns (col[j]) into bp[k][16]:
-// two 8 x 8 transposes per 8 k.
-void pack_tile(const float * const * col, int64_t K, float * bp) {
-    int64_t k = 0;
-    for (; k + 8 <= K; k += 8) {
-        for (int g = 0; g < k_tile; g += 8) {
-            __m256 v[8];
-            for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(col[g + i] + k);
-            simd::transpose8x8(v);
-            for (int j = 0; j < 8; ++j) _mm256_store_ps(bp + (k + j) * k_tile + g, v[j]);
-        }
-    }
-    for (; k < K; ++k) {
-        for (int j = 0; j < k_tile; ++j) bp[k * k_tile + j] = col[j][k];
-    }
 }
 
 // t[r][16 v .. 16 v + 15] (+)= sum over k < kc of w[r][k] * bp_v[k][0..15],
@@ -230,18 +214,8 @@ void gemm_f32_rows_prepare(const compute_params & p, const mm_dims & d) {
     for (int64_t t = total * p.ith / p.nth; t < total * (p.ith + 1) / p.nth; ++t) {
         const int64_t batch = t / n_tiles, n = (t % n_tiles) * k_tile;
         const char * col[k_tile];
-        for (int j = 0; j < k_tile; ++j) col[j] = row_ptr(d.b, std::min(n + j, d.N - 1), batch % d.B2, batch / d.B2);
-        float * tile = b_tile(p, d, batch, n);
-        if (in_place) {
-            const float * c[k_tile];
-            for (int j = 0; j < k_tile; ++j) c[j] = reinterpret_cast<const float *>(col[j]);
-            pack_tile(c, d.K, tile);
-        } else {
-            const size_t nb0 = d.b->nb[0];
-            for (int64_t k = 0; k < d.K; ++k) {
-                for (int j = 0; j < k_tile; ++j) tile[k * k_tile + j] = read_f32(col[j] + static_cast<size_t>(k) * nb0);
-            }
-        }
+        activation_columns(d, batch, n, col);
+        pack_activation_tile(d, col, in_place, b_tile(p, d, batch, n));
     }
 }
 
