@@ -30,7 +30,12 @@
 // TESSERA_CPU_GEMM_F32_ROWS 0 and 1, GFLOP/s panels -> rows: 1 thread
 // best 145.8 -> 148.8, median of the pairs' ratios 1.03; 2 threads best
 // 285.7 -> 290.8, median ratio 1.06. OpenBLAS's best in those runs: 150.0
-// and 292.1. Not measured on AMD (there the default stays gemm_f.cpp).
+// and 292.1. On a Zen 4 EPYC (family 0x19 model 0x11, 2 vCPUs, 1 MiB L2,
+// stop 52), three runs alternating: 1 thread 104.4 -> 105.6, 107.7 ->
+// 105.1, 106.1 -> 102.6 GFLOP/s (0.97-1.01); 2 threads 198.3 -> 209.6,
+// 204.6 -> 209.5, 199.5 -> 200.1 (1.00-1.06); both paths 0.90-0.92 of
+// the FMA peak on 1 thread and 1.03-1.15x OpenBLAS. Not a clear gain
+// there, so on AMD the default stays gemm_f.cpp (cpu_tuning).
 //
 // Arithmetic: each dst element is, per K chunk of k_gemm_f_kc, a
 // sequential FMA chain from zero, the chunk sums added in order: the same

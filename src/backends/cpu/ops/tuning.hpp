@@ -66,7 +66,8 @@ struct cpu_tuning {
     // vectors (gemm_f32_rows.cpp), so the weights are copied, never
     // transposed, into panels; false: the panels of gemm_f.cpp (8 x 8
     // transposes). The same bits either way. Intel: true; others: false
-    // (not measured there; see gemm_f32_rows.cpp for the measurements).
+    // (on a Zen 4 EPYC level with the panels, 0.97-1.06; other vendors not
+    // measured; see gemm_f32_rows.cpp for the measurements).
     bool gemm_f32_rows = false;
     // Large weight buffers (CPU_REPACK, 4 MiB or more) are advised onto
     // transparent huge pages (madvise MADV_HUGEPAGE, Linux): every vendor
