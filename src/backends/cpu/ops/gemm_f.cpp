@@ -654,7 +654,7 @@ bool gemm_f_prepare(const compute_params & p, const mm_dims & d) {
             continue;
         }
 #endif
-        pack_activation_tile(d, col, in_place, b_tile(p, d, batch, n));
+        pack_activation_tile<k_nr>(d, col, in_place, b_tile(p, d, batch, n));
     }
     return true;
 }

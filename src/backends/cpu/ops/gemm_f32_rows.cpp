@@ -220,7 +220,7 @@ void gemm_f32_rows_prepare(const compute_params & p, const mm_dims & d) {
         const int64_t batch = t / n_tiles, n = (t % n_tiles) * k_tile;
         const char * col[k_tile];
         activation_columns(d, batch, n, col);
-        pack_activation_tile(d, col, in_place, b_tile(p, d, batch, n));
+        pack_activation_tile<k_tile>(d, col, in_place, b_tile(p, d, batch, n));
     }
 }
 

@@ -58,12 +58,12 @@ void activation_columns(const mm_dims & d, int64_t batch, int64_t n, const char 
     for (int j = 0; j < W; ++j) col[j] = row_ptr(d.b, std::min(n + j, d.N - 1), batch % d.B2, batch / d.B2);
 }
 
-// Packs the K elements of the columns col (activation_columns) into
+// Packs the K elements of the W columns col (activation_columns) into
 // tile[k][W] as F32: by pack_columns when in_place (b_in_place: packed,
 // aligned F32), else element by element through read_f32 (strided or
 // non-F32 activations).
 template <int W>
-void pack_activation_tile(const mm_dims & d, const char * const (&col)[W], bool in_place, float * tile) {
+void pack_activation_tile(const mm_dims & d, const char * const * col, bool in_place, float * tile) {
     if (in_place) {
         const float * c[W];
         for (int j = 0; j < W; ++j) c[j] = reinterpret_cast<const float *>(col[j]);
