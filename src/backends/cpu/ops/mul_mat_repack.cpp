@@ -112,6 +112,11 @@ constexpr int64_t k_cols_limit = 256;                   // most columns per work
 // 1024 (A/B medians, Zen 5, 2 vCPUs): token generation 1B Q8_0 21.0 ->
 // 22.7 (1 thread) and 39.7 -> 43.4 t/s (2), 135M Q4_0 266 -> 311 and
 // 392 -> 436 t/s; 8192 measured the same as 4096.
+// The AVX2 one-column kernel prefetches too, also on Zen 4 where
+// stream_prefetch is 0. Without (haswell build, Zen 4, 2 vCPUs): its
+// streamed bench (BM_mul_mat_repack/2/2048/5632/1/1/0) 23.5-24.8 ->
+// 26.7-28.8 GB/s, but in `tessera bench -p 0 -n 64 -r 3` 135M Q4_0 340 ->
+// 360 t/s on 1 thread and 460 -> 420 on 2, 1B Q4_0 unchanged: kept.
 constexpr size_t k_prefetch = 4096;
 constexpr size_t k_act_budget = 256 * 1024;             // bytes of quantized columns per item (L2)
 constexpr q8_tile k_xtile{k_c}; // quantized activations of a micro-tile
@@ -245,6 +250,14 @@ inline __m256i add_epi32_in_order(__m256i a, __m256i b) {
     return a;
 }
 
+// v, held in a register: GCC otherwise loads a vector used twice once
+// for each use (a load folded into each instruction); Zen 4 issues two
+// vector loads per cycle.
+inline __m256i in_register(__m256i v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 // Q5_0/Q5_1 fifth bits of step j (repack.hpp), as 0x10 per byte: lane r of h
 // holds row r's qh; byte k of lane r gets 0x10 when bit 4 j + k (high
 // nibbles, Hi: 16 + 4 j + k) of it is set. vpshufb copies qh byte
@@ -263,6 +276,11 @@ inline __m256i q5_fifth(__m256i h, int j) {
 // The group's stream is prefetched k_prefetch bytes ahead as P says.
 // (no-tree-reassoc: else GCC regroups the integer sums of a block into a
 // tree, computing every product first and spilling them to the stack.)
+// Each chain of integer sums starts with its first term, not an add to
+// zero, and a step's weights are loaded once (in_register): per block of
+// the one-column Q4_0 kernel 54 instructions instead of 58, 4 loads of
+// weights instead of 8; its cache-resident rate (bench_ops_haswell
+// BM_mul_mat_repack/2/2048/256/1/1/1, Zen 4) 31.3 -> 32.2-33.6 GB/s.
 template <int32_t T, int C, stream_pf P = stream_pf::l1>
 __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out) {
     static_assert(group_rows<T>() == k_rows, "8-row groups");
@@ -286,7 +304,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
             if constexpr (five_bits<T>()) h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + qh_at<T>()));
 #pragma GCC unroll 8
             for (int j = 0; j < 4; ++j) {
-                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + steps_at<T>() + 32 * j));
+                const __m256i v = in_register(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + steps_at<T>() + 32 * j)));
                 __m256i lo = _mm256_and_si256(v, m);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
                 if constexpr (five_bits<T>()) {
@@ -301,11 +319,12 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
 #else
                     // int16 pair sums: 8 of at most 2 * 15 * 127 (Q4_0), 4
                     // of at most 2 * 31 * 127 (Q5_0, Q5_1) per lane fit
-                    s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(lo, bcast4(xq + 4 * j)));
+                    const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(xq + 4 * j));
+                    s[c] = j == 0 || (five_bits<T>() && j == 2) ? pl : add_epi16_in_order(s[c], pl);
                     s[c] = add_epi16_in_order(s[c], _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * j)));
                     if (j == 3 || (five_bits<T>() && j == 1)) {
-                        is[c] = add_epi32_in_order(is[c], _mm256_madd_epi16(s[c], _mm256_set1_epi16(1)));
-                        s[c] = _mm256_setzero_si256();
+                        const __m256i p32 = _mm256_madd_epi16(s[c], _mm256_set1_epi16(1));
+                        is[c] = j == 1 || !five_bits<T>() ? p32 : add_epi32_in_order(is[c], p32);
                     }
 #endif
                 }
@@ -329,7 +348,8 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
                 #pragma GCC unroll 8
                 for (int c = 0; c < C; ++c) {
                     const __m256i xs = _mm256_sign_epi8(bcast4(xp + c * 32 + 4 * j), v);
-                    is[c] = add_epi32_in_order(is[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xs), _mm256_set1_epi16(1)));
+                    const __m256i p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xs), _mm256_set1_epi16(1));
+                    is[c] = j == 0 ? p32 : add_epi32_in_order(is[c], p32);
                 }
 #endif
             }
