@@ -346,13 +346,10 @@ size_t gemm_q_work_size(const mm_dims & d) {
 }
 
 bool gemm_q(const compute_params & p, const mm_dims & d) {
-    switch (d.a->type) {
-    case TSR_TYPE_Q4_0: run<TSR_TYPE_Q4_0>(p, d); return true;
-    case TSR_TYPE_Q5_0: run<TSR_TYPE_Q5_0>(p, d); return true;
-    case TSR_TYPE_Q5_1: run<TSR_TYPE_Q5_1>(p, d); return true;
-    case TSR_TYPE_Q8_0: run<TSR_TYPE_Q8_0>(p, d); return true;
-    default: return false;
-    }
+    return for_q_type(d.a->type, false, [&](auto t) {
+        run<decltype(t)::value>(p, d);
+        return true;
+    });
 }
 
 #else // portable build: the generic kernel is used instead

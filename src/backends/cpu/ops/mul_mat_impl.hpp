@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/compute.hpp"
 #include "backends/cpu/ops/q8_act.hpp"
@@ -75,6 +76,20 @@ struct mm_dims {
     int64_t K, M, N, B2, B3, r2, r3;
     int64_t n_batch;
 };
+
+// f(std::integral_constant<int32_t, T>{}) for `type` T one of the four
+// block types of the integer kernels (Q4_0, Q5_0, Q5_1, Q8_0: matvec_q,
+// gemm_q, mul_mat_repack); `other` for any other type.
+template <class R, class F>
+R for_q_type(int32_t type, R other, F f) {
+    switch (type) {
+    case TSR_TYPE_Q4_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q4_0>{});
+    case TSR_TYPE_Q5_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q5_0>{});
+    case TSR_TYPE_Q5_1: return f(std::integral_constant<int32_t, TSR_TYPE_Q5_1>{});
+    case TSR_TYPE_Q8_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q8_0>{});
+    default: return other;
+    }
+}
 
 inline mm_dims mm_dims_of(tsr_tensor * dst) {
     mm_dims d{};

@@ -88,22 +88,9 @@ constexpr int group_rows() {
     return k_rows;
 }
 
-// f(std::integral_constant<int32_t, T>{}) for `type` T one of the four
-// types of these kernels; `other` for any other type.
-template <class R, class F>
-R for_type(int32_t type, R other, F f) {
-    switch (type) {
-    case TSR_TYPE_Q4_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q4_0>{});
-    case TSR_TYPE_Q5_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q5_0>{});
-    case TSR_TYPE_Q5_1: return f(std::integral_constant<int32_t, TSR_TYPE_Q5_1>{});
-    case TSR_TYPE_Q8_0: return f(std::integral_constant<int32_t, TSR_TYPE_Q8_0>{});
-    default: return other;
-    }
-}
-
 // group_rows of a type (0: not one of the four types of these kernels).
 int group_rows_of(int32_t type) {
-    return for_type(type, 0, [](auto t) { return group_rows<decltype(t)::value>(); });
+    return for_q_type(type, 0, [](auto t) { return group_rows<decltype(t)::value>(); });
 }
 constexpr int64_t k_cols_limit = 256;                   // most columns per work item
 // Software prefetch distance in a row group's stream, bytes, of the 8- and
@@ -1077,7 +1064,7 @@ bool mul_mat_repack_uses_amx() {
 }
 
 int repack_act_layout(int32_t type) {
-    return for_type(type, 0, [](auto t) { return act_layout<decltype(t)::value>(); });
+    return for_q_type(type, 0, [](auto t) { return act_layout<decltype(t)::value>(); });
 }
 
 size_t mul_mat_repack_work_size(const mm_dims & d) {
@@ -1109,7 +1096,7 @@ size_t mul_mat_repack_shared_size(const mm_dims & d) {
 }
 
 int mul_mat_repack_prepared_layout(const mm_dims & d) {
-    return for_type(d.a->type, 0, [&](auto t) {
+    return for_q_type(d.a->type, 0, [&](auto t) {
 #ifdef TSR_CPU_AMX
         if (amx::use(d)) return amx::act_layout<decltype(t)::value>();
 #endif
@@ -1119,7 +1106,7 @@ int mul_mat_repack_prepared_layout(const mm_dims & d) {
 
 bool mul_mat_repack_prepare(const compute_params & p, const mm_dims & d) {
     if (d.N < k_gemm_min_n || p.shared == nullptr) return false;
-    return for_type(d.a->type, false, [&](auto t) {
+    return for_q_type(d.a->type, false, [&](auto t) {
         constexpr int32_t T = decltype(t)::value;
         const int64_t n_blocks = d.K / k_qblock;
 #ifdef TSR_CPU_AMX
@@ -1136,7 +1123,7 @@ bool mul_mat_repack_prepare(const compute_params & p, const mm_dims & d) {
 bool mul_mat_repack(const compute_params & p, const mm_dims & d) {
     // A GEMM reads the columns mul_mat_repack_prepare left in the shared scratch.
     if (d.N >= k_gemm_min_n && (p.shared == nullptr || p.shared_size < mul_mat_repack_shared_size(d))) return false;
-    return for_type(d.a->type, false, [&](auto t) {
+    return for_q_type(d.a->type, false, [&](auto t) {
 #ifdef TSR_CPU_AMX
         if (amx::use(d)) {
             amx::run<decltype(t)::value>(p, d);
