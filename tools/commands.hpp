@@ -101,14 +101,16 @@ inline void warn_if_oversubscribed(int n_threads) {
 // The value of a --seed option (run, bench, gguf synth), taken as text so
 // that every bad value gets this message rather than CLI11's bare "Could not
 // convert" (or, from its strtoull, -1 and too-large values read as
-// 2^64 - 1 and "" as 0): a decimal whole number from 0 to 2^64 - 1, no sign,
-// spaces or other base. Throws tessera::error naming `flag`, the text and
+// 2^64 - 1 and "" as 0): a decimal whole number from 0 to 2^64 - 1, an
+// optional '+' (as the other whole-number options take), no spaces or other
+// base. Throws tessera::error naming `flag`, the text and
 // the range, e.g. "--seed 'abc': expected a whole number from 0 to
 // 18446744073709551615".
 inline uint64_t parse_seed(const std::string & text, const char * flag = "--seed") {
     uint64_t v = 0;
     const char * end = text.data() + text.size();
-    const auto [at, ec] = std::from_chars(text.data(), end, v);
+    const char * digits = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+    const auto [at, ec] = std::from_chars(digits, end, v);
     if (text.empty() || ec != std::errc() || at != end) {
         throw option_error(fmt::format("{} '{}': expected a whole number from 0 to {}", flag, text,
                                        std::numeric_limits<uint64_t>::max()));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <functional>
 #include <optional>
 #include <exception>
 #include <string>
@@ -65,9 +66,28 @@ CLI::App * parsed_app(CLI::App & app) {
 
 // CLI11's message for e, reworded where it reads as the library's rather
 // than the command's: a missing subcommand lists the choices, an option
-// given more often than it takes says so.
+// given more often than it takes says so, a value that does not convert
+// names the option and the value (a flag: what it takes).
 std::string parser_message(CLI::App & app, const CLI::ParseError & e) {
     const std::string what = e.what();
+    // "Could not convert: --pieces = banana"
+    if (const std::string_view conv = "Could not convert: "; what.rfind(conv, 0) == 0) {
+        if (const size_t eq = what.find(" = ", conv.size()); eq != std::string::npos) {
+            const std::string name = what.substr(conv.size(), eq - conv.size()), value = what.substr(eq + 3);
+            // The option, wherever it is (the subcommand whose parse failed
+            // may not count as parsed): a flag by that name anywhere.
+            bool flag = false;
+            const std::function<void(CLI::App *)> find = [&](CLI::App * a) {
+                if (const CLI::Option * opt = a->get_option_no_throw(name); opt != nullptr && opt->get_expected_max() == 0) flag = true;
+                for (CLI::App * sub : a->get_subcommands([](CLI::App *) { return true; })) find(sub);
+            };
+            find(&app);
+            if (flag) {
+                return name + " '" + value + "': a flag takes no value, or true or false";
+            }
+            return name + " '" + value + "': not a value this option takes";
+        }
+    }
     if (what == "A subcommand is required") {
         std::string names;
         for (CLI::App * sub : parsed_app(app)->get_subcommands([](CLI::App *) { return true; })) {

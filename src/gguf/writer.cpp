@@ -531,7 +531,9 @@ void writer::write(const std::filesystem::path & path) const {
         if (::stat(path.parent_path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
             throw error(fmt::format("gguf writer: {}: not a directory (the trailing '/' names one)", shown(path)));
         }
-        throw is_a_directory();
+        struct stat self {};
+        if (::stat(path.c_str(), &self) == 0) throw is_a_directory();
+        throw error(fmt::format("gguf writer: {}: ends in '/', a directory's name, not a file name", shown(path)));
     }
     // The file is written beside its final name and renamed over it, so a
     // symbolic link is followed to the file it names (the link stays), and

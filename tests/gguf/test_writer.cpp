@@ -379,7 +379,8 @@ TEST(GgufWriter, AtomicReplace) {
     const std::pair<std::filesystem::path, std::string> bad[] = {
         {"", "the output path is empty"},
         {dir.path, dir.path.string() + ": is a directory"},
-        {dir.path / "sub/", (dir.path / "sub/").string() + ": is a directory"},
+        {dir.path.string() + "/", dir.path.string() + "/: is a directory"},
+        {dir.path / "sub/", (dir.path / "sub/").string() + ": ends in '/', a directory's name, not a file name"},
     };
     for (const auto & [p, want] : bad) {
         try {

@@ -84,6 +84,7 @@ TEST(cli_run, seed_takes_64_bit_values) {
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
     EXPECT_EQ(with_seed("0"), plain.out);
     const std::string s42 = with_seed("42");
+    EXPECT_EQ(with_seed("+42"), s42); // a '+' as -n and the other whole numbers take
     const std::string s42_high = with_seed("4294967338"); // 42 + 2^32
     EXPECT_NE(s42_high, s42);
     EXPECT_EQ(with_seed("4294967338"), s42_high);
@@ -239,6 +240,12 @@ TEST(cli_errors, clear_message_and_exit_1) {
         {{"run", "-m", stories, "-p", "x", "--seed", "4294967296x"},
          "error: tessera run: --seed '4294967296x': expected a whole number from 0 to 18446744073709551615 (see tessera run --help)"},
         {{"run", "-m", stories, "-p", "x", "--seed", ""}, "error: tessera run: --seed '': expected a whole number from 0 to 18446744073709551615 (see tessera run --help)"},
+        {{"run", "-m", stories, "-p", "x", "--seed", "+"}, "error: tessera run: --seed '+': expected a whole number from 0"},
+        {{"run", "-m", stories, "-p", "x", "--seed", "+-1"}, "error: tessera run: --seed '+-1': expected a whole number from 0"},
+        // A flag's value that does not convert: the option and the value,
+        // not CLI11's "Could not convert: --pieces = banana".
+        {{"tokenize", "-m", stories, "-p", "a", "--pieces=banana"},
+         "error: tessera tokenize: --pieces 'banana': a flag takes no value, or true or false (see tessera tokenize --help)"},
         {{"run", "-m", stories, "-p", "x", "-n", "-5"}, "-n"},
         {{"run", "-m", stories, "-p", "x", "--top-p", "2"}, "--top-p"},
         {{"run", "-m", stories, "-p", "x", "--temp", "nan"}, "error: tessera run: --temp: 'nan' is not a finite number"},
