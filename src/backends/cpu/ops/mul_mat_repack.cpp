@@ -99,11 +99,14 @@ constexpr int64_t k_cols_limit = 256;                   // most columns per work
 // 1024 (A/B medians, Zen 5, 2 vCPUs): token generation 1B Q8_0 21.0 ->
 // 22.7 (1 thread) and 39.7 -> 43.4 t/s (2), 135M Q4_0 266 -> 311 and
 // 392 -> 436 t/s; 8192 measured the same as 4096.
-// The AVX2 one-column kernel prefetches too, also on Zen 4 where
-// stream_prefetch is 0. Without (haswell build, Zen 4, 2 vCPUs): its
-// streamed bench (BM_mul_mat_repack/2/2048/5632/1/1/0) 23.5-24.8 ->
-// 26.7-28.8 GB/s, but in `tessera bench -p 0 -n 64 -r 3` 135M Q4_0 340 ->
-// 360 t/s on 1 thread and 460 -> 420 on 2, 1B Q4_0 unchanged: kept.
+// The AVX2 one-column kernel (tile) prefetches so too on more than one
+// thread, also where stream_prefetch is 0 (AMD before Zen 5); on one
+// thread it follows stream_prefetch. Measured with the haswell build on a
+// Zen 4 (2 vCPUs), no prefetch against this one: its streamed bench
+// (BM_mul_mat_repack/2/2048/5632/1/1/0) 23.5-24.8 -> 26.7-28.8 GB/s;
+// `tessera bench -p 0 -n 64 -t 1,2 -r 3`, medians of 6 alternating runs,
+// 135M Q4_0 344 -> 376 t/s on 1 thread but 510 -> 488 on 2, 1B Q4_0 40.2
+// -> 40.0 on 1 and 58.4 -> 55.3 on 2.
 constexpr size_t k_prefetch = 4096;
 constexpr size_t k_act_budget = 256 * 1024;             // bytes of quantized columns per item (L2)
 constexpr q8_tile k_xtile{k_c}; // quantized activations of a micro-tile
@@ -951,9 +954,11 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
 #endif
 
 // tu: the one-column kernel's prefetch (cpu_tuning::stream_prefetch and
-// stream_into_l2; the AVX2 micro-kernel keeps its own distance).
+// stream_into_l2; the AVX2 micro-kernel keeps its own distance, and
+// follows stream_prefetch only when the node runs on one thread: `alone`).
 template <int32_t T, int C = k_c>
-void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] const cpu_tuning & tu) {
+void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] const cpu_tuning & tu,
+          [[maybe_unused]] bool alone) {
 #ifdef TSR_CPU_VNNI512
     if (cols == 1) {
         return with_stream_pf(stream_pf_of(tu), [&](auto k) {
@@ -961,10 +966,13 @@ void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * o
         });
     }
 #elif defined(TSR_CPU_AVX2)
-    if (cols == 1 && stream_into_l2(tu)) return micro_kernel<T, 1, stream_pf::l2>(w, n_blocks, xt, out);
+    if (cols == 1) {
+        const stream_pf pf = alone ? stream_pf_of(tu) : stream_into_l2(tu) ? stream_pf::l2 : stream_pf::l1;
+        return with_stream_pf(pf, [&](auto k) { micro_kernel<T, 1, decltype(k)::value>(w, n_blocks, xt, out); });
+    }
 #endif
     if constexpr (C > 1) {
-        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, tu);
+        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, tu, alone);
     }
     micro_kernel<T, C>(w, n_blocks, xt, out);
 }
@@ -1035,7 +1043,7 @@ void run(const compute_params & p, const mm_dims & d) {
                     } else
 #endif
                     {
-                        if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, tu);
+                        if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, tu, p.nth == 1);
                     }
                     for (int c = 0; c < ncols; ++c) copy_column(otile + c * rows, rows, dst_column(d, batch, n + c) + mg);
                 }
