@@ -278,6 +278,7 @@ void BM_mul_mat_repack(benchmark::State & state) {
 BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_Q4_0, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q4_0, 2048, 5632, 1, 2, 0})
     ->Args({TSR_TYPE_Q8_0, 2048, 5632, 1, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 5632, 1, 2, 0})
+    ->Args({TSR_TYPE_Q4_0, 5632, 2048, 1, 1, 0})->Args({TSR_TYPE_Q8_0, 5632, 2048, 1, 1, 0}) // ffn_down
     ->Args({TSR_TYPE_Q4_0, 2048, 2048, 1, 2, 0})->Args({TSR_TYPE_Q4_0, 2048, 2048, 1, 2, 2})
     ->Args({TSR_TYPE_Q4_0, 2048, 256, 1, 1, 1})->Args({TSR_TYPE_Q8_0, 2048, 256, 1, 1, 1})
     ->Args({TSR_TYPE_Q4_0, 2048, 5632, 64, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 5632, 64, 1, 0})
@@ -313,6 +314,66 @@ BENCHMARK(BM_mul_mat_repack)
     ->Args({TSR_TYPE_Q4_0, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_Q4_0, 2048, 2048, 512, 2, 0})
     ->Args({TSR_TYPE_Q8_0, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_Q8_0, 2048, 2048, 512, 2, 0})
     ->Args({TSR_TYPE_Q5_0, 2048, 2048, 512, 1, 0})->Args({TSR_TYPE_Q4_0, 5632, 2048, 512, 2, 3})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One token through the products of the 1B preset's layers (n_embd 2048,
+// 4 kv heads of 64, n_ff 5632), repacked, each product's input the output
+// before it so that a barrier separates them as in the model: q, k, v
+// (2048 x 2048, 2048 x 256 twice), o, gate, up (2048 x 5632), down (5632 x
+// 2048), the next layer's q from down, each input through RMS norm;
+// layers of their own weights (at
+// least 256 MiB together), so they stream from memory. The kernels'
+// rate between matrices of 0.3 to 6.5 MB, against BM_mul_mat_repack's
+// one matrix streamed in copies. Args: weight type, threads. Counters as
+// BM_mul_mat_repack's, of all the layers' weights.
+void BM_mul_mat_repack_layers(benchmark::State & state) {
+    const auto wtype = static_cast<type>(state.range(0));
+    const int n_threads = static_cast<int>(state.range(1));
+    const int64_t shapes[7][2] = {{2048, 2048}, {2048, 256}, {2048, 256}, {2048, 2048}, {2048, 5632}, {2048, 5632}, {5632, 2048}};
+    // The input of each product, by index: x for q, k, v; q for o; o for
+    // gate, up; gate for down (K = 5632).
+    const int input_of[7] = {-1, -1, -1, 0, 3, 3, 4};
+    context ctx(data_params());
+    std::mt19937 rng(7);
+    tensor * src[7];
+    size_t layer_bytes = 0;
+    int64_t layer_weights = 0;
+    for (int i = 0; i < 7; ++i) {
+        src[i] = ctx.new_tensor(wtype, {shapes[i][0], shapes[i][1]});
+        fill_weights(src[i], rng);
+        layer_bytes += nbytes(src[i]);
+        layer_weights += shapes[i][0] * shapes[i][1];
+    }
+    const int64_t layers = std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 20) / layer_bytes));
+    tensor * x = ctx.new_tensor(TSR_TYPE_F32, {2048, 1});
+    fill_f32(x, rng);
+    repack_buffer_stub stub;
+    tensor * out[7] = {};
+    std::vector<tensor *> outs; // all of them, in the model's order (k, v and up lead nowhere)
+    for (int64_t l = 0; l < layers; ++l) {
+        for (int i = 0; i < 7; ++i) {
+            tensor * w = ctx.new_tensor(wtype, {shapes[i][0], shapes[i][1]});
+            if (!cpu::repack_eligible(w)) {
+                state.SkipWithError("weights not eligible for repacking");
+                return;
+            }
+            w->buffer = &stub.buf;
+            w->extra = const_cast<void *>(cpu::repack_tag());
+            cpu::repack_store(w, src[i]->data, 0, nbytes(src[i]));
+            // Inputs through RMS norm, as the model's are (the layer's
+            // norms, attention and SwiGLU left out): the values neither
+            // grow to inf nor shrink to subnormals along the chain.
+            out[i] = mul_mat(ctx, w, rms_norm(ctx, input_of[i] < 0 ? x : out[input_of[i]], 1e-5f));
+            outs.push_back(out[i]);
+        }
+        x = out[6];
+    }
+    state.SetLabel(std::string(type_name(wtype)) + " repacked, 1B layer products x " + std::to_string(layers) + " layers, chained");
+    // As one product of K = 1, M = the layer's weights, in `layers` copies.
+    run_mul_mat(state, outs, wtype, 1, layer_weights, 1, layer_bytes, layers, n_threads);
+}
+BENCHMARK(BM_mul_mat_repack_layers)
+    ->Args({TSR_TYPE_Q4_0, 1})->Args({TSR_TYPE_Q4_0, 2})->Args({TSR_TYPE_Q8_0, 1})->Args({TSR_TYPE_Q8_0, 2})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One decode step's attention products over an F16 KV cache of n_kv
