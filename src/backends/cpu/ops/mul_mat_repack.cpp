@@ -110,6 +110,14 @@ constexpr int64_t k_cols_limit = 256;                   // most columns per work
 constexpr size_t k_prefetch = 4096;
 constexpr size_t k_act_budget = 256 * 1024;             // bytes of quantized columns per item (L2)
 constexpr q8_tile k_xtile{k_c}; // quantized activations of a micro-tile
+// One column quantized alone, for the AVX2 one-column kernel (builds
+// without AVX512-VNNI): 40 bytes per block, against k_xtile's 160, so that
+// the column stays in L1 beside the weights streaming through it. With
+// k_xtile, 1B's ffn_down (K = 5632: 28 KiB of tile) streamed at half the
+// rate of the other products (bench_ops_haswell, Zen 4,
+// BM_mul_mat_repack/2/5632/2048/1/1/0: 13.1 GB/s against 26.8 for
+// 2048 x 5632).
+constexpr q8_tile k_xtile1{1};
 constexpr size_t k_xblock = k_xtile.block_bytes();
 constexpr size_t k_xd = k_xtile.d_offset();
 constexpr size_t k_xsum = k_xtile.sum_offset();
@@ -271,9 +279,14 @@ inline __m256i q5_fifth(__m256i h, int j) {
 // the one-column Q4_0 kernel 54 instructions instead of 58, 4 loads of
 // weights instead of 8; its cache-resident rate (bench_ops_haswell
 // BM_mul_mat_repack/2/2048/256/1/1/1, Zen 4) 31.3 -> 32.2-33.6 GB/s.
-template <int32_t T, int C, stream_pf P = stream_pf::l1>
+// XC: the columns of the tile's layout (q8_tile{XC}); k_c, or 1 for one
+// column quantized alone (k_xtile1).
+template <int32_t T, int C, stream_pf P = stream_pf::l1, int XC = k_c>
 __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out) {
     static_assert(group_rows<T>() == k_rows, "8-row groups");
+    static_assert(C <= XC, "the tile holds the columns");
+    constexpr q8_tile xtile{XC};
+    constexpr size_t k_xblock = xtile.block_bytes(), k_xd = xtile.d_offset(), k_xsum = xtile.sum_offset();
     __m256 acc[C];
     #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
@@ -956,9 +969,11 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
 // tu: the one-column kernel's prefetch (cpu_tuning::stream_prefetch and
 // stream_into_l2; the AVX2 micro-kernel keeps its own distance, and
 // follows stream_prefetch only when the node runs on one thread: `alone`).
+// single: the tile at xt is one column in k_xtile1's layout (AVX2 builds
+// without AVX512-VNNI; cols is 1).
 template <int32_t T, int C = k_c>
 void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] const cpu_tuning & tu,
-          [[maybe_unused]] bool alone) {
+          [[maybe_unused]] bool alone, [[maybe_unused]] bool single) {
 #ifdef TSR_CPU_VNNI512
     if (cols == 1) {
         return with_stream_pf(stream_pf_of(tu), [&](auto k) {
@@ -968,14 +983,20 @@ void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * o
 #elif defined(TSR_CPU_AVX2)
     if (cols == 1) {
         const stream_pf pf = alone ? stream_pf_of(tu) : stream_into_l2(tu) ? stream_pf::l2 : stream_pf::l1;
-        return with_stream_pf(pf, [&](auto k) { micro_kernel<T, 1, decltype(k)::value>(w, n_blocks, xt, out); });
+        return with_stream_pf(pf, [&](auto k) {
+            if (single) return micro_kernel<T, 1, decltype(k)::value, 1>(w, n_blocks, xt, out);
+            micro_kernel<T, 1, decltype(k)::value>(w, n_blocks, xt, out);
+        });
     }
 #endif
     if constexpr (C > 1) {
-        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, tu, alone);
+        if (cols < C) return tile<T, C - 1>(cols, w, n_blocks, xt, out, tu, alone, single);
     }
     micro_kernel<T, C>(w, n_blocks, xt, out);
 }
+
+// Marks the memo layout of a column quantized alone (k_xtile1).
+constexpr int k_layout_single = 0x200;
 
 // repack_act_layout of T: the tiles differ only by the sums' shift.
 template <int32_t T>
@@ -1007,6 +1028,14 @@ void run(const compute_params & p, const mm_dims & d) {
     const cpu_tuning & tu = tuning();
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
     constexpr int layout = act_layout<T>();
+    // One-column items (not GEMMs) in AVX2 builds without AVX512-VNNI:
+    // the column in k_xtile1's layout (memo: layout | k_layout_single).
+#if defined(TSR_CPU_AVX2) && !defined(TSR_CPU_VNNI512)
+    constexpr bool single_ok = true;
+#else
+    constexpr bool single_ok = false;
+#endif
+    bool single = false;
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const mm_item item = item_of(g, d, it);
@@ -1019,10 +1048,17 @@ void run(const compute_params & p, const mm_dims & d) {
                     // (Once this node recorded its own tiles, memo_holds is
                     // false: they are no longer the previous node's.)
                     tiles = own_tiles;
-                    if (!memo_holds(p, d.b, layout, batch, n0, n1)) {
-                        quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, own_tiles, tile_bytes, xbuf, sum_shift<T>());
+                    single = single_ok && n1 - n0 == 1;
+                    const int lay = single ? layout | k_layout_single : layout;
+                    if (!memo_holds(p, d.b, lay, batch, n0, n1)) {
+                        if (single) {
+                            quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile1, own_tiles,
+                                              align64(static_cast<size_t>(n_blocks) * k_xtile1.block_bytes()), xbuf, sum_shift<T>());
+                        } else {
+                            quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, own_tiles, tile_bytes, xbuf, sum_shift<T>());
+                        }
                     }
-                    memo_record(p, d.dst, d.b, layout, batch, n0, n1);
+                    memo_record(p, d.dst, d.b, lay, batch, n0, n1);
                 }
                 have_cols = bc;
             }
@@ -1043,7 +1079,7 @@ void run(const compute_params & p, const mm_dims & d) {
                     } else
 #endif
                     {
-                        if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, tu, p.nth == 1);
+                        if constexpr (G == k_rows) tile<T>(ncols, w, n_blocks, xt, otile, tu, p.nth == 1, single);
                     }
                     for (int c = 0; c < ncols; ++c) copy_column(otile + c * rows, rows, dst_column(d, batch, n + c) + mg);
                 }
