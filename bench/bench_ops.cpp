@@ -222,6 +222,16 @@ struct repack_buffer_stub {
     tsr_buffer_type bt{nullptr, nullptr, const_cast<void *>(cpu::repack_tag())};
     tsr_buffer buf{};
     repack_buffer_stub() { buf.buft = &bt; }
+    // A new tensor of src's type and shape in this buffer, holding src's
+    // bytes repacked; null when the shape or type cannot be repacked.
+    tensor * repacked(context & ctx, const tensor * src) {
+        tensor * w = ctx.new_tensor(static_cast<type>(src->type), {src->ne[0], src->ne[1]});
+        if (!cpu::repack_eligible(w)) return nullptr;
+        w->buffer = &buf;
+        w->extra = const_cast<void *>(cpu::repack_tag());
+        cpu::repack_store(w, src->data, 0, nbytes(src));
+        return w;
+    }
 };
 
 // MUL_MAT with Q8_0/Q4_0/Q5_0/F16/Q4_K/Q5_K/Q6_K weights in the interleaved layouts (ops/repack.hpp),
@@ -255,14 +265,11 @@ void BM_mul_mat_repack(benchmark::State & state) {
     repack_buffer_stub stub;
     std::vector<tensor *> outs;
     for (int64_t c = 0; c < copies; ++c) {
-        tensor * w = ctx.new_tensor(wtype, {K, M});
-        if (!cpu::repack_eligible(w)) {
+        tensor * w = stub.repacked(ctx, src);
+        if (w == nullptr) {
             state.SkipWithError("weights not eligible for repacking");
             return;
         }
-        w->buffer = &stub.buf;
-        w->extra = const_cast<void *>(cpu::repack_tag());
-        cpu::repack_store(w, src->data, 0, wbytes);
         if (mode == 2 && !outs.empty()) outs.back() = mul_mat(ctx, w, outs.back());
         else outs.push_back(mul_mat(ctx, w, x));
     }
@@ -352,14 +359,11 @@ void BM_mul_mat_repack_layers(benchmark::State & state) {
     std::vector<tensor *> outs; // all of them, in the model's order (k, v and up lead nowhere)
     for (int64_t l = 0; l < layers; ++l) {
         for (int i = 0; i < 7; ++i) {
-            tensor * w = ctx.new_tensor(wtype, {shapes[i][0], shapes[i][1]});
-            if (!cpu::repack_eligible(w)) {
+            tensor * w = stub.repacked(ctx, src[i]);
+            if (w == nullptr) {
                 state.SkipWithError("weights not eligible for repacking");
                 return;
             }
-            w->buffer = &stub.buf;
-            w->extra = const_cast<void *>(cpu::repack_tag());
-            cpu::repack_store(w, src[i]->data, 0, nbytes(src[i]));
             // Inputs through RMS norm, as the model's are (the layer's
             // norms, attention and SwiGLU left out): the values neither
             // grow to inf nor shrink to subnormals along the chain.

@@ -187,8 +187,8 @@ constexpr int sum_shift() {
 #endif
 }
 
-size_t tile_bytes_of(int64_t n_blocks) {
-    return align64(static_cast<size_t>(n_blocks) * k_xblock);
+size_t tile_bytes_of(int64_t n_blocks, q8_tile tile = k_xtile) {
+    return align64(static_cast<size_t>(n_blocks) * tile.block_bytes());
 }
 
 // Columns per work item: as many quantized columns as fit the budget (so
@@ -302,7 +302,7 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
             const __m256i m = _mm256_set1_epi8(0x0f);
             __m256i s[C];
 #pragma GCC unroll 8
-            for (int c = 0; c < C; ++c) s[c] = is[c] = _mm256_setzero_si256();
+            for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256(); // (VNNI: the accumulators)
             __m256i h = _mm256_setzero_si256();
             if constexpr (five_bits<T>()) h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(pb + qh_at<T>()));
 #pragma GCC unroll 8
@@ -1051,12 +1051,8 @@ void run(const compute_params & p, const mm_dims & d) {
                     single = single_ok && n1 - n0 == 1;
                     const int lay = single ? layout | k_layout_single : layout;
                     if (!memo_holds(p, d.b, lay, batch, n0, n1)) {
-                        if (single) {
-                            quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile1, own_tiles,
-                                              align64(static_cast<size_t>(n_blocks) * k_xtile1.block_bytes()), xbuf, sum_shift<T>());
-                        } else {
-                            quantize_q8_tiles(d, in_place, batch, n0, n1, k_xtile, own_tiles, tile_bytes, xbuf, sum_shift<T>());
-                        }
+                        const q8_tile xtile = single ? k_xtile1 : k_xtile;
+                        quantize_q8_tiles(d, in_place, batch, n0, n1, xtile, own_tiles, tile_bytes_of(n_blocks, xtile), xbuf, sum_shift<T>());
                     }
                     memo_record(p, d.dst, d.b, lay, batch, n0, n1);
                 }
