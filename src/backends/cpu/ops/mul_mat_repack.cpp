@@ -110,13 +110,19 @@ constexpr int64_t k_cols_limit = 256;                   // most columns per work
 constexpr size_t k_prefetch = 4096;
 constexpr size_t k_act_budget = 256 * 1024;             // bytes of quantized columns per item (L2)
 constexpr q8_tile k_xtile{k_c}; // quantized activations of a micro-tile
-// One column quantized alone, for the AVX2 one-column kernel (builds
-// without AVX512-VNNI): 40 bytes per block, against k_xtile's 160, so that
+// One column quantized alone, for the one-column kernels of 8-row groups
+// in the vector builds (micro_kernel<T, 1, P, 1>, matvec_kernel512): 40
+// bytes per block, against k_xtile's 160 (AVX2) or 320 (AVX-512), so that
 // the column stays in L1 beside the weights streaming through it. With
 // k_xtile, 1B's ffn_down (K = 5632: 28 KiB of tile) streamed at half the
 // rate of the other products (bench_ops_haswell, Zen 4,
 // BM_mul_mat_repack/2/5632/2048/1/1/0: 13.1 GB/s against 26.8 for
-// 2048 x 5632).
+// 2048 x 5632). matvec_kernel512 (Zen 4, bench_ops_native, 6 alternating
+// runs) read Q8_0 5632 x 2048 at 26.6-27.1 GB/s with it against 25.4-26.5,
+// and 2048 x 256 from cache at 73 against 67 GB/s (medians of 3).
+// matvec16_kernel512 (Q4_0's 16-row groups) keeps the tile: with the column
+// alone 5632 x 2048 read at 24.3-26.0 against 26.0-27.2 GB/s (2048 x 256
+// from cache 54 against 49). Token generation, 1B and 135M, measured level.
 constexpr q8_tile k_xtile1{1};
 constexpr size_t k_xblock = k_xtile.block_bytes();
 constexpr size_t k_xd = k_xtile.d_offset();
@@ -533,9 +539,9 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
 
 #ifdef TSR_CPU_VNNI512
 
-// out[r] = row r of the group at w . column 0 of the tile at xt, for one
-// column (token generation): the 8-row kernel's result, bit for bit, with
-// half the instructions. One 512-bit load takes two adjacent steps of the
+// out[r] = row r of the group at w . column 0 of the tile at xt (layout
+// q8_tile{XC}), for one column (token generation): the 8-row kernel's
+// result, bit for bit, with half the instructions. One 512-bit load takes two adjacent steps of the
 // group (lanes 0..7 step j, 8..15 step j + 1), so the weights stay one
 // stream; vpermd spreads activation dwords j and j + 1 over the two
 // halves; the two halves' exact int32 sums are added before the same
@@ -544,9 +550,10 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
 // alone read faster: Q8_0 2048 x 5632 36.9 -> 46.8 GFLOP/s without, Q4_0
 // 576 x 1536 68.0 -> 76.2 on 1 thread; 2 threads: Q8_0 47.4 -> 57.2, Q4_0
 // 106.7 -> 110.1).
-template <int32_t T, stream_pf P>
+template <int32_t T, stream_pf P, int XC = k_c>
 void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out, size_t pf) {
     static_assert(group_rows<T>() == k_rows, "8-row groups");
+    constexpr q8_tile xtile{XC};
     const __m512i pair[4] = {
         _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
         _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
@@ -556,7 +563,7 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n_blocks; ++b) {
         const char * pb = w + static_cast<size_t>(b) * group_block<T>();
-        const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+        const char * xp = xt + static_cast<size_t>(b) * xtile.block_bytes();
         for (size_t o = 0; P != stream_pf::none && o < group_block<T>(); o += 64) prefetch_line<P>(pb + pf + o);
         const __m256 dw = simd::load_f16x8(pb);
         // Activation dwords 0..7: Q4_0/Q5_0/Q5_1 low-nibble steps 0..3 then
@@ -592,11 +599,11 @@ void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float *
             }
         }
         __m256i is = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        if constexpr (sum_shift<T>() > 0) is = _mm256_sub_epi32(is, _mm256_set1_epi32(load_i32(xp + k_xsum)));
-        const __m256 dx = _mm256_set1_ps(read_f32(xp + k_xd));
+        if constexpr (sum_shift<T>() > 0) is = _mm256_sub_epi32(is, _mm256_set1_epi32(load_i32(xp + xtile.sum_offset())));
+        const __m256 dx = _mm256_set1_ps(read_f32(xp + xtile.d_offset()));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc);
         if constexpr (T == TSR_TYPE_Q5_1) {
-            const __m256 xsum = _mm256_set1_ps(static_cast<float>(load_i32(xp + k_xsum)));
+            const __m256 xsum = _mm256_set1_ps(static_cast<float>(load_i32(xp + xtile.sum_offset())));
             acc = _mm256_fmadd_ps(xsum, _mm256_mul_ps(simd::load_f16x8(pb + k_q5_1_m_at), dx), acc);
         }
     }
@@ -969,14 +976,15 @@ void micro_kernel(const char * w, int64_t n_blocks, const char * xt, float * out
 // tu: the one-column kernel's prefetch (cpu_tuning::stream_prefetch and
 // stream_into_l2; the AVX2 micro-kernel keeps its own distance, and
 // follows stream_prefetch only when the node runs on one thread: `alone`).
-// single: the tile at xt is one column in k_xtile1's layout (AVX2 builds
-// without AVX512-VNNI; cols is 1).
+// single: the tile at xt is one column in k_xtile1's layout (the vector
+// builds; cols is 1).
 template <int32_t T, int C = k_c>
 void tile(int cols, const char * w, int64_t n_blocks, const char * xt, float * out, [[maybe_unused]] const cpu_tuning & tu,
           [[maybe_unused]] bool alone, [[maybe_unused]] bool single) {
 #ifdef TSR_CPU_VNNI512
     if (cols == 1) {
         return with_stream_pf(stream_pf_of(tu), [&](auto k) {
+            if (single) return matvec_kernel512<T, decltype(k)::value, 1>(w, n_blocks, xt, out, tu.stream_prefetch);
             matvec_kernel512<T, decltype(k)::value>(w, n_blocks, xt, out, tu.stream_prefetch);
         });
     }
@@ -1028,10 +1036,10 @@ void run(const compute_params & p, const mm_dims & d) {
     const cpu_tuning & tu = tuning();
     int64_t have_cols = -1; // (batch, column block) quantized in tiles
     constexpr int layout = act_layout<T>();
-    // One-column items (not GEMMs) in AVX2 builds without AVX512-VNNI:
+    // One-column items (not GEMMs) of 8-row groups in the vector builds:
     // the column in k_xtile1's layout (memo: layout | k_layout_single).
-#if defined(TSR_CPU_AVX2) && !defined(TSR_CPU_VNNI512)
-    constexpr bool single_ok = true;
+#if defined(TSR_CPU_AVX2)
+    constexpr bool single_ok = G == k_rows;
 #else
     constexpr bool single_ok = false;
 #endif
