@@ -213,11 +213,6 @@ size_t xbuf_at(int64_t n_blocks) {
     return static_cast<size_t>(cols_max_of(n_blocks) / k_c) * tile_bytes_of(n_blocks);
 }
 
-// Bytes of one 16-column tile (the AMX kernel's).
-[[maybe_unused]] size_t tile16_bytes_of(int64_t n_blocks) {
-    return align64(static_cast<size_t>(n_blocks) * q8_tile{16}.block_bytes());
-}
-
 // Quantizes this thread's share of a GEMM's tiles into the shared scratch
 // (for_each_shared_tile; read back through shared_tiles).
 void prepare_tiles(const compute_params & p, const mm_dims & d, q8_tile tile, size_t tile_bytes, int sum_shift) {
@@ -739,7 +734,7 @@ bool use(const mm_dims & d) {
 constexpr size_t k_amx_act_budget = size_t{1} << 20;
 constexpr int64_t k_amx_cols_limit = 512;
 int64_t cols_max(int64_t n_blocks) {
-    const size_t tile_bytes = std::max<size_t>(tile16_bytes_of(n_blocks), 1); // (K = 0: no bytes)
+    const size_t tile_bytes = std::max<size_t>(tile_bytes_of(n_blocks, k_xtile16), 1); // (K = 0: no bytes)
     const auto tiles = static_cast<int64_t>(std::min<size_t>(k_amx_act_budget / tile_bytes, k_amx_cols_limit));
     return std::clamp<int64_t>(tiles * k_cols, 32, k_amx_cols_limit);
 }
@@ -876,7 +871,7 @@ constexpr int act_layout() {
 template <int32_t T>
 void run(const compute_params & p, const mm_dims & d) {
     const int64_t n_blocks = d.K / k_qblock;
-    const size_t tile_bytes = tile16_bytes_of(n_blocks);
+    const size_t tile_bytes = tile_bytes_of(n_blocks, k_xtile16);
     const char * tiles = nullptr; // the item's column block (shared_tiles)
     const int64_t n_cols = cols_max(n_blocks);
     char * bt = static_cast<char *>(p.wdata) + xbuf_at(n_blocks) + align64(static_cast<size_t>(d.K) * sizeof(float));
@@ -1132,7 +1127,7 @@ size_t mul_mat_repack_shared_size(const mm_dims & d) {
 #ifdef TSR_CPU_AMX
     if (amx::use(d)) {
         cols = amx::k_cols;
-        tile_bytes = tile16_bytes_of(n_blocks);
+        tile_bytes = tile_bytes_of(n_blocks, amx::k_xtile16);
     }
 #endif
     size_t bytes = 0;
@@ -1159,7 +1154,7 @@ bool mul_mat_repack_prepare(const compute_params & p, const mm_dims & d) {
         const int64_t n_blocks = d.K / k_qblock;
 #ifdef TSR_CPU_AMX
         if (amx::use(d)) {
-            prepare_tiles(p, d, amx::k_xtile16, tile16_bytes_of(n_blocks), sum_shift<T>());
+            prepare_tiles(p, d, amx::k_xtile16, tile_bytes_of(n_blocks, amx::k_xtile16), sum_shift<T>());
             return true;
         }
 #endif
