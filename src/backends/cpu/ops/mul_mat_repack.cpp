@@ -122,7 +122,8 @@ constexpr q8_tile k_xtile{k_c}; // quantized activations of a micro-tile
 // and 2048 x 256 from cache at 73 against 67 GB/s (medians of 3).
 // matvec16_kernel512 (Q4_0's 16-row groups) keeps the tile: with the column
 // alone 5632 x 2048 read at 24.3-26.0 against 26.0-27.2 GB/s (2048 x 256
-// from cache 54 against 49). Token generation, 1B and 135M, measured level.
+// from cache 54 against 49). Token generation (1B and 135M, tessera bench,
+// both kernels switched) measured level.
 constexpr q8_tile k_xtile1{1};
 constexpr size_t k_xblock = k_xtile.block_bytes();
 constexpr size_t k_xd = k_xtile.d_offset();
@@ -536,15 +537,15 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel16(const char * w0
 
 // out[r] = row r of the group at w . column 0 of the tile at xt (layout
 // q8_tile{XC}), for one column (token generation): the 8-row kernel's
-// result, bit for bit, with half the instructions. One 512-bit load takes two adjacent steps of the
-// group (lanes 0..7 step j, 8..15 step j + 1), so the weights stay one
-// stream; vpermd spreads activation dwords j and j + 1 over the two
-// halves; the two halves' exact int32 sums are added before the same
-// scale and FMA as micro_kernel's. P: each block's lines are prefetched (L1 or L2)
-// `pf` bytes ahead (tuning.hpp: on Intel; on Zen 4 the hardware prefetcher
-// alone read faster: Q8_0 2048 x 5632 36.9 -> 46.8 GFLOP/s without, Q4_0
-// 576 x 1536 68.0 -> 76.2 on 1 thread; 2 threads: Q8_0 47.4 -> 57.2, Q4_0
-// 106.7 -> 110.1).
+// result, bit for bit, with half the instructions. One 512-bit load takes
+// two adjacent steps of the group (lanes 0..7 step j, 8..15 step j + 1),
+// so the weights stay one stream; vpermd spreads activation dwords j and
+// j + 1 over the two halves; the two halves' exact int32 sums are added
+// before the same scale and FMA as micro_kernel's. P: each block's lines
+// are prefetched (L1 or L2) `pf` bytes ahead (tuning.hpp: on Intel; on
+// Zen 4 the hardware prefetcher alone read faster: Q8_0 2048 x 5632 36.9
+// -> 46.8 GFLOP/s without, Q4_0 576 x 1536 68.0 -> 76.2 on 1 thread; 2
+// threads: Q8_0 47.4 -> 57.2, Q4_0 106.7 -> 110.1).
 template <int32_t T, stream_pf P, int XC = k_c>
 void matvec_kernel512(const char * w, int64_t n_blocks, const char * xt, float * out, size_t pf) {
     static_assert(group_rows<T>() == k_rows, "8-row groups");
