@@ -1039,12 +1039,12 @@ void run(const compute_params & p, const mm_dims & d) {
 #else
     constexpr bool single_ok = false;
 #endif
-    bool single = false;
     for (item_range items{}; queue.next(items);) {
         for (int64_t it = items.begin; it < items.end; ++it) {
             const mm_item item = item_of(g, d, it);
             const int64_t bc = item.bc, batch = item.batch;
             const int64_t m0 = item.m0, m1 = item.m1, n0 = item.n0, n1 = item.n1;
+            const bool single = single_ok && !gemm && n1 - n0 == 1;
             if (bc != have_cols) {
                 if (gemm) {
                     tiles = shared_tiles(p, d, k_c, tile_bytes, batch, n0);
@@ -1052,7 +1052,6 @@ void run(const compute_params & p, const mm_dims & d) {
                     // (Once this node recorded its own tiles, memo_holds is
                     // false: they are no longer the previous node's.)
                     tiles = own_tiles;
-                    single = single_ok && n1 - n0 == 1;
                     const int lay = single ? layout | k_layout_single : layout;
                     if (!memo_holds(p, d.b, lay, batch, n0, n1)) {
                         const q8_tile xtile = single ? k_xtile1 : k_xtile;
