@@ -288,13 +288,13 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
     static_assert(group_rows<T>() == k_rows, "8-row groups");
     static_assert(C <= XC, "the tile holds the columns");
     constexpr q8_tile xtile{XC};
-    constexpr size_t k_xblock = xtile.block_bytes(), k_xd = xtile.d_offset(), k_xsum = xtile.sum_offset();
+    constexpr size_t x_block = xtile.block_bytes(), x_d = xtile.d_offset(), x_sum = xtile.sum_offset();
     __m256 acc[C];
     #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n_blocks; ++b) {
         const char * pb = w + static_cast<size_t>(b) * group_block<T>();
-        const char * xp = xt + static_cast<size_t>(b) * k_xblock;
+        const char * xp = xt + static_cast<size_t>(b) * x_block;
         // Software prefetch k_prefetch bytes ahead in the group's stream.
         for (size_t o = 0; o < group_block<T>(); o += 64) prefetch_line<P>(pb + k_prefetch + o);
         const __m256 dw = simd::load_f16x8(pb);
@@ -361,11 +361,11 @@ __attribute__((optimize("no-tree-reassoc"))) void micro_kernel(const char * w, i
         }
         #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) {
-            if constexpr (sum_shift<T>() > 0) is[c] = _mm256_sub_epi32(is[c], _mm256_set1_epi32(load_i32(xp + k_xsum + c * 4)));
-            const __m256 dx = _mm256_set1_ps(read_f32(xp + k_xd + c * 4));
+            if constexpr (sum_shift<T>() > 0) is[c] = _mm256_sub_epi32(is[c], _mm256_set1_epi32(load_i32(xp + x_sum + c * 4)));
+            const __m256 dx = _mm256_set1_ps(read_f32(xp + x_d + c * 4));
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[c]), _mm256_mul_ps(dw, dx), acc[c]);
             if constexpr (T == TSR_TYPE_Q5_1) {
-                const __m256 xsum = _mm256_set1_ps(static_cast<float>(load_i32(xp + k_xsum + c * 4)));
+                const __m256 xsum = _mm256_set1_ps(static_cast<float>(load_i32(xp + x_sum + c * 4)));
                 acc[c] = _mm256_fmadd_ps(xsum, _mm256_mul_ps(simd::load_f16x8(pb + k_q5_1_m_at), dx), acc[c]);
             }
         }
