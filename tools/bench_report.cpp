@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include <fmt/core.h>
@@ -58,6 +59,17 @@ std::string sql_value(const json & v) {
     return out + "'";
 }
 
+// A column name: as the JSON field, in double quotes (an SQL-92 delimited
+// identifier) where the field is a reserved word of SQL, as --limits's
+// `limit` is (unquoted, SQLite and PostgreSQL refuse the statement).
+std::string sql_name(const std::string & key) {
+    static constexpr std::string_view k_reserved[] = {"limit", "order", "group", "select", "from", "where", "table", "index", "key"};
+    for (std::string_view w : k_reserved) {
+        if (key == w) return '"' + key + '"';
+    }
+    return key;
+}
+
 // CREATE TABLE llama_bench (the reference's table name) with a column per field of j that is not an array
 // (TEXT, INTEGER or REAL by the field's JSON type), in j's order.
 std::string sql_create(const json & j) {
@@ -66,7 +78,7 @@ std::string sql_create(const json & j) {
     for (const auto & [key, value] : j.items()) {
         if (value.is_array()) continue;
         const char * type = value.is_string() ? "TEXT" : value.is_number_float() ? "REAL" : "INTEGER";
-        s += fmt::format("{}  {} {}", first ? "" : ",\n", key, type);
+        s += fmt::format("{}  {} {}", first ? "" : ",\n", sql_name(key), type);
         first = false;
     }
     return s + "\n);\n";
@@ -81,7 +93,7 @@ std::string sql_insert(const json & j) {
             names += ", ";
             values += ", ";
         }
-        names += key;
+        names += sql_name(key);
         values += sql_value(value);
     }
     return fmt::format("INSERT INTO llama_bench ({}) VALUES ({});", names, values);

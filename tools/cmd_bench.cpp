@@ -61,6 +61,7 @@
 #include "commands.hpp"
 #include "machine_peaks.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/gguf/writer.hpp"
 #include "tessera/llm/file_type.hpp"
 #include "tessera/llm/model.hpp"
 #include "tessera/llm/session.hpp"
@@ -537,7 +538,8 @@ int run_bench(options o) {
         std::error_code ec;
         // (An empty path is llm::model::load's to refuse: "gguf: the path is empty".)
         if (!path.empty() && !std::filesystem::is_regular_file(path, ec)) {
-            throw error(fmt::format("{}: {}", printable_utf8(path), std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+            const std::string why = gguf::lookup_failure(path);
+            throw error(fmt::format("{}: {}", printable_utf8(path), why.empty() ? "not a regular file" : why));
         }
         auto m = llm::model::load(path);
         const llm::hparams & hp = m->hp();

@@ -73,11 +73,12 @@ int run_synth(const options & o) {
     eprint("{}: synth-{} {} (n_embd {}, {} layers, {} heads, {} kv heads, n_ff {}), seed {}, {:.2f} MiB, {:.1f} s\n",
                printable_utf8(o.out), p.shape.name, llm::file_type_name(t), p.shape.n_embd, p.shape.n_layer, p.shape.n_head, p.shape.n_head_kv,
                p.shape.n_ff, p.seed, double(ec ? 0 : size) / (1024.0 * 1024.0), s);
-    // The tokenizer is copied whatever it is; say when `tessera run` cannot use it.
+    // The tokenizer is copied whatever it is; say when `tessera run` cannot use it
+    // (bench can: it feeds token ids and never tokenizes).
     try {
         (void)llm::tokenizer::from_gguf(gguf::reader(written)); // (o.out as /dev/stdout names the replaced file)
     } catch (const error & e) {
-        eprint("warning: {}: tokenizer model '{}' copied from {}: tessera run, tokenize and bench cannot read it "
+        eprint("warning: {}: tokenizer model '{}' copied from {}: tessera run and tokenize cannot read it "
                "({}); the file is for runtimes that can\n",
                printable_utf8(o.out), tessera::printable(kind), printable_utf8(o.vocab), e.what());
     }

@@ -516,6 +516,12 @@ bool same_file(const std::filesystem::path & in, const std::filesystem::path & o
     return std::filesystem::exists(out, ec) && std::filesystem::equivalent(in, out, ec);
 }
 
+std::string lookup_failure(const std::filesystem::path & path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) return "";
+    return errno == ENOENT ? "no such file" : std::strerror(errno);
+}
+
 void writer::write(const std::filesystem::path & path) const {
     // Paths that cannot name the file are refused before any data is made
     // (add_tensor_fill tensors are computed while writing).

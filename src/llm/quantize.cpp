@@ -188,9 +188,9 @@ quantize_result quantize_file(const std::filesystem::path & in, const std::files
     }
     if (in.empty()) throw error("quantize: the input path is empty");
     if (out.empty()) throw error("quantize: the output path is empty");
-    std::error_code ec;
-    if (!std::filesystem::exists(in, ec)) { // ec: why it could not be looked up (a symlink loop, a permission)
-        throw error(fmt::format("{}: {}", printable_utf8(in.string()), ec ? ec.message() : std::string("no such file")));
+    // Why it cannot be looked up: missing, a symlink loop, a permission, "x.gguf/".
+    if (const std::string why = gguf::lookup_failure(in); !why.empty()) {
+        throw error(fmt::format("{}: {}", printable_utf8(in.string()), why));
     }
     if (gguf::same_file(in, out)) {
         throw error(fmt::format("{}: input and output are the same file", printable_utf8(out.string())));

@@ -103,8 +103,12 @@ std::vector<tensor_plan> plan_tensors(const synth_shape & s, uint32_t n_vocab, c
         const std::optional<type> t = matrix_type_for(wtype, name, ne0, s.n_layer);
         if (!t) {
             const type want = k_quant_fallback(rule_type_for(wtype, name, s.n_layer));
-            throw error(fmt::format("synth: n_embd {} and n_ff {} must be multiples of the {} block size {} ({})",
-                                    s.n_embd, s.n_ff, type_name(want), get_type_traits(want).block_size, name));
+            // The row length is n_embd, n_ff or n_head x head size
+            // (attn_output's, which --head-dim sets); say which.
+            throw error(fmt::format("synth: {}: rows of {} elements are not a multiple of the {} block size {} (n_embd {}, n_ff {}, "
+                                    "n_head x head size {} x {} = {})",
+                                    name, ne0, type_name(want), get_type_traits(want).block_size, s.n_embd, s.n_ff, s.n_head,
+                                    s.head_size(), EQ));
         }
         out.push_back({std::move(name), {ne0, ne1}, 2, *t, {}});
     };
@@ -183,20 +187,19 @@ uint64_t synth_data_size(const synth_shape & s, uint32_t n_vocab, const file_typ
 std::string synth_model(const synth_params & p, const std::filesystem::path & out) {
     const synth_shape & s = p.shape;
     check_shape(s, p.wtype);
-    std::error_code ec;
     if (p.vocab.empty()) throw error("synth: the vocabulary path is empty");
-    if (!std::filesystem::exists(p.vocab, ec)) {
-        throw error(fmt::format("{}: no such file (vocabulary GGUF)", printable_utf8(p.vocab.string())));
+    if (const std::string why = gguf::lookup_failure(p.vocab); !why.empty()) {
+        throw error(fmt::format("{}: {} (vocabulary GGUF)", printable_utf8(p.vocab.string()), why));
     }
     if (gguf::same_file(p.vocab, out)) {
         throw error(fmt::format("{}: the output is the vocabulary file itself", printable_utf8(out.string())));
     }
     const gguf::reader vocab(p.vocab);
     const gguf::value * tokens = vocab.find_key("tokenizer.ggml.tokens");
-    if (tokens == nullptr || !tokens->is_array() || tokens->array_type() != gguf::value_type::STRING ||
-        tokens->array_size() == 0) {
+    if (tokens == nullptr || !tokens->is_array() || tokens->array_type() != gguf::value_type::STRING) {
         throw error(fmt::format("{}: not a vocabulary: no tokenizer.ggml.tokens array of strings", vocab.name()));
     }
+    if (tokens->array_size() == 0) throw error(fmt::format("{}: not a vocabulary: tokenizer.ggml.tokens is empty", vocab.name()));
     const gguf::value * tokenizer_model = vocab.find_key("tokenizer.ggml.model");
     if (tokenizer_model == nullptr || tokenizer_model->type() != gguf::value_type::STRING) {
         throw error(fmt::format("{}: not a vocabulary: no tokenizer.ggml.model string", vocab.name()));

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -544,7 +545,8 @@ TEST(Synth, Errors) {
     expect_error(p, "synth: head size 9 must be even");
     p = tiny(TSR_TYPE_Q8_0);
     p.shape.head_dim = 20; // wo's rows: 4 heads x 20 = 80, no multiple of 32
-    expect_error(p, "block size 32 (blk.0.attn_output.weight)");
+    expect_error(p, "synth: blk.0.attn_output.weight: rows of 80 elements are not a multiple of the Q8_0 block size 32 "
+                    "(n_embd 64, n_ff 128, n_head x head size 4 x 20 = 80)");
     EXPECT_TRUE(fs::is_empty(dir.path)); // no temporaries left
 
     // A tokenizer.ggml.model that is not a string is no vocabulary; a BPE
@@ -560,6 +562,17 @@ TEST(Synth, Errors) {
     p.vocab = dir / "model-u32.gguf";
     expect_error(p, "model-u32.gguf: not a vocabulary: no tokenizer.ggml.model string");
     fs::remove(dir / "model-u32.gguf");
+    // An empty token list is named as empty, not as missing.
+    {
+        const gguf::reader v(vocab_path);
+        gguf::writer w;
+        for (const gguf::kv & e : v.metadata()) w.set(e.key, e.val);
+        w.set("tokenizer.ggml.tokens", gguf::value::array_string(std::span<const std::string>{}));
+        w.write(dir / "tokens-empty.gguf");
+    }
+    p.vocab = dir / "tokens-empty.gguf";
+    expect_error(p, "tokens-empty.gguf: not a vocabulary: tokenizer.ggml.tokens is empty");
+    fs::remove(dir / "tokens-empty.gguf");
     p.vocab = fs::path(TESSERA_SHARED_DIR) / "vocab" / "ggml-vocab-gpt-2.gguf";
     EXPECT_EQ(llm::synth_model(p, dir / "bpe.gguf"), "gpt2");
     fs::remove(dir / "bpe.gguf");

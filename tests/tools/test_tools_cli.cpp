@@ -565,7 +565,13 @@ TEST(SynthCli, ReproducibleLoadableAndChecked) {
                     (d / "wpm.gguf"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(contains(r.err, "warning: " + (d / "wpm.gguf") + ": tokenizer model 'bert' copied from")) << r.err;
-    EXPECT_TRUE(contains(r.err, "cannot read it (tokenizer: " + (d / "wpm.gguf") + ": unsupported tokenizer model 'bert'")) << r.err;
+    EXPECT_TRUE(contains(r.err, "tessera run and tokenize cannot read it (tokenizer: " + (d / "wpm.gguf") +
+                                    ": unsupported tokenizer model 'bert'"))
+        << r.err;
+    // bench feeds token ids, so it runs such a model (the warning no longer names it).
+    r = run_tessera("bench -m " + (d / "wpm.gguf") + " -p 4 -n 1 -t 1 -r 1 -o json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out).size(), 2u) << r.out;
 
     r = run_tessera("gguf synth --preset 7b --vocab " + vocab + " -o " + (d / "x.gguf"));
     EXPECT_EQ(r.exit_code, 1);
@@ -725,6 +731,15 @@ TEST(BenchCli, LimitsGiveEachTestAsAFractionOfTheMachinesLimit) {
     EXPECT_TRUE(row[7].ends_with(" bw") || row[7] == "n/a") << row[7];
     EXPECT_TRUE(contains(md.out, "limits measured in this run")) << md.out;
     EXPECT_TRUE(contains(md.out, "1 thread: F32 FMA peak ")) << md.out;
+    // -o sql: the `limit` field is a reserved word of SQL, so its column is
+    // a quoted identifier in the table and in each INSERT (unquoted, SQLite
+    // refused the whole output); the other names stay bare.
+    const auto sql = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 --limits -o sql");
+    ASSERT_EQ(sql.exit_code, 0) << sql.err;
+    EXPECT_TRUE(contains(sql.out, "  of_limit REAL,\n  \"limit\" TEXT")) << sql.out;
+    EXPECT_TRUE(contains(sql.out, ", of_limit, \"limit\") VALUES (")) << sql.out;
+    EXPECT_TRUE(contains(sql.out, ", 'bw');")) << sql.out;
+    EXPECT_FALSE(contains(sql.out, " limit ")) << sql.out;
     // A value the flag cannot take is refused, naming it, before any test.
     const auto bad = run_tessera("bench -m " + (d / "m.gguf") + " -p 0 -n 2 -t 1 -r 1 --limits=abc");
     EXPECT_EQ(bad.exit_code, 1);
@@ -1400,6 +1415,31 @@ TEST(SynthCli, OutputThroughDevStdout) {
     EXPECT_TRUE(contains(r.err, "/dev/stdout: not a regular file")) << r.err;
 }
 
+// An input named with a trailing '/' after a file's name ("m.gguf/") is
+// reported as what it is, "Not a directory", by quantize, bench and synth's
+// --vocab alike (they said "no such file" of a file that exists).
+TEST(TesseraCli, AFileNamedAsADirectoryIsNotCalledMissing) {
+    if (!have_tessera()) GTEST_SKIP() << "tessera program not built";
+    temp_dir d;
+    const std::string model = std::string(TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
+    const std::string slashed = model + "/";
+    struct slash_case {
+        std::vector<std::string> args;
+        std::string message;
+    };
+    for (const slash_case & c : {
+             slash_case{{"quantize", "-q", slashed, d / "x.gguf", "Q8_0"}, "error: " + slashed + ": Not a directory\n"},
+             slash_case{{"bench", "-m", slashed, "-p", "4", "-n", "0", "-r", "1", "-t", "1"}, "error: " + slashed + ": Not a directory\n"},
+             slash_case{{"gguf", "synth", "-q", "--preset", "tiny", "--vocab", vocab + "/", "-o", d / "x.gguf"},
+                        "error: " + vocab + "/: Not a directory (vocabulary GGUF)\n"},
+         }) {
+        const auto r = run_tessera(c.args);
+        EXPECT_EQ(r.exit_code, 1) << c.args[0];
+        EXPECT_TRUE(contains(r.err, c.message)) << c.args[0] << ": " << r.err;
+        EXPECT_FALSE(fs::exists(d / "x.gguf")) << c.args[0];
+    }
+}
+
 // gguf synth's --seed takes every 64-bit value and refuses others, naming
 // the flag and the range, without writing the output.
 // --head-dim: a bad size names the option (range) or the problem (odd, or
@@ -1414,7 +1454,9 @@ TEST(SynthCli, HeadDimIsChecked) {
     for (const bad_case & c : {bad_case{"--head-dim 0", "--head-dim: '0' is outside the range 2 to 4096"},
                                bad_case{"--head-dim 5000", "--head-dim: '5000' is outside the range 2 to 4096"},
                                bad_case{"--head-dim 9", "synth: head size 9 must be even"},
-                               bad_case{"--head-dim 20 --type Q8_0", "block size 32 (blk.0.attn_output.weight)"}}) {
+                               bad_case{"--head-dim 20 --type Q8_0", "error: synth: blk.0.attn_output.weight: rows of 80 elements are not "
+                                                                      "a multiple of the Q8_0 block size 32 (n_embd 64, n_ff 128, "
+                                                                      "n_head x head size 4 x 20 = 80)"}}) {
         const auto r = run_tessera(base + c.args);
         EXPECT_EQ(r.exit_code, 1) << c.args;
         EXPECT_TRUE(contains(r.err, c.message)) << c.args << ": " << r.err;

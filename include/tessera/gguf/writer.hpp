@@ -114,4 +114,10 @@ private:
 // False when either cannot be looked up. Never throws.
 bool same_file(const std::filesystem::path & in, const std::filesystem::path & out);
 
+// Why the input `path` cannot be looked up (stat(2)): "no such file" where
+// it does not exist (ENOENT), else the system's message, e.g. "Not a
+// directory" for "model.gguf/" (a file's name with a trailing '/'); ""
+// when it can. Never throws.
+std::string lookup_failure(const std::filesystem::path & path);
+
 } // namespace tessera::gguf
