@@ -579,17 +579,18 @@ void writer::write(const std::filesystem::path & path) const {
     // after all the tensor data was made (and name the temporary).
     const size_t name_max = name_max_of(dir);
     std::string base = target.filename().string();
+    // Messages name the path given, and the file its link names if it is one.
+    const std::string final_shown =
+        target == path ? shown(path) : fmt::format("{} (its link names {})", shown(path), shown(target));
     if (base.size() > name_max) {
-        const std::string what =
-            target == path ? shown(path) : fmt::format("{} (its link names {})", shown(path), shown(target));
         throw error(fmt::format("gguf writer: {}: file name is {} bytes, longer than the file system allows ({})",
-                                what, base.size(), name_max));
+                                final_shown, base.size(), name_max));
     }
     const uint32_t a = alignment();
     std::vector<uint64_t> offsets;
     const std::vector<uint8_t> head = build_head(impl_->kvs, impl_->tensors, a, offsets);
 
-    const std::string final_path = target.string(), final_shown = shown(target);
+    const std::string final_path = target.string();
     temp_guard tmp;
     // The temporary's name is the file's with ".tmp.XXXXXX" added, the
     // file's part cut to keep it within the longest name the file system

@@ -434,6 +434,12 @@ TEST(GgufWriter, SpecialFilesLinksAndPermissions) {
     const std::string nowhere_error = error_of([&] { w.write(nowhere); });
     EXPECT_NE(nowhere_error.find("cannot create a temporary file in " + (dir.path / "missing").string()), std::string::npos)
         << nowhere_error;
+    // ... and names the link given as well as the file it names.
+    EXPECT_EQ(nowhere_error.rfind("gguf writer: " + nowhere.string() + " (its link names " + (dir.path / "missing" / "x.gguf").string() +
+                                      "): cannot create",
+                                  0),
+              0u)
+        << nowhere_error;
     const fs::path loop_a = dir.path / "loop_a.gguf", loop_b = dir.path / "loop_b.gguf";
     fs::create_symlink("loop_b.gguf", loop_a);
     fs::create_symlink("loop_a.gguf", loop_b);
