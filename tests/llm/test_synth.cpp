@@ -549,28 +549,23 @@ TEST(Synth, Errors) {
                     "(n_embd 64, n_ff 128, n_head x head size 4 x 20 = 80)");
     EXPECT_TRUE(fs::is_empty(dir.path)); // no temporaries left
 
-    // A tokenizer.ggml.model that is not a string is no vocabulary; a BPE
-    // one is copied, and synth says which it copied.
-    {
+    // The vocabulary with one key's value replaced, written as dir / name.
+    const auto vocab_with = [&](const std::string & key, gguf::value val, const std::string & name) {
         const gguf::reader v(vocab_path);
         gguf::writer w;
         for (const gguf::kv & e : v.metadata()) w.set(e.key, e.val);
-        w.set_u32("tokenizer.ggml.model", 1);
-        w.write(dir / "model-u32.gguf");
-    }
+        w.set(key, std::move(val));
+        w.write(dir / name);
+        return dir / name;
+    };
+    // A tokenizer.ggml.model that is not a string is no vocabulary; a BPE
+    // one is copied, and synth says which it copied.
     p = tiny(TSR_TYPE_Q4_0);
-    p.vocab = dir / "model-u32.gguf";
+    p.vocab = vocab_with("tokenizer.ggml.model", gguf::value::u32(1), "model-u32.gguf");
     expect_error(p, "model-u32.gguf: not a vocabulary: no tokenizer.ggml.model string");
     fs::remove(dir / "model-u32.gguf");
     // An empty token list is named as empty, not as missing.
-    {
-        const gguf::reader v(vocab_path);
-        gguf::writer w;
-        for (const gguf::kv & e : v.metadata()) w.set(e.key, e.val);
-        w.set("tokenizer.ggml.tokens", gguf::value::array_string(std::span<const std::string>{}));
-        w.write(dir / "tokens-empty.gguf");
-    }
-    p.vocab = dir / "tokens-empty.gguf";
+    p.vocab = vocab_with("tokenizer.ggml.tokens", gguf::value::array_string(std::span<const std::string>{}), "tokens-empty.gguf");
     expect_error(p, "tokens-empty.gguf: not a vocabulary: tokenizer.ggml.tokens is empty");
     fs::remove(dir / "tokens-empty.gguf");
     p.vocab = fs::path(TESSERA_SHARED_DIR) / "vocab" / "ggml-vocab-gpt-2.gguf";
